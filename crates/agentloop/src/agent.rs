@@ -1,0 +1,308 @@
+//! [`Agent`]: a provider, tools and a [`RunConfig`], ready to run. Build one with
+//! [`Agent::builder`].
+
+use crate::driver::{Driver, EventStream};
+use crate::error::{AgentError, BuildError};
+use crate::event::Event;
+use crate::message::Message;
+use crate::provider::{Provider, ToolChoice};
+use crate::run::{Outcome, Run, RunConfig};
+use crate::tool::{DynTool, TaskComplete, Tool, ToolExecutor, ToolRegistry, ToolSet, ToolSpec};
+use futures::StreamExt;
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// The input of a run: the conversation so far, ending with the new user message.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RunInput(pub Vec<Message>);
+
+impl From<&str> for RunInput {
+    fn from(text: &str) -> Self {
+        Self(vec![Message::user(text)])
+    }
+}
+
+impl From<String> for RunInput {
+    fn from(text: String) -> Self {
+        Self(vec![Message::user(text)])
+    }
+}
+
+impl From<Message> for RunInput {
+    fn from(message: Message) -> Self {
+        Self(vec![message])
+    }
+}
+
+impl From<Vec<Message>> for RunInput {
+    fn from(messages: Vec<Message>) -> Self {
+        Self(messages)
+    }
+}
+
+/// Per-run options.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// The run's id (default: a new time-ordered id).
+    pub run_id: Option<String>,
+    /// Cancels the run when cancelled.
+    pub cancel: Option<CancellationToken>,
+}
+
+/// A configured agent. Cheap to clone; runs share nothing but the provider and tools.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use agentloop::prelude::*;
+/// use agentloop::provider::scripted::{ScriptedModel, ScriptedTurn};
+///
+/// let model = ScriptedModel::new([ScriptedTurn::text("Hello!")]);
+/// let agent = Agent::builder(model).instructions("Be brief.").build()?;
+/// let outcome = agent.run("Say hello").await?;
+/// assert_eq!(outcome.answer, "Hello!");
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Agent {
+    driver: Driver,
+    config: Arc<RunConfig>,
+}
+
+impl std::fmt::Debug for Agent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Agent")
+            .field("provider", &self.driver.provider.name())
+            .field("tools", &self.driver.tools)
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+/// Creates a new time-ordered run id.
+pub fn new_run_id() -> String {
+    format!("run_{}", uuid::Uuid::now_v7().simple())
+}
+
+impl Agent {
+    /// Starts building an agent on this provider.
+    pub fn builder(provider: impl Provider + 'static) -> AgentBuilder {
+        AgentBuilder::new(Arc::new(provider))
+    }
+
+    /// The configuration every run starts from.
+    pub fn config(&self) -> &RunConfig {
+        &self.config
+    }
+
+    /// The tools offered to the model.
+    pub fn tools(&self) -> &[ToolSpec] {
+        self.driver.tools.specs()
+    }
+
+    /// Runs to the end, streaming every event. The last event is `run_finished`,
+    /// `run_failed` or `run_cancelled`. Dropping the stream cancels the run.
+    pub fn run_stream(&self, input: impl Into<RunInput>) -> EventStream {
+        self.run_stream_with(input, RunOptions::default())
+    }
+
+    /// [`run_stream`](Self::run_stream) with options.
+    pub fn run_stream_with(&self, input: impl Into<RunInput>, options: RunOptions) -> EventStream {
+        let run_id = options.run_id.unwrap_or_else(new_run_id);
+        let run = Run::new(run_id, (*self.config).clone(), input.into().0);
+        self.driver.clone().drive(run, options.cancel.unwrap_or_default())
+    }
+
+    /// Continues a run rebuilt from its journal ([`Run::from_journal`]): a model call without
+    /// a response is made again, tools without a result run again (with the same idempotency
+    /// key), tools with a result never run again.
+    pub fn continue_run(&self, run: Run, cancel: Option<CancellationToken>) -> EventStream {
+        self.driver.clone().drive(run, cancel.unwrap_or_default())
+    }
+
+    /// Runs to the end and returns the outcome. A failed or cancelled run is an error that
+    /// carries its outcome.
+    pub async fn run(&self, input: impl Into<RunInput>) -> Result<Outcome, AgentError> {
+        outcome_of(self.run_stream(input)).await
+    }
+}
+
+/// Consumes an event stream and returns its outcome.
+pub async fn outcome_of(mut events: EventStream) -> Result<Outcome, AgentError> {
+    let mut last = None;
+    while let Some(event) = events.next().await {
+        match event {
+            Event::RunFinished { .. } | Event::RunFailed { .. } | Event::RunCancelled { .. } => {
+                last = Some(event);
+            }
+            _ => {}
+        }
+    }
+    match last {
+        Some(Event::RunFinished { outcome }) => Ok(outcome),
+        Some(Event::RunFailed { error, outcome }) => {
+            Err(AgentError::Failed { error, outcome: Box::new(outcome) })
+        }
+        Some(Event::RunCancelled { reason, outcome }) => {
+            Err(AgentError::Cancelled { reason, outcome: Box::new(outcome) })
+        }
+        _ => Err(AgentError::NoOutcome),
+    }
+}
+
+/// Builds an [`Agent`].
+pub struct AgentBuilder {
+    provider: Arc<dyn Provider>,
+    registry: ToolRegistry,
+    sets: Vec<Arc<dyn ToolSet>>,
+    config: RunConfig,
+    concurrency: usize,
+    tool_timeout: Duration,
+    errors: Vec<String>,
+}
+
+impl AgentBuilder {
+    fn new(provider: Arc<dyn Provider>) -> Self {
+        Self {
+            provider,
+            registry: ToolRegistry::new(),
+            sets: Vec::new(),
+            config: RunConfig::default(),
+            concurrency: 5,
+            tool_timeout: Duration::from_secs(30),
+            errors: Vec::new(),
+        }
+    }
+
+    /// System / developer instructions.
+    pub fn instructions(mut self, instructions: impl Into<String>) -> Self {
+        self.config.instructions = Some(instructions.into());
+        self
+    }
+
+    /// Adds a typed tool.
+    pub fn tool<T: Tool>(self, tool: T) -> Self {
+        self.dyn_tool(Arc::new(tool))
+    }
+
+    /// Adds an erased tool.
+    pub fn dyn_tool(mut self, tool: Arc<dyn DynTool>) -> Self {
+        if let Err(error) = self.registry.register_dyn(tool) {
+            self.errors.push(error.to_string());
+        }
+        self
+    }
+
+    /// Adds a source of tools (an MCP server, a remote agent, …).
+    pub fn tool_set(mut self, set: Arc<dyn ToolSet>) -> Self {
+        self.sets.push(set);
+        self
+    }
+
+    /// Model calls in the loop before the wind-down answer (default 20, at least 1).
+    pub fn max_iterations(mut self, iterations: u32) -> Self {
+        self.config.limits.max_iterations = iterations;
+        self
+    }
+
+    /// Only a done tool (`task_complete`, registered automatically) ends the run.
+    pub fn require_done_tool(mut self, required: bool) -> Self {
+        self.config.require_done_tool = required;
+        self
+    }
+
+    /// The user message added after a tool-less turn when the done tool is required
+    /// (`None`: none).
+    pub fn done_tool_nudge(mut self, nudge: Option<String>) -> Self {
+        self.config.done_tool_nudge = nudge;
+        self
+    }
+
+    /// The summary request of the wind-down call.
+    pub fn wind_down_prompt(mut self, prompt: impl Into<String>) -> Self {
+        self.config.wind_down_prompt = prompt.into();
+        self
+    }
+
+    /// The answer when the wind-down call fails.
+    pub fn wind_down_fallback(mut self, text: impl Into<String>) -> Self {
+        self.config.wind_down_fallback = text.into();
+        self
+    }
+
+    /// Tool calls of one model turn that may run at once (default 5, at least 1).
+    pub fn tool_concurrency(mut self, limit: usize) -> Self {
+        self.concurrency = limit;
+        self
+    }
+
+    /// Default timeout of a tool call (default 30 s); a tool may set its own.
+    pub fn tool_timeout(mut self, timeout: Duration) -> Self {
+        self.tool_timeout = timeout;
+        self
+    }
+
+    /// Whether the model must call tools.
+    pub fn tool_choice(mut self, choice: ToolChoice) -> Self {
+        self.config.tool_choice = choice;
+        self
+    }
+
+    /// Sampling temperature.
+    pub fn temperature(mut self, temperature: f32) -> Self {
+        self.config.temperature = Some(temperature);
+        self
+    }
+
+    /// Output token limit per model call.
+    pub fn max_tokens(mut self, max_tokens: u32) -> Self {
+        self.config.max_tokens = Some(max_tokens);
+        self
+    }
+
+    /// Adds run metadata (passed to providers and tools).
+    pub fn metadata(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
+        self.config.metadata.insert(key.into(), value.into());
+        self
+    }
+
+    /// Checks the settings and builds the agent.
+    pub fn build(mut self) -> Result<Agent, BuildError> {
+        if let Some(error) = self.errors.first() {
+            return Err(BuildError::InvalidSetting(error.clone()));
+        }
+        if self.concurrency == 0 {
+            return Err(BuildError::InvalidSetting("tool_concurrency must be at least 1".into()));
+        }
+        if self.config.limits.max_iterations == 0 {
+            return Err(BuildError::InvalidSetting("max_iterations must be at least 1".into()));
+        }
+        if self.tool_timeout.is_zero() {
+            return Err(BuildError::InvalidSetting("tool_timeout must be positive".into()));
+        }
+        if self.config.require_done_tool
+            && !self.registry.contains(<TaskComplete as Tool>::NAME)
+            && !self.sets.iter().any(|s| s.specs().iter().any(|t| t.name == TaskComplete::NAME))
+        {
+            self.registry
+                .register_dyn(Arc::new(TaskComplete))
+                .map_err(|e| BuildError::InvalidSetting(e.to_string()))?;
+        }
+        let mut sets: Vec<Arc<dyn ToolSet>> = Vec::with_capacity(self.sets.len() + 1);
+        if !self.registry.is_empty() {
+            sets.push(Arc::new(self.registry));
+        }
+        sets.extend(self.sets);
+        let tools = ToolExecutor::new(sets, self.tool_timeout)?;
+        self.config.tools = Arc::new(tools.specs().to_vec());
+        Ok(Agent {
+            driver: Driver {
+                provider: self.provider,
+                tools: Arc::new(tools),
+                concurrency: self.concurrency,
+            },
+            config: Arc::new(self.config),
+        })
+    }
+}

@@ -1,0 +1,260 @@
+//! [`Event`]: everything that happens in a run. Durable events form the run journal (the
+//! [`Run`](crate::run::Run) is a fold over them); the others (deltas, derived notices) are only
+//! streamed.
+
+use crate::message::{FinishReason, Message, ToolCall, ToolResult, Usage};
+use crate::provider::ProviderError;
+use crate::run::{Outcome, RunConfig};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Why a model was called.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ModelPurpose {
+    /// A regular loop iteration.
+    #[default]
+    Iteration,
+    /// The one tool-less call that writes a final answer after a limit was reached.
+    WindDown {
+        /// The limit that was reached.
+        limit: crate::run::LimitKind,
+    },
+}
+
+/// How a tool step ended, for [`Event::StepCompleted`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepStatus {
+    /// The tool returned a value or a control signal.
+    Ok,
+    /// The tool (or its arguments) failed.
+    Error,
+}
+
+/// Something that happened in a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Event {
+    // ---- durable: the journal ----
+    /// The run began. Holds everything needed to rebuild it.
+    RunStarted {
+        /// The run's id.
+        run_id: String,
+        /// The configuration it runs with (instructions, tool specs, limits, …).
+        config: Box<RunConfig>,
+        /// The conversation it starts from (history plus the new user input).
+        input: Vec<Message>,
+    },
+    /// An iteration (one model call and its tools) began.
+    IterationStarted {
+        /// 1-based iteration number.
+        iteration: u32,
+    },
+    /// A model call was issued.
+    ModelRequested {
+        /// The iteration it belongs to.
+        iteration: u32,
+        /// Why.
+        purpose: ModelPurpose,
+    },
+    /// The model answered.
+    ModelResponded {
+        /// The iteration it belongs to.
+        iteration: u32,
+        /// The assistant message.
+        message: Message,
+        /// Why the turn ended.
+        finish_reason: FinishReason,
+        /// Tokens used by this call.
+        usage: Usage,
+        /// Wall time of the call.
+        duration_ms: u64,
+    },
+    /// The model call failed.
+    ModelFailed {
+        /// The iteration it belongs to.
+        iteration: u32,
+        /// What went wrong.
+        error: ProviderError,
+    },
+    /// A tool call began.
+    ToolStarted {
+        /// The call.
+        call: ToolCall,
+        /// The parsed arguments, or `{"_raw": "<text>"}` when they were not JSON.
+        arguments: Value,
+    },
+    /// A tool call returned a value or a control signal.
+    ToolCompleted {
+        /// The tool.
+        name: String,
+        /// The result that goes into the history.
+        result: ToolResult,
+        /// How long it ran.
+        duration_ms: u64,
+        /// `done` / `ask_user` when the tool ended the loop.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        control: Option<crate::run::Signal>,
+    },
+    /// A tool call failed (unknown tool, bad arguments, error, panic).
+    ToolFailed {
+        /// The tool.
+        name: String,
+        /// The error result that goes into the history.
+        result: ToolResult,
+        /// The error.
+        error: crate::tool::ToolError,
+        /// How long it ran.
+        duration_ms: u64,
+    },
+    /// A tool call ran out of time.
+    ToolTimedOut {
+        /// The tool.
+        name: String,
+        /// The error result that goes into the history.
+        result: ToolResult,
+        /// The timeout that expired.
+        timeout_ms: u64,
+    },
+    /// The run ended with an outcome.
+    RunFinished {
+        /// The outcome.
+        outcome: Outcome,
+    },
+    /// The run ended in failure.
+    RunFailed {
+        /// What went wrong.
+        error: String,
+        /// The outcome (its stop reason says why).
+        outcome: Outcome,
+    },
+    /// The run was cancelled.
+    RunCancelled {
+        /// Why.
+        reason: String,
+        /// The outcome.
+        outcome: Outcome,
+    },
+
+    // ---- transient: streamed, not journaled ----
+    /// Answer text as it streams.
+    TextDelta {
+        /// The new text.
+        delta: String,
+    },
+    /// Reasoning text as it streams.
+    ReasoningDelta {
+        /// The new text.
+        delta: String,
+    },
+    /// A tool call's name as soon as the model starts it.
+    ToolCallStreamStarted {
+        /// The call id.
+        call_id: String,
+        /// The tool.
+        name: String,
+    },
+    /// A tool call's argument text as it streams.
+    ToolArgumentsDelta {
+        /// The call id.
+        call_id: String,
+        /// The new text.
+        delta: String,
+    },
+    /// The reasoning of a model turn, whole.
+    Reasoning {
+        /// The text.
+        text: String,
+    },
+    /// The text of a model turn that is not the final answer (the final answer is in
+    /// [`Event::RunFinished`] only).
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// The model asked for these tool calls.
+    ToolDetected {
+        /// The calls, in order.
+        calls: Vec<ToolCall>,
+    },
+    /// A tool step begins (before [`Event::ToolStarted`]).
+    StepStarted {
+        /// The call id.
+        call_id: String,
+        /// The tool.
+        name: String,
+    },
+    /// A tool step ended (after its result event).
+    StepCompleted {
+        /// The call id.
+        call_id: String,
+        /// How it ended.
+        status: StepStatus,
+    },
+    /// An iteration ended.
+    IterationCompleted {
+        /// 1-based iteration number.
+        iteration: u32,
+    },
+}
+
+impl Event {
+    /// Whether the event belongs in the journal (the rest is only streamed).
+    pub fn is_durable(&self) -> bool {
+        matches!(
+            self,
+            Self::RunStarted { .. }
+                | Self::IterationStarted { .. }
+                | Self::ModelRequested { .. }
+                | Self::ModelResponded { .. }
+                | Self::ModelFailed { .. }
+                | Self::ToolStarted { .. }
+                | Self::ToolCompleted { .. }
+                | Self::ToolFailed { .. }
+                | Self::ToolTimedOut { .. }
+                | Self::RunFinished { .. }
+                | Self::RunFailed { .. }
+                | Self::RunCancelled { .. }
+        )
+    }
+
+    /// The outcome, when this event ends the run.
+    pub fn outcome(&self) -> Option<&Outcome> {
+        match self {
+            Self::RunFinished { outcome }
+            | Self::RunFailed { outcome, .. }
+            | Self::RunCancelled { outcome, .. } => Some(outcome),
+            _ => None,
+        }
+    }
+
+    /// The serde tag of the event (`"run_started"`, `"text_delta"`, …).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::RunStarted { .. } => "run_started",
+            Self::IterationStarted { .. } => "iteration_started",
+            Self::ModelRequested { .. } => "model_requested",
+            Self::ModelResponded { .. } => "model_responded",
+            Self::ModelFailed { .. } => "model_failed",
+            Self::ToolStarted { .. } => "tool_started",
+            Self::ToolCompleted { .. } => "tool_completed",
+            Self::ToolFailed { .. } => "tool_failed",
+            Self::ToolTimedOut { .. } => "tool_timed_out",
+            Self::RunFinished { .. } => "run_finished",
+            Self::RunFailed { .. } => "run_failed",
+            Self::RunCancelled { .. } => "run_cancelled",
+            Self::TextDelta { .. } => "text_delta",
+            Self::ReasoningDelta { .. } => "reasoning_delta",
+            Self::ToolCallStreamStarted { .. } => "tool_call_stream_started",
+            Self::ToolArgumentsDelta { .. } => "tool_arguments_delta",
+            Self::Reasoning { .. } => "reasoning",
+            Self::Text { .. } => "text",
+            Self::ToolDetected { .. } => "tool_detected",
+            Self::StepStarted { .. } => "step_started",
+            Self::StepCompleted { .. } => "step_completed",
+            Self::IterationCompleted { .. } => "iteration_completed",
+        }
+    }
+}

@@ -1,0 +1,97 @@
+//! Folding a chunk stream into a whole [`ModelResponse`].
+
+use super::{ModelResponse, ProviderError, StreamChunk};
+use crate::message::{FinishReason, Message, Part, Reasoning, Role, ToolCall, Usage};
+
+/// Builds a [`ModelResponse`] from [`StreamChunk`]s, in order. Text deltas join the current
+/// text part, reasoning deltas the current reasoning block, argument deltas their call (by id).
+#[derive(Debug, Default)]
+pub struct ResponseAssembler {
+    parts: Vec<Part>,
+    /// Index in `parts` of the reasoning block still receiving deltas.
+    open_reasoning: Option<usize>,
+    /// (call id, index in `parts`) of every tool call, in order.
+    calls: Vec<(String, usize)>,
+    usage: Usage,
+    finish: Option<FinishReason>,
+}
+
+impl ResponseAssembler {
+    /// Adds one chunk. A delta for a tool call that never started is a protocol error.
+    pub fn push(&mut self, chunk: StreamChunk) -> Result<(), ProviderError> {
+        match chunk {
+            StreamChunk::TextDelta { text } => {
+                self.open_reasoning = None;
+                match self.parts.last_mut() {
+                    Some(Part::Text { text: current }) => current.push_str(&text),
+                    _ => self.parts.push(Part::Text { text }),
+                }
+            }
+            StreamChunk::ReasoningDelta { text } => match self.open_reasoning {
+                Some(index) => {
+                    if let Some(Part::Reasoning(reasoning)) = self.parts.get_mut(index) {
+                        reasoning.text.push_str(&text);
+                    }
+                }
+                None => {
+                    self.open_reasoning = Some(self.parts.len());
+                    self.parts.push(Part::Reasoning(Reasoning { text, opaque: None }));
+                }
+            },
+            StreamChunk::ReasoningEnd { opaque } => match self.open_reasoning.take() {
+                Some(index) => {
+                    if let Some(Part::Reasoning(reasoning)) = self.parts.get_mut(index) {
+                        reasoning.opaque = opaque;
+                    }
+                }
+                None => self.parts.push(Part::Reasoning(Reasoning { text: String::new(), opaque })),
+            },
+            StreamChunk::ToolCallStart { id, name } => {
+                self.open_reasoning = None;
+                self.calls.push((id.clone(), self.parts.len()));
+                self.parts.push(Part::ToolCall(ToolCall { id, name, arguments: String::new() }));
+            }
+            StreamChunk::ToolCallDelta { id, delta } => {
+                let index = self.call_index(&id).ok_or_else(|| {
+                    ProviderError::protocol("argument delta for unknown tool call", &id)
+                })?;
+                if let Some(Part::ToolCall(call)) = self.parts.get_mut(index) {
+                    call.arguments.push_str(&delta);
+                }
+            }
+            StreamChunk::ToolCallEnd { id } => {
+                if self.call_index(&id).is_none() {
+                    return Err(ProviderError::protocol("end of unknown tool call", &id));
+                }
+            }
+            StreamChunk::Usage { usage } => self.usage = self.usage.max(usage),
+            StreamChunk::Finish { reason } => self.finish = Some(reason),
+        }
+        Ok(())
+    }
+
+    fn call_index(&self, id: &str) -> Option<usize> {
+        // Search from the end: deltas almost always belong to the newest call.
+        self.calls.iter().rev().find(|(call_id, _)| call_id == id).map(|(_, index)| *index)
+    }
+
+    /// Whether any content (text, reasoning or tool call) has been received.
+    pub fn has_content(&self) -> bool {
+        !self.parts.is_empty()
+    }
+
+    /// The response. Without a finish chunk, the reason is `tool_calls` when there are calls
+    /// and `stop` otherwise.
+    pub fn finish(self) -> ModelResponse {
+        let finish_reason = self.finish.unwrap_or(if self.calls.is_empty() {
+            FinishReason::Stop
+        } else {
+            FinishReason::ToolCalls
+        });
+        ModelResponse {
+            message: Message { role: Role::Assistant, content: self.parts },
+            finish_reason,
+            usage: self.usage,
+        }
+    }
+}

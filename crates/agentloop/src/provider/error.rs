@@ -1,0 +1,115 @@
+//! [`ProviderError`]: what went wrong talking to a model, classified so that callers know what
+//! to do about it (retry, wait, compact, give up).
+
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// An error from a model provider.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ProviderError {
+    /// Too many requests; wait `retry_after_ms` when the provider said how long.
+    #[error("rate limited: {message}")]
+    RateLimited {
+        /// What the provider said.
+        message: String,
+        /// How long to wait, when known.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        retry_after_ms: Option<u64>,
+    },
+    /// The credentials were refused (401/403).
+    #[error("authentication failed ({status}): {message}")]
+    Auth {
+        /// HTTP status.
+        status: u16,
+        /// What the provider said.
+        message: String,
+    },
+    /// The request was rejected as invalid (400).
+    #[error("invalid request: {message}")]
+    InvalidRequest {
+        /// What the provider said.
+        message: String,
+    },
+    /// The prompt does not fit the model's context window.
+    #[error("context length exceeded: {message}")]
+    ContextLengthExceeded {
+        /// What the provider said.
+        message: String,
+    },
+    /// The provider is overloaded (e.g. Anthropic 529).
+    #[error("provider overloaded: {message}")]
+    Overloaded {
+        /// What the provider said.
+        message: String,
+    },
+    /// A server error (5xx).
+    #[error("server error ({status}): {message}")]
+    Server {
+        /// HTTP status.
+        status: u16,
+        /// What the provider said.
+        message: String,
+    },
+    /// The connection failed or dropped.
+    #[error("network error: {message}")]
+    Network {
+        /// What failed.
+        message: String,
+    },
+    /// A connect, request or stream-idle timeout.
+    #[error("timeout: {message}")]
+    Timeout {
+        /// Which timeout.
+        message: String,
+    },
+    /// The provider sent something we could not parse.
+    #[error("protocol error: {message} (near: {excerpt:?})")]
+    Protocol {
+        /// What was wrong.
+        message: String,
+        /// An excerpt of the offending bytes.
+        excerpt: String,
+    },
+    /// The request was cancelled by the caller.
+    #[error("cancelled")]
+    Cancelled,
+    /// Anything else.
+    #[error("{message}")]
+    Other {
+        /// Description.
+        message: String,
+    },
+}
+
+impl ProviderError {
+    /// A protocol error with an excerpt (at most 200 bytes) of the input.
+    pub fn protocol(message: impl Into<String>, input: &str) -> Self {
+        let mut end = input.len().min(200);
+        while !input.is_char_boundary(end) {
+            end -= 1;
+        }
+        Self::Protocol { message: message.into(), excerpt: input[..end].to_owned() }
+    }
+
+    /// Whether retrying the same request may succeed.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Self::RateLimited { .. }
+            | Self::Overloaded { .. }
+            | Self::Network { .. }
+            | Self::Timeout { .. } => true,
+            Self::Server { status, .. } => matches!(status, 500 | 502 | 503 | 504 | 529),
+            _ => false,
+        }
+    }
+
+    /// How long the provider asked us to wait before retrying.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Self::RateLimited { retry_after_ms: Some(ms), .. } => Some(Duration::from_millis(*ms)),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,186 @@
+//! The provider seam: one required method, [`Provider::stream`], that turns a canonical
+//! [`ModelRequest`] into a stream of canonical [`StreamChunk`]s.
+
+mod assemble;
+mod error;
+#[cfg(any(test, feature = "test-util"))]
+pub mod scripted;
+
+pub use assemble::ResponseAssembler;
+pub use error::ProviderError;
+
+use crate::message::{FinishReason, Message, Usage};
+use crate::tool::ToolSpec;
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use futures::StreamExt;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::sync::Arc;
+
+/// Whether and how the model must use tools.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolChoice {
+    /// The model decides.
+    #[default]
+    Auto,
+    /// No tool calls.
+    None,
+    /// At least one tool call.
+    Required,
+    /// A call of this tool.
+    Named(String),
+}
+
+/// One request to a model. Instructions are separate from the messages: they are injected by
+/// the provider at call time in the form its API wants and never stored in the history.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ModelRequest {
+    /// System / developer instructions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<String>,
+    /// The conversation. Shared with the run (cloning a request is cheap, whatever the
+    /// length of the history).
+    pub messages: Arc<Vec<Message>>,
+    /// Tools the model may call (shared the same way).
+    #[serde(default, skip_serializing_if = "<[ToolSpec]>::is_empty")]
+    pub tools: Arc<Vec<ToolSpec>>,
+    /// Whether it must call them.
+    #[serde(default)]
+    pub tool_choice: ToolChoice,
+    /// Sampling temperature.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
+    /// Output token limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    /// Free-form data for providers and hooks (e.g. a user id).
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub metadata: Map<String, Value>,
+}
+
+/// One piece of a streamed model response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum StreamChunk {
+    /// More answer text.
+    TextDelta {
+        /// The new text.
+        text: String,
+    },
+    /// More reasoning text.
+    ReasoningDelta {
+        /// The new text.
+        text: String,
+    },
+    /// The current reasoning block ended; `opaque` is provider data to send back next turn.
+    ReasoningEnd {
+        /// Signature / encrypted content.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        opaque: Option<Value>,
+    },
+    /// A tool call begins.
+    ToolCallStart {
+        /// The call id.
+        id: String,
+        /// The tool name.
+        name: String,
+    },
+    /// More argument text of a started tool call.
+    ToolCallDelta {
+        /// The call id.
+        id: String,
+        /// The new argument text.
+        delta: String,
+    },
+    /// A tool call's arguments are complete.
+    ToolCallEnd {
+        /// The call id.
+        id: String,
+    },
+    /// Usage so far (a cumulative snapshot: later chunks supersede earlier ones field by field).
+    Usage {
+        /// The usage.
+        usage: Usage,
+    },
+    /// The turn ended.
+    Finish {
+        /// Why.
+        reason: FinishReason,
+    },
+}
+
+/// A whole model response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelResponse {
+    /// The assistant message (text, reasoning, tool calls).
+    pub message: Message,
+    /// Why the turn ended.
+    pub finish_reason: FinishReason,
+    /// Tokens used.
+    pub usage: Usage,
+}
+
+/// The stream a provider returns.
+pub type ChunkStream = BoxStream<'static, Result<StreamChunk, ProviderError>>;
+
+/// A model provider. Implement [`stream`](Provider::stream); [`complete`](Provider::complete)
+/// collects it.
+pub trait Provider: Send + Sync {
+    /// Sends the request and streams the response.
+    fn stream(&self, request: ModelRequest) -> ChunkStream;
+
+    /// Sends the request and waits for the whole response.
+    fn complete(
+        &self,
+        request: ModelRequest,
+    ) -> BoxFuture<'static, Result<ModelResponse, ProviderError>> {
+        let mut stream = self.stream(request);
+        Box::pin(async move {
+            let mut assembler = ResponseAssembler::default();
+            while let Some(chunk) = stream.next().await {
+                assembler.push(chunk?)?;
+            }
+            Ok(assembler.finish())
+        })
+    }
+
+    /// A short name for events and telemetry, e.g. the model id.
+    fn name(&self) -> &str {
+        "provider"
+    }
+}
+
+impl<P: Provider + ?Sized> Provider for Arc<P> {
+    fn stream(&self, request: ModelRequest) -> ChunkStream {
+        (**self).stream(request)
+    }
+    fn complete(
+        &self,
+        request: ModelRequest,
+    ) -> BoxFuture<'static, Result<ModelResponse, ProviderError>> {
+        (**self).complete(request)
+    }
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+}
+
+impl<P: Provider + ?Sized> Provider for Box<P> {
+    fn stream(&self, request: ModelRequest) -> ChunkStream {
+        (**self).stream(request)
+    }
+    fn complete(
+        &self,
+        request: ModelRequest,
+    ) -> BoxFuture<'static, Result<ModelResponse, ProviderError>> {
+        (**self).complete(request)
+    }
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,70 @@
+//! [`RunConfig`]: everything a run needs besides its input, journaled in `run_started` so a
+//! run can be rebuilt from its journal alone.
+
+use super::Limits;
+use crate::provider::ToolChoice;
+use crate::tool::ToolSpec;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::sync::Arc;
+
+/// Default text of the user message added when `require_done_tool` is set and the model
+/// answered without calling a tool.
+pub const DEFAULT_DONE_TOOL_NUDGE: &str = "You have not called the task_complete tool. \
+Continue working on the task; when it is complete, call task_complete with your final answer.";
+
+/// Default summary request of the wind-down call.
+pub const DEFAULT_WIND_DOWN_PROMPT: &str = "You have reached the step limit for this task and \
+cannot call any more tools. Write your final answer now from what you have found so far: what \
+you did, what you found, and what is left undone.";
+
+/// Default answer when the wind-down call fails.
+pub const DEFAULT_WIND_DOWN_FALLBACK: &str = "The run stopped at its step limit before it could \
+write a final answer.";
+
+/// How a run behaves.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RunConfig {
+    /// System / developer instructions, injected at call time (never stored in the history).
+    pub instructions: Option<String>,
+    /// The tools offered to the model.
+    pub tools: Arc<Vec<ToolSpec>>,
+    /// Whether the model must call tools.
+    pub tool_choice: ToolChoice,
+    /// Sampling temperature.
+    pub temperature: Option<f32>,
+    /// Output token limit per call.
+    pub max_tokens: Option<u32>,
+    /// Metadata passed to providers and tools.
+    pub metadata: Map<String, Value>,
+    /// Limits.
+    pub limits: Limits,
+    /// A turn without tool calls is not the end: only a done tool ends the run.
+    pub require_done_tool: bool,
+    /// The user message added after a tool-less turn when `require_done_tool` is set
+    /// (`None`: add nothing).
+    pub done_tool_nudge: Option<String>,
+    /// The summary request of the wind-down call.
+    pub wind_down_prompt: String,
+    /// The answer when the wind-down call fails.
+    pub wind_down_fallback: String,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        Self {
+            instructions: None,
+            tools: Arc::default(),
+            tool_choice: ToolChoice::Auto,
+            temperature: None,
+            max_tokens: None,
+            metadata: Map::new(),
+            limits: Limits::default(),
+            require_done_tool: false,
+            done_tool_nudge: Some(DEFAULT_DONE_TOOL_NUDGE.to_owned()),
+            wind_down_prompt: DEFAULT_WIND_DOWN_PROMPT.to_owned(),
+            wind_down_fallback: DEFAULT_WIND_DOWN_FALLBACK.to_owned(),
+        }
+    }
+}

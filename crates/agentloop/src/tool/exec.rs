@@ -1,0 +1,168 @@
+//! [`ToolExecutor`]: one call, checked and contained. It finds the tool across all tool sets,
+//! validates the arguments against the schema, runs the tool under its timeout and turns a
+//! panic into an error. Concurrency across calls is the driver's business.
+
+use super::{ToolContext, ToolError, ToolOutput, ToolSet, ToolSpec};
+use futures::FutureExt;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Setting up the tool index failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ToolSetupError {
+    /// Two tools (possibly from different sets) share a name.
+    #[error("two tools are named '{0}'")]
+    Duplicate(String),
+    /// A tool's parameter schema is not a valid JSON Schema.
+    #[error("the parameter schema of tool '{name}' is invalid: {message}")]
+    InvalidSchema {
+        /// The tool.
+        name: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+struct Entry {
+    set: usize,
+    validator: jsonschema::Validator,
+    timeout: Option<Duration>,
+}
+
+/// The outcome of one tool call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolExecution {
+    /// What the tool returned, or why it did not.
+    pub result: Result<ToolOutput, ToolError>,
+    /// How long it took (validation included).
+    pub duration: Duration,
+}
+
+/// Runs tool calls across a list of [`ToolSet`]s.
+pub struct ToolExecutor {
+    sets: Vec<Arc<dyn ToolSet>>,
+    index: HashMap<String, Entry>,
+    specs: Vec<ToolSpec>,
+    default_timeout: Duration,
+}
+
+impl std::fmt::Debug for ToolExecutor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolExecutor")
+            .field("tools", &self.specs.iter().map(|s| &s.name).collect::<Vec<_>>())
+            .field("default_timeout", &self.default_timeout)
+            .finish()
+    }
+}
+
+/// At most this many schema violations are listed in an error result.
+const MAX_REPORTED_VIOLATIONS: usize = 5;
+
+impl ToolExecutor {
+    /// Indexes the tools of every set; names must be unique and schemas valid.
+    pub fn new(
+        sets: Vec<Arc<dyn ToolSet>>,
+        default_timeout: Duration,
+    ) -> Result<Self, ToolSetupError> {
+        let mut index = HashMap::new();
+        let mut specs = Vec::new();
+        for (set_index, set) in sets.iter().enumerate() {
+            for spec in set.specs() {
+                if index.contains_key(&spec.name) {
+                    return Err(ToolSetupError::Duplicate(spec.name));
+                }
+                let validator = jsonschema::validator_for(&spec.parameters).map_err(|e| {
+                    ToolSetupError::InvalidSchema {
+                        name: spec.name.clone(),
+                        message: e.to_string(),
+                    }
+                })?;
+                let timeout = set.timeout(&spec.name);
+                index.insert(spec.name.clone(), Entry { set: set_index, validator, timeout });
+                specs.push(spec);
+            }
+        }
+        Ok(Self { sets, index, specs, default_timeout })
+    }
+
+    /// Every tool's spec, in set order then registration order.
+    pub fn specs(&self) -> &[ToolSpec] {
+        &self.specs
+    }
+
+    /// The timeout that applies to a tool.
+    pub fn timeout_for(&self, name: &str) -> Duration {
+        self.index.get(name).and_then(|e| e.timeout).unwrap_or(self.default_timeout)
+    }
+
+    /// Runs one call. `arguments` is the parsed argument text (or the parse error). Never
+    /// panics and never hangs longer than the tool's timeout.
+    pub async fn execute(
+        &self,
+        name: &str,
+        arguments: Result<Value, String>,
+        ctx: ToolContext,
+    ) -> ToolExecution {
+        let started = Instant::now();
+        let result = self.execute_inner(name, arguments, ctx).await;
+        ToolExecution { result, duration: started.elapsed() }
+    }
+
+    async fn execute_inner(
+        &self,
+        name: &str,
+        arguments: Result<Value, String>,
+        ctx: ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let entry = self.index.get(name).ok_or_else(|| ToolError::UnknownTool(name.to_owned()))?;
+        let args = arguments.map_err(ToolError::BadJson)?;
+        let violations: Vec<String> = entry
+            .validator
+            .iter_errors(&args)
+            .take(MAX_REPORTED_VIOLATIONS)
+            .map(|e| {
+                let path = e.instance_path().to_string();
+                if path.is_empty() {
+                    e.to_string()
+                } else {
+                    format!("at {path}: {e}")
+                }
+            })
+            .collect();
+        if !violations.is_empty() {
+            return Err(ToolError::InvalidArguments(violations.join("; ")));
+        }
+        let set =
+            self.sets.get(entry.set).ok_or_else(|| ToolError::UnknownTool(name.to_owned()))?;
+        let timeout = entry.timeout.unwrap_or(self.default_timeout);
+        let cancel = ctx.cancel.clone();
+        let call = AssertUnwindSafe(set.call(name, args, ctx)).catch_unwind();
+        let outcome = tokio::select! {
+            outcome = tokio::time::timeout(timeout, call) => outcome,
+            () = cancel.cancelled() => return Err(ToolError::Cancelled),
+        };
+        match outcome {
+            Ok(Ok(result)) => result,
+            Ok(Err(panic)) => Err(ToolError::Panicked(panic_message(panic.as_ref()))),
+            Err(_elapsed) => {
+                // Tell a tool that kept working elsewhere (a spawned task) to stop.
+                cancel.cancel();
+                Err(ToolError::Timeout(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX)))
+            }
+        }
+    }
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(text) = payload.downcast_ref::<&str>() {
+        (*text).to_owned()
+    } else if let Some(text) = payload.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "panic with a non-text payload".to_owned()
+    }
+}

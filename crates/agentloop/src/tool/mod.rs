@@ -1,0 +1,260 @@
+//! Tools: the typed [`Tool`] trait, its object-safe twin [`DynTool`], sources of tools
+//! ([`ToolSet`]), the local [`ToolRegistry`] and the executor the driver uses.
+
+mod builtin;
+mod exec;
+mod registry;
+mod schema;
+
+pub use builtin::{AskUser, AskUserArgs, TaskComplete, TaskCompleteArgs};
+pub use exec::{ToolExecution, ToolExecutor, ToolSetupError};
+pub use registry::ToolRegistry;
+pub use schema::schema_for;
+
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// What the model is told about a tool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    /// The name the model calls it by.
+    pub name: String,
+    /// What it does and when to use it.
+    pub description: String,
+    /// JSON Schema of its arguments (an object schema).
+    pub parameters: Value,
+}
+
+/// What a tool returns to the loop.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "value", rename_all = "snake_case")]
+pub enum ToolOutput {
+    /// A value shown to the model (a JSON string becomes a text result).
+    Value(Value),
+    /// The task is complete: end the run with this answer. The call's result (the answer)
+    /// stays in the history.
+    Done(String),
+    /// End the turn and wait for the user to answer this question.
+    AskUser(String),
+}
+
+/// Conversion of a tool's return value into a [`ToolOutput`]: any `Serialize` value becomes
+/// [`ToolOutput::Value`], and a `ToolOutput` stays itself.
+pub trait IntoToolOutput {
+    /// Converts; fails only if the value cannot be serialized.
+    fn into_tool_output(self) -> Result<ToolOutput, serde_json::Error>;
+}
+
+impl<T: Serialize> IntoToolOutput for T {
+    fn into_tool_output(self) -> Result<ToolOutput, serde_json::Error> {
+        serde_json::to_value(self).map(ToolOutput::Value)
+    }
+}
+
+/// A control signal instead of a value: wrap a [`ToolOutput`] in `Control` to return it from a
+/// typed tool (`Ok(Control(ToolOutput::Done(answer)))`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Control(pub ToolOutput);
+
+/// Why a tool call produced no value. Every variant becomes an error result that the model
+/// sees; the loop goes on (unless the run's tool failure mode says otherwise).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "message", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ToolError {
+    /// No tool of that name.
+    #[error("Unknown tool '{0}'")]
+    UnknownTool(String),
+    /// The arguments were not JSON.
+    #[error(
+        "the arguments are not valid JSON ({0}); send a JSON object that matches the tool's schema"
+    )]
+    BadJson(String),
+    /// The arguments did not match the schema.
+    #[error("invalid arguments: {0}")]
+    InvalidArguments(String),
+    /// The tool ran and failed.
+    #[error("{0}")]
+    Failed(String),
+    /// The tool took longer than its timeout.
+    #[error("the tool timed out after {0} ms")]
+    Timeout(u64),
+    /// The tool panicked.
+    #[error("the tool crashed: {0}")]
+    Panicked(String),
+    /// The run was cancelled while the tool ran.
+    #[error("cancelled")]
+    Cancelled,
+}
+
+impl ToolError {
+    /// The text the model sees in the error result.
+    pub fn to_model_text(&self) -> String {
+        format!("Error: {self}")
+    }
+}
+
+/// What a tool knows about the call it is serving.
+#[derive(Debug, Clone)]
+pub struct ToolContext {
+    /// The run.
+    pub run_id: Arc<str>,
+    /// The call.
+    pub call_id: String,
+    /// `run_id:call_id`: stable across a resume, so side effects can be deduplicated.
+    pub idempotency_key: String,
+    /// Cancelled when the run is cancelled (or the call times out).
+    pub cancel: CancellationToken,
+    /// The run's metadata.
+    pub metadata: Arc<Map<String, Value>>,
+}
+
+impl ToolContext {
+    /// A context for a call outside a run (tests, direct calls).
+    pub fn detached(call_id: impl Into<String>) -> Self {
+        let call_id = call_id.into();
+        Self {
+            run_id: Arc::from("detached"),
+            idempotency_key: format!("detached:{call_id}"),
+            call_id,
+            cancel: CancellationToken::new(),
+            metadata: Arc::new(Map::new()),
+        }
+    }
+}
+
+/// A typed tool. Implement this (or use `#[tool]` on an `async fn`); the loop uses it through
+/// the blanket [`DynTool`] impl.
+///
+/// ```
+/// use agentloop::tool::{Tool, ToolContext};
+/// use schemars::JsonSchema;
+/// use serde::Deserialize;
+///
+/// struct Add;
+/// #[derive(Deserialize, JsonSchema)]
+/// struct AddArgs { a: i64, b: i64 }
+///
+/// impl Tool for Add {
+///     const NAME: &'static str = "add";
+///     type Args = AddArgs;
+///     type Output = i64;
+///     type Error = std::convert::Infallible;
+///     fn description(&self) -> String { "Adds two integers.".into() }
+///     async fn call(&self, args: AddArgs, _ctx: ToolContext) -> Result<i64, Self::Error> {
+///         Ok(args.a + args.b)
+///     }
+/// }
+/// ```
+pub trait Tool: Send + Sync + 'static {
+    /// The name the model calls it by.
+    const NAME: &'static str;
+    /// Its arguments; the JSON Schema given to the model is derived from this type.
+    type Args: DeserializeOwned + JsonSchema + Send;
+    /// What it returns ([`Control`] for a control signal).
+    type Output: IntoToolOutput + Send;
+    /// How it fails; the text is shown to the model.
+    type Error: std::fmt::Display + Send;
+
+    /// What it does, for the model.
+    fn description(&self) -> String;
+
+    /// Its own timeout, overriding the run's default.
+    fn timeout(&self) -> Option<Duration> {
+        None
+    }
+
+    /// Runs the tool.
+    fn call(
+        &self,
+        args: Self::Args,
+        ctx: ToolContext,
+    ) -> impl Future<Output = Result<Self::Output, Self::Error>> + Send;
+}
+
+impl IntoToolOutput for Control {
+    fn into_tool_output(self) -> Result<ToolOutput, serde_json::Error> {
+        Ok(self.0)
+    }
+}
+
+/// An object-safe tool: JSON in, [`ToolOutput`] out. Every [`Tool`] is one; implement it
+/// directly for tools whose schema is only known at run time (MCP, remote agents).
+#[async_trait]
+pub trait DynTool: Send + Sync {
+    /// What the model is told about it.
+    fn spec(&self) -> ToolSpec;
+
+    /// Its own timeout, overriding the run's default.
+    fn timeout(&self) -> Option<Duration> {
+        None
+    }
+
+    /// Runs the tool on JSON arguments (already validated against the schema).
+    async fn call_json(&self, args: Value, ctx: ToolContext) -> Result<ToolOutput, ToolError>;
+}
+
+#[async_trait]
+impl<T: Tool> DynTool for T {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: T::NAME.to_owned(),
+            description: self.description(),
+            parameters: schema_for::<T::Args>(),
+        }
+    }
+
+    fn timeout(&self) -> Option<Duration> {
+        Tool::timeout(self)
+    }
+
+    async fn call_json(&self, args: Value, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+        let args: T::Args =
+            serde_json::from_value(args).map_err(|e| ToolError::InvalidArguments(e.to_string()))?;
+        match self.call(args, ctx).await {
+            Ok(output) => output.into_tool_output().map_err(|e| {
+                ToolError::Failed(format!("the tool's output could not be serialized: {e}"))
+            }),
+            Err(error) => Err(ToolError::Failed(error.to_string())),
+        }
+    }
+}
+
+/// A source of tools: a local registry, an MCP server, a remote agent, client-provided tools.
+#[async_trait]
+pub trait ToolSet: Send + Sync {
+    /// The tools it offers.
+    fn specs(&self) -> Vec<ToolSpec>;
+
+    /// The timeout of one of its tools, if it sets one.
+    fn timeout(&self, _name: &str) -> Option<Duration> {
+        None
+    }
+
+    /// Runs one of its tools on validated JSON arguments.
+    async fn call(
+        &self,
+        name: &str,
+        args: Value,
+        ctx: ToolContext,
+    ) -> Result<ToolOutput, ToolError>;
+}
+
+/// Parses a model's argument text. Empty or whitespace-only text means "no arguments" (`{}`),
+/// which models commonly send for parameterless tools.
+pub fn parse_arguments(raw: &str) -> Result<Value, String> {
+    if raw.trim().is_empty() {
+        return Ok(Value::Object(Map::new()));
+    }
+    serde_json::from_str(raw).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests;

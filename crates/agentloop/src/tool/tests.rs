@@ -1,0 +1,157 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use super::*;
+use serde_json::json;
+use std::time::Duration;
+
+#[derive(serde::Deserialize, JsonSchema)]
+struct AddArgs {
+    /// First addend.
+    a: i64,
+    b: i64,
+}
+
+struct Add;
+impl Tool for Add {
+    const NAME: &'static str = "add";
+    type Args = AddArgs;
+    type Output = i64;
+    type Error = String;
+    fn description(&self) -> String {
+        "Adds.".into()
+    }
+    async fn call(&self, args: AddArgs, _ctx: ToolContext) -> Result<i64, String> {
+        args.a.checked_add(args.b).ok_or_else(|| "overflow".to_string())
+    }
+}
+
+struct Slow;
+impl Tool for Slow {
+    const NAME: &'static str = "slow";
+    type Args = serde_json::Map<String, Value>;
+    type Output = String;
+    type Error = String;
+    fn description(&self) -> String {
+        "Sleeps.".into()
+    }
+    fn timeout(&self) -> Option<Duration> {
+        Some(Duration::from_millis(20))
+    }
+    async fn call(&self, _args: Self::Args, _ctx: ToolContext) -> Result<String, String> {
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        Ok("late".into())
+    }
+}
+
+struct Crash;
+impl Tool for Crash {
+    const NAME: &'static str = "crash";
+    type Args = serde_json::Map<String, Value>;
+    type Output = String;
+    type Error = String;
+    fn description(&self) -> String {
+        "Panics.".into()
+    }
+    #[allow(clippy::panic)]
+    async fn call(&self, _args: Self::Args, _ctx: ToolContext) -> Result<String, String> {
+        panic!("kaboom")
+    }
+}
+
+fn executor() -> ToolExecutor {
+    let mut registry = ToolRegistry::new();
+    registry.register(Add).unwrap().register(Slow).unwrap().register(Crash).unwrap();
+    ToolExecutor::new(vec![Arc::new(registry)], Duration::from_secs(5)).unwrap()
+}
+
+#[test]
+fn schemas_are_self_contained_objects() {
+    let schema = schema_for::<AddArgs>();
+    assert_eq!(schema["type"], "object");
+    assert_eq!(schema["properties"]["a"]["description"], "First addend.");
+    assert_eq!(schema["required"], json!(["a", "b"]));
+    assert!(schema.get("$schema").is_none());
+    assert!(schema.get("title").is_none());
+    assert_eq!(schema_for::<serde_json::Map<String, Value>>()["type"], "object");
+}
+
+#[test]
+fn arguments_parse_and_empty_means_none() {
+    assert_eq!(parse_arguments(" "), Ok(json!({})));
+    assert_eq!(parse_arguments("{\"a\":1}"), Ok(json!({"a": 1})));
+    assert!(parse_arguments("{\"a\":").is_err());
+}
+
+#[test]
+fn duplicate_names_are_refused() {
+    let mut registry = ToolRegistry::new();
+    registry.register(Add).unwrap();
+    assert_eq!(registry.register(Add).unwrap_err(), registry::DuplicateTool("add".into()));
+    let a: Arc<dyn ToolSet> = Arc::new(registry.clone());
+    let error = ToolExecutor::new(vec![a.clone(), a], Duration::from_secs(1)).unwrap_err();
+    assert_eq!(error, ToolSetupError::Duplicate("add".into()));
+}
+
+#[tokio::test]
+async fn runs_valid_calls() {
+    let result =
+        executor().execute("add", Ok(json!({"a": 2, "b": 3})), ToolContext::detached("c")).await;
+    assert_eq!(result.result, Ok(ToolOutput::Value(json!(5))));
+    let result = executor()
+        .execute("add", Ok(json!({"a": i64::MAX, "b": 1})), ToolContext::detached("c"))
+        .await;
+    assert_eq!(result.result, Err(ToolError::Failed("overflow".into())));
+}
+
+#[tokio::test]
+async fn refuses_unknown_tools_bad_json_and_invalid_arguments() {
+    let tools = executor();
+    let unknown = tools.execute("nope", Ok(json!({})), ToolContext::detached("c")).await.result;
+    assert_eq!(unknown.unwrap_err().to_model_text(), "Error: Unknown tool 'nope'");
+    let bad = tools
+        .execute("add", Err("EOF while parsing".into()), ToolContext::detached("c"))
+        .await
+        .result;
+    assert!(matches!(bad, Err(ToolError::BadJson(_))));
+    let invalid =
+        tools.execute("add", Ok(json!({"a": "two"})), ToolContext::detached("c")).await.result;
+    let Err(ToolError::InvalidArguments(message)) = invalid else {
+        panic!("expected invalid arguments")
+    };
+    assert!(message.contains("/a"), "{message}");
+    assert!(message.contains("\"b\" is a required property"), "{message}");
+}
+
+#[tokio::test]
+async fn times_out_with_the_tools_own_timeout() {
+    let tools = executor();
+    assert_eq!(tools.timeout_for("slow"), Duration::from_millis(20));
+    assert_eq!(tools.timeout_for("add"), Duration::from_secs(5));
+    let ctx = ToolContext::detached("c");
+    let cancel = ctx.cancel.clone();
+    let result = tools.execute("slow", Ok(json!({})), ctx).await;
+    assert_eq!(result.result, Err(ToolError::Timeout(20)));
+    assert!(cancel.is_cancelled(), "the call's token is cancelled on timeout");
+}
+
+#[tokio::test]
+async fn contains_panics() {
+    let result = executor().execute("crash", Ok(json!({})), ToolContext::detached("c")).await;
+    assert_eq!(result.result, Err(ToolError::Panicked("kaboom".into())));
+}
+
+#[tokio::test]
+async fn stops_on_cancel() {
+    let ctx = ToolContext::detached("c");
+    ctx.cancel.cancel();
+    let result = executor().execute("slow", Ok(json!({})), ctx).await;
+    assert_eq!(result.result, Err(ToolError::Cancelled));
+}
+
+#[tokio::test]
+async fn builtin_control_tools() {
+    let done = TaskComplete.call_json(json!({"answer": "42"}), ToolContext::detached("c")).await;
+    assert_eq!(done, Ok(ToolOutput::Done("42".into())));
+    let ask = AskUser.call_json(json!({"question": "why?"}), ToolContext::detached("c")).await;
+    assert_eq!(ask, Ok(ToolOutput::AskUser("why?".into())));
+}
