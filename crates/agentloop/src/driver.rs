@@ -1,6 +1,13 @@
 //! The async driver: carries out the [`Run`]'s steps (provider stream, tool execution with a
 //! concurrency limit, cancellation) and streams every event. It decides nothing: every branch
 //! that decides lives in [`Run`].
+//!
+//! Event order: the model's deltas as they arrive, then the turn's reasoning, text (not for
+//! the final answer) and detected calls; then for each call `step_started`, `tool_started`,
+//! its result event and `step_completed`. With a concurrency limit of 1 the calls' groups
+//! follow each other in call order; with more, each call's own events keep that order but
+//! the groups interleave as the calls start and finish. Results always join the history in
+//! call order.
 
 use crate::event::Event;
 use crate::provider::{Provider, ProviderError, ResponseAssembler, StreamChunk};
@@ -90,7 +97,7 @@ impl Driver {
                             if run.is_finished() {
                                 break;
                             }
-                            while running.len() < self.concurrency {
+                            while running.len() < self.concurrency && !run.is_finished() {
                                 let Some(call) = queue.next() else { break };
                                 let arguments = parse_arguments(&call.arguments);
                                 let started = run.tool_started(&call.id, arguments.as_ref().ok().cloned());

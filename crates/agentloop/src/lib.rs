@@ -5,7 +5,7 @@
 //!
 //! The loop is a sans-IO state machine ([`run::Run`]) folded over a journal of [`Event`]s; a
 //! thin async driver carries out its steps against a [`Provider`](provider::Provider) and
-//! [`tool`]s and streams every event. See `ARCHITECTURE.md` in the repository.
+//! [`tool`]s and streams every event.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {

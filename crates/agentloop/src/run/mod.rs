@@ -391,7 +391,7 @@ impl Run {
         }
         let error = error.into();
         let outcome =
-            self.outcome_with(String::new(), StopReason::ModelError { message: error.clone() });
+            self.outcome_with(String::new(), StopReason::Internal { message: error.clone() });
         self.record(Event::RunFailed { error, outcome });
     }
 
@@ -402,12 +402,23 @@ impl Run {
         }
     }
 
-    fn pending(&self, call_id: &str) -> Result<&PendingCall, RunError> {
+    /// The index of the open call `call_id` among the current iteration's calls.
+    fn pending_index(&self, call_id: &str) -> Result<usize, RunError> {
         match &self.phase {
             Phase::AwaitingTools { calls } => calls
                 .iter()
-                .find(|c| c.call.id == call_id && c.result.is_none())
+                .position(|c| c.call.id == call_id && c.result.is_none())
                 .ok_or_else(|| RunError::UnknownCall(call_id.to_owned())),
+            other => Err(RunError::Unexpected { what: "tool event", phase: other.name() }),
+        }
+    }
+
+    fn pending(&self, call_id: &str) -> Result<&PendingCall, RunError> {
+        let index = self.pending_index(call_id)?;
+        match &self.phase {
+            Phase::AwaitingTools { calls } => {
+                calls.get(index).ok_or_else(|| RunError::UnknownCall(call_id.to_owned()))
+            }
             other => Err(RunError::Unexpected { what: "tool event", phase: other.name() }),
         }
     }
@@ -493,13 +504,12 @@ impl Run {
     }
 
     fn pending_mut(&mut self, call_id: &str) -> Result<&mut PendingCall, RunError> {
-        let phase = self.phase.name();
+        let index = self.pending_index(call_id)?;
         match &mut self.phase {
-            Phase::AwaitingTools { calls } => calls
-                .iter_mut()
-                .find(|c| c.call.id == call_id && c.result.is_none())
-                .ok_or_else(|| RunError::UnknownCall(call_id.to_owned())),
-            _ => Err(RunError::Unexpected { what: "tool event", phase }),
+            Phase::AwaitingTools { calls } => {
+                calls.get_mut(index).ok_or_else(|| RunError::UnknownCall(call_id.to_owned()))
+            }
+            _ => Err(RunError::UnknownCall(call_id.to_owned())),
         }
     }
 

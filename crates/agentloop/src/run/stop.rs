@@ -54,6 +54,11 @@ pub enum StopReason {
         /// What went wrong.
         message: String,
     },
+    /// The runtime failed (a bug or an inconsistent journal), not the model.
+    Internal {
+        /// What went wrong.
+        message: String,
+    },
     /// The run was cancelled.
     Cancelled {
         /// Why.
