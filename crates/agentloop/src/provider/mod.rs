@@ -5,6 +5,7 @@ mod assemble;
 mod error;
 #[cfg(any(test, feature = "test-util"))]
 pub mod scripted;
+pub mod wire;
 
 pub use assemble::ResponseAssembler;
 pub use error::ProviderError;

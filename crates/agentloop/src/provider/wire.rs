@@ -1,0 +1,66 @@
+//! The wire-format seam of HTTP providers. A provider module (OpenAI chat, OpenAI Responses,
+//! Anthropic, Gemini) implements [`WireFormat`]: canonical request → HTTP body, SSE events →
+//! [`StreamChunk`]s, response body → [`ModelResponse`], error body → [`ProviderError`]. It does
+//! nothing else: transport, timeouts, authentication headers and retries are shared.
+
+use super::{ModelRequest, ModelResponse, ProviderError, StreamChunk};
+use serde_json::Value;
+
+/// How a provider expects its API key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AuthStyle {
+    /// `Authorization: Bearer <key>`.
+    Bearer,
+    /// The key in a header of this name (e.g. `x-api-key`, `x-goog-api-key`).
+    Header(&'static str),
+}
+
+/// One HTTP request to send, relative to the provider's base URL.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WireRequest {
+    /// Path appended to the base URL, e.g. `/chat/completions` (may carry a query string).
+    pub path: String,
+    /// The JSON body.
+    pub body: Value,
+    /// Extra headers this request needs (e.g. `anthropic-version`).
+    pub headers: Vec<(String, String)>,
+}
+
+/// Decodes one streamed response, event by event. A fresh decoder serves each request.
+pub trait StreamDecoder: Send {
+    /// Decodes one server-sent event (`event` is its name, empty when the server sent none)
+    /// into zero or more chunks.
+    fn decode(&mut self, event: &str, data: &str, out: &mut Vec<StreamChunk>) -> Result<(), ProviderError>;
+
+    /// The stream ended. Emits what is still pending, or fails when the stream was cut short
+    /// (no terminal event).
+    fn finish(&mut self, out: &mut Vec<StreamChunk>) -> Result<(), ProviderError>;
+}
+
+/// A provider's wire format.
+pub trait WireFormat: Send + Sync + 'static {
+    /// A short name for errors and telemetry (`openai`, `anthropic`, …).
+    fn name(&self) -> &'static str;
+
+    /// How the API key is sent.
+    fn auth(&self) -> AuthStyle {
+        AuthStyle::Bearer
+    }
+
+    /// The request for `request`, streamed or not.
+    fn encode(&self, request: &ModelRequest, stream: bool) -> Result<WireRequest, ProviderError>;
+
+    /// A decoder for one streamed response.
+    fn stream_decoder(&self) -> Box<dyn StreamDecoder>;
+
+    /// Decodes a whole (non-streamed) response body.
+    fn decode_response(&self, body: &[u8]) -> Result<ModelResponse, ProviderError>;
+
+    /// Refines an error response. `generic` is the classification from the status and headers
+    /// alone (rate limits with their delay, auth, 5xx, …); a format recognises what only its
+    /// body tells (context overflow, overload) and extracts the provider's message.
+    fn classify_error(&self, status: u16, body: &str, generic: ProviderError) -> ProviderError {
+        let _ = (status, body);
+        generic
+    }
+}
