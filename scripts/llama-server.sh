@@ -153,6 +153,8 @@ do_start() {
     log "already running on port $PORT (pid $(cat "$PID_FILE"))"
   else
     if running_pid >/dev/null; then do_stop_pid; fi
+    [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://127.0.0.1:$PORT/health" || true)" = 000 ] \
+      || die "port $PORT is already in use by another process (not started by this script)"
     local extra=()
     "$BIN" --help 2>&1 </dev/null | grep -q -- '--no-webui' && extra+=(--no-webui)
     [ -n "$API_KEY" ] && extra+=(--api-key "$API_KEY")
@@ -162,7 +164,7 @@ do_start() {
     local pid=$!
     echo "$pid" >"$PID_FILE"
     local deadline=$((SECONDS + 60))
-    until health; do
+    until health && kill -0 "$pid" 2>/dev/null; do
       if ! kill -0 "$pid" 2>/dev/null; then
         tail -n 30 "$LOG_FILE" >&2; rm -f "$PID_FILE"; die "llama-server exited during startup"
       fi
@@ -180,7 +182,7 @@ do_stop_pid() {
   local pid; pid=$(running_pid) || { rm -f "$PID_FILE"; return 0; }
   kill "$pid" 2>/dev/null || true
   for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
-  kill -0 "$pid" 2>/dev/null && kill -9 "$pid" 2>/dev/null || true
+  if kill -0 "$pid" 2>/dev/null; then kill -9 "$pid" 2>/dev/null || true; fi
   rm -f "$PID_FILE"
   log "stopped llama-server (pid $pid) on port $PORT"
 }
