@@ -1,12 +1,16 @@
 //! [`Agent`]: a provider, tools and a [`RunConfig`], ready to run. Build one with
 //! [`Agent::builder`].
 
-use crate::driver::{Driver, EventStream};
+use crate::control::{Control, RunHandle};
+use crate::driver::{Driver, EventStream, Start};
 use crate::error::{AgentError, BuildError};
 use crate::event::Event;
-use crate::message::Message;
+use crate::hooks::{HookSet, Hooks, PermissionHook};
+use crate::message::{Message, ToolCall};
 use crate::provider::{Provider, ToolChoice};
-use crate::run::{Outcome, Run, RunConfig};
+use crate::run::{
+    BreakerConfig, Decision, Limits, Outcome, Price, Run, RunConfig, RunError, ToolFailureMode,
+};
 use crate::tool::{DynTool, TaskComplete, Tool, ToolExecutor, ToolRegistry, ToolSet, ToolSpec};
 use futures::StreamExt;
 use serde_json::Value;
@@ -109,16 +113,59 @@ impl Agent {
 
     /// [`run_stream`](Self::run_stream) with options.
     pub fn run_stream_with(&self, input: impl Into<RunInput>, options: RunOptions) -> EventStream {
+        self.start_with(input, options).1
+    }
+
+    /// Starts a run and returns a handle to pause, resume or cancel it, with its events.
+    pub fn start(&self, input: impl Into<RunInput>) -> (RunHandle, EventStream) {
+        self.start_with(input, RunOptions::default())
+    }
+
+    /// [`start`](Self::start) with options.
+    pub fn start_with(
+        &self,
+        input: impl Into<RunInput>,
+        options: RunOptions,
+    ) -> (RunHandle, EventStream) {
         let run_id = options.run_id.unwrap_or_else(new_run_id);
-        let run = Run::new(run_id, (*self.config).clone(), input.into().0);
-        self.driver.clone().drive(run, options.cancel.unwrap_or_default())
+        let control = Control::new(options.cancel.unwrap_or_default());
+        let handle = RunHandle { run_id: run_id.clone(), control: control.clone() };
+        let start =
+            Start::New { run_id, config: Box::new((*self.config).clone()), input: input.into().0 };
+        (handle, self.driver.clone().drive(start, control))
     }
 
     /// Continues a run rebuilt from its journal ([`Run::from_journal`]): a model call without
     /// a response is made again, tools without a result run again (with the same idempotency
     /// key), tools with a result never run again.
     pub fn continue_run(&self, run: Run, cancel: Option<CancellationToken>) -> EventStream {
-        self.driver.clone().drive(run, cancel.unwrap_or_default())
+        self.continue_run_with_handle(run, cancel).1
+    }
+
+    /// [`continue_run`](Self::continue_run), with a handle.
+    pub fn continue_run_with_handle(
+        &self,
+        run: Run,
+        cancel: Option<CancellationToken>,
+    ) -> (RunHandle, EventStream) {
+        let control = Control::new(cancel.unwrap_or_default());
+        let handle = RunHandle { run_id: run.run_id().to_owned(), control: control.clone() };
+        (handle, self.driver.clone().drive(Start::Existing(Box::new(run)), control))
+    }
+
+    /// Continues a run suspended for approvals (its journal, e.g. loaded from a store) with
+    /// the human decisions: approved calls run, rejected ones get the reason as their error
+    /// result. Calls without a decision keep waiting (the run suspends again).
+    pub fn resume_with_decisions<'a>(
+        &self,
+        journal: impl IntoIterator<Item = &'a Event>,
+        decisions: impl IntoIterator<Item = (String, Decision)>,
+    ) -> Result<EventStream, RunError> {
+        let mut run = Run::from_journal(journal)?;
+        for (call_id, decision) in decisions {
+            run.decide(&call_id, decision)?;
+        }
+        Ok(self.continue_run(run, None))
     }
 
     /// Runs to the end and returns the outcome. A failed or cancelled run is an error that
@@ -133,14 +180,17 @@ pub async fn outcome_of(mut events: EventStream) -> Result<Outcome, AgentError> 
     let mut last = None;
     while let Some(event) = events.next().await {
         match event {
-            Event::RunFinished { .. } | Event::RunFailed { .. } | Event::RunCancelled { .. } => {
+            Event::RunFinished { .. }
+            | Event::RunFailed { .. }
+            | Event::RunCancelled { .. }
+            | Event::RunSuspended { .. } => {
                 last = Some(event);
             }
             _ => {}
         }
     }
     match last {
-        Some(Event::RunFinished { outcome }) => Ok(outcome),
+        Some(Event::RunFinished { outcome }) | Some(Event::RunSuspended { outcome }) => Ok(outcome),
         Some(Event::RunFailed { error, outcome }) => {
             Err(AgentError::Failed { error, outcome: Box::new(outcome) })
         }
@@ -159,6 +209,7 @@ pub struct AgentBuilder {
     config: RunConfig,
     concurrency: usize,
     tool_timeout: Duration,
+    hooks: HookSet,
     errors: Vec<String>,
 }
 
@@ -171,6 +222,7 @@ impl AgentBuilder {
             config: RunConfig::default(),
             concurrency: 5,
             tool_timeout: Duration::from_secs(30),
+            hooks: HookSet::new(Duration::from_secs(5)),
             errors: Vec::new(),
         }
     }
@@ -267,6 +319,94 @@ impl AgentBuilder {
         self
     }
 
+    /// Adds hooks. They run in registration order; a failing hook is reported as a
+    /// `hook_failed` event and the run goes on.
+    pub fn hook(mut self, hooks: impl Hooks + 'static) -> Self {
+        self.hooks.push(Arc::new(hooks), false);
+        self
+    }
+
+    /// Adds hooks whose failure (error, panic, timeout) fails the run.
+    pub fn critical_hook(mut self, hooks: impl Hooks + 'static) -> Self {
+        self.hooks.push(Arc::new(hooks), true);
+        self
+    }
+
+    /// Timeout of each hook call (default 5 s).
+    pub fn hook_timeout(mut self, timeout: Duration) -> Self {
+        self.hooks.set_timeout(timeout);
+        self
+    }
+
+    /// A permission check in one line: `Err(reason)` rejects the call and the model sees the
+    /// reason as its error result.
+    pub fn can_execute_tool(
+        self,
+        check: impl Fn(&ToolCall, &Value) -> Result<(), String> + Send + Sync + 'static,
+    ) -> Self {
+        self.hook(PermissionHook(check))
+    }
+
+    /// All limits at once (replaces `max_iterations` and the other limit setters).
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.config.limits = limits;
+        self
+    }
+
+    /// Tool calls in the whole run.
+    pub fn max_tool_calls(mut self, calls: u32) -> Self {
+        self.config.limits.max_tool_calls = Some(calls);
+        self
+    }
+
+    /// Calls of one tool in the whole run.
+    pub fn max_calls_of(mut self, tool: impl Into<String>, calls: u32) -> Self {
+        self.config.limits.max_tool_calls_per_tool.insert(tool.into(), calls);
+        self
+    }
+
+    /// Input plus output tokens in the whole run.
+    pub fn max_total_tokens(mut self, tokens: u64) -> Self {
+        self.config.limits.max_total_tokens = Some(tokens);
+        self
+    }
+
+    /// Cost in USD (needs a [`price`](Self::price)).
+    pub fn max_cost_usd(mut self, usd: f64) -> Self {
+        self.config.limits.max_cost_usd = Some(usd);
+        self
+    }
+
+    /// Wall-clock time of the whole run.
+    pub fn max_duration(mut self, duration: Duration) -> Self {
+        self.config.limits.max_duration_ms = Some(crate::run::millis(duration));
+        self
+    }
+
+    /// The model's price, for cost accounting.
+    pub fn price(mut self, price: Price) -> Self {
+        self.config.price = Some(price);
+        self
+    }
+
+    /// Circuit breaker, stall detection and tool failure mode.
+    pub fn breaker(mut self, breaker: BreakerConfig) -> Self {
+        self.config.breaker = breaker;
+        self
+    }
+
+    /// Whether a tool error ends the run (default: it becomes an error result).
+    pub fn tool_failure_mode(mut self, mode: ToolFailureMode) -> Self {
+        self.config.breaker.tool_failure_mode = mode;
+        self
+    }
+
+    /// How many times `on_incomplete_work` hooks may make the model continue (default 3).
+    pub fn max_continuations(mut self, continuations: u32) -> Self {
+        self.config.max_continuations = continuations;
+        self
+    }
+
     /// Checks the settings and builds the agent.
     pub fn build(mut self) -> Result<Agent, BuildError> {
         if let Some(error) = self.errors.first() {
@@ -277,6 +417,9 @@ impl AgentBuilder {
         }
         if self.config.limits.max_iterations == 0 {
             return Err(BuildError::InvalidSetting("max_iterations must be at least 1".into()));
+        }
+        if self.config.limits.max_cost_usd.is_some() && self.config.price.is_none() {
+            return Err(BuildError::InvalidSetting("max_cost_usd needs a price".into()));
         }
         if self.tool_timeout.is_zero() {
             return Err(BuildError::InvalidSetting("tool_timeout must be positive".into()));
@@ -300,6 +443,7 @@ impl AgentBuilder {
             driver: Driver {
                 provider: self.provider,
                 tools: Arc::new(tools),
+                hooks: Arc::new(self.hooks),
                 concurrency: self.concurrency,
             },
             config: Arc::new(self.config),

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// Why a model was called.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ModelPurpose {
     /// A regular loop iteration.
@@ -51,6 +51,15 @@ pub enum Event {
     IterationStarted {
         /// 1-based iteration number.
         iteration: u32,
+        /// Milliseconds since the run started.
+        at_ms: u64,
+    },
+    /// An iteration ended.
+    IterationCompleted {
+        /// 1-based iteration number.
+        iteration: u32,
+        /// Its wall time.
+        duration_ms: u64,
     },
     /// A model call was issued.
     ModelRequested {
@@ -78,6 +87,46 @@ pub enum Event {
         iteration: u32,
         /// What went wrong.
         error: ProviderError,
+    },
+    /// A limit was reached; the run winds down.
+    LimitReached {
+        /// Which limit.
+        limit: crate::run::LimitKind,
+    },
+    /// A tool call waits for a human decision (an approval hook deferred it).
+    ApprovalRequested {
+        /// The call.
+        call: ToolCall,
+        /// Its arguments.
+        arguments: Value,
+    },
+    /// A human decided on a deferred call.
+    ApprovalDecided {
+        /// The call.
+        call_id: String,
+        /// The decision.
+        decision: crate::run::Decision,
+    },
+    /// The same call was repeated with identical arguments.
+    StallDetected {
+        /// The tool.
+        tool: String,
+        /// How many times in a row.
+        count: u32,
+        /// What the run does about it.
+        action: crate::run::StallAction,
+    },
+    /// The run paused at a safe point.
+    Paused {
+        /// Why.
+        reason: String,
+    },
+    /// The run resumed.
+    Resumed,
+    /// A hook asked the model to continue instead of ending the run.
+    ContinuationRequested {
+        /// The user message added.
+        prompt: String,
     },
     /// A tool call began.
     ToolStarted {
@@ -128,6 +177,12 @@ pub enum Event {
         /// What went wrong.
         error: String,
         /// The outcome (its stop reason says why).
+        outcome: Outcome,
+    },
+    /// The run stopped to wait for approval decisions; it continues with
+    /// `Agent::resume_with_decisions`.
+    RunSuspended {
+        /// The outcome (stop reason `awaiting_approval`).
         outcome: Outcome,
     },
     /// The run was cancelled.
@@ -193,10 +248,25 @@ pub enum Event {
         /// How it ended.
         status: StepStatus,
     },
-    /// An iteration ended.
-    IterationCompleted {
-        /// 1-based iteration number.
-        iteration: u32,
+    /// A failed model call is retried after `delay_ms`.
+    ModelRetrying {
+        /// The attempt that failed (1-based).
+        attempt: u32,
+        /// The wait before the next attempt.
+        delay_ms: u64,
+        /// Why it failed.
+        error: ProviderError,
+    },
+    /// A hook failed or timed out.
+    HookFailed {
+        /// The hook's name.
+        hook: String,
+        /// Which hook point (`before_model`, …).
+        point: String,
+        /// What went wrong.
+        error: String,
+        /// Whether the hook is critical (the run then fails).
+        critical: bool,
     },
 }
 
@@ -207,6 +277,7 @@ impl Event {
             self,
             Self::RunStarted { .. }
                 | Self::IterationStarted { .. }
+                | Self::IterationCompleted { .. }
                 | Self::ModelRequested { .. }
                 | Self::ModelResponded { .. }
                 | Self::ModelFailed { .. }
@@ -214,8 +285,16 @@ impl Event {
                 | Self::ToolCompleted { .. }
                 | Self::ToolFailed { .. }
                 | Self::ToolTimedOut { .. }
+                | Self::LimitReached { .. }
+                | Self::ApprovalRequested { .. }
+                | Self::ApprovalDecided { .. }
+                | Self::StallDetected { .. }
+                | Self::Paused { .. }
+                | Self::Resumed
+                | Self::ContinuationRequested { .. }
                 | Self::RunFinished { .. }
                 | Self::RunFailed { .. }
+                | Self::RunSuspended { .. }
                 | Self::RunCancelled { .. }
         )
     }
@@ -225,6 +304,7 @@ impl Event {
         match self {
             Self::RunFinished { outcome }
             | Self::RunFailed { outcome, .. }
+            | Self::RunSuspended { outcome }
             | Self::RunCancelled { outcome, .. } => Some(outcome),
             _ => None,
         }
@@ -244,7 +324,17 @@ impl Event {
             Self::ToolTimedOut { .. } => "tool_timed_out",
             Self::RunFinished { .. } => "run_finished",
             Self::RunFailed { .. } => "run_failed",
+            Self::RunSuspended { .. } => "run_suspended",
             Self::RunCancelled { .. } => "run_cancelled",
+            Self::LimitReached { .. } => "limit_reached",
+            Self::ApprovalRequested { .. } => "approval_requested",
+            Self::ApprovalDecided { .. } => "approval_decided",
+            Self::StallDetected { .. } => "stall_detected",
+            Self::Paused { .. } => "paused",
+            Self::Resumed => "resumed",
+            Self::ContinuationRequested { .. } => "continuation_requested",
+            Self::ModelRetrying { .. } => "model_retrying",
+            Self::HookFailed { .. } => "hook_failed",
             Self::TextDelta { .. } => "text_delta",
             Self::ReasoningDelta { .. } => "reasoning_delta",
             Self::ToolCallStreamStarted { .. } => "tool_call_stream_started",

@@ -33,9 +33,11 @@
 extern crate self as agentloop;
 
 pub mod agent;
+mod control;
 mod driver;
 pub mod error;
 pub mod event;
+pub mod hooks;
 pub mod message;
 pub mod prelude;
 pub mod provider;
@@ -43,6 +45,7 @@ pub mod run;
 pub mod tool;
 
 pub use agent::{Agent, AgentBuilder, RunInput, RunOptions};
+pub use control::RunHandle;
 pub use driver::EventStream;
 pub use error::{AgentError, BuildError};
 pub use event::Event;

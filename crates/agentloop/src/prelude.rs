@@ -1,12 +1,17 @@
 //! The names most programs need: `use agentloop::prelude::*;`.
 
 pub use crate::agent::{Agent, AgentBuilder, RunInput, RunOptions};
+pub use crate::control::RunHandle;
 pub use crate::error::{AgentError, BuildError};
 pub use crate::event::Event;
+pub use crate::hooks::{
+    AfterRun, AfterTool, Approval, BeforeModel, BeforeRun, BeforeTool, HookContext, HookResult,
+    Hooks, PauseCheck,
+};
 pub use crate::message::{FinishReason, Message, Part, Role, ToolCall, ToolResult, Usage};
 pub use crate::provider::{
     ModelRequest, ModelResponse, Provider, ProviderError, StreamChunk, ToolChoice,
 };
-pub use crate::run::{Outcome, Run, RunConfig, Step, StopReason};
+pub use crate::run::{Decision, Limits, Outcome, Price, Run, RunConfig, Step, StopReason};
 pub use crate::tool::{Control, Tool, ToolContext, ToolError, ToolOutput};
 pub use agentloop_macros::tool;

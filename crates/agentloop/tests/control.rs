@@ -120,9 +120,11 @@ async fn a_run_continues_from_its_journal_without_rerunning_finished_tools() {
         [
             "tool_started",
             "tool_completed",
+            "iteration_completed",
             "iteration_started",
             "model_requested",
             "model_responded",
+            "iteration_completed",
             "run_finished"
         ]
     );

@@ -403,17 +403,60 @@ async fn a_provider_error_fails_the_run_with_its_message() {
 }
 
 #[tokio::test]
-async fn an_error_mid_stream_fails_the_run_after_the_deltas_it_sent() {
-    let model = model([ScriptedTurn::text("a long answer that breaks")
-        .with_error_after(2, ProviderError::Network { message: "connection reset".into() })]);
-    let agent = Agent::builder(model).build().unwrap();
+async fn an_error_mid_stream_surfaces_and_the_loop_tries_again() {
+    let model = model([
+        ScriptedTurn::text("a long answer that breaks")
+            .with_error_after(2, ProviderError::Network { message: "connection reset".into() }),
+        ScriptedTurn::text("a long answer"),
+    ]);
+    let agent = Agent::builder(model.clone()).build().unwrap();
     let events = collect(agent.run_stream("hi")).await;
-    assert_eq!(kinds(&events).iter().filter(|k| **k == "text_delta").count(), 2);
-    assert!(matches!(
-        &events[events.len() - 2],
-        Event::ModelFailed { error: ProviderError::Network { .. }, .. }
-    ));
-    assert_eq!(events.last().unwrap().kind(), "run_failed");
+    assert_eq!(
+        compact_kinds(&events),
+        [
+            "run_started",
+            "iteration_started",
+            "model_requested",
+            "text_delta",
+            "model_failed",
+            "iteration_completed",
+            "iteration_started",
+            "model_requested",
+            "text_delta",
+            "model_responded",
+            "iteration_completed",
+            "run_finished"
+        ]
+    );
+    assert_eq!(
+        kinds(&events)
+            .iter()
+            .take_while(|k| **k != "model_failed")
+            .filter(|k| **k == "text_delta")
+            .count(),
+        2
+    );
+    let outcome = outcome(&events);
+    assert_eq!(outcome.answer, "a long answer");
+    assert_eq!(outcome.iterations, 2);
+    assert_eq!(outcome.metrics.model_errors, 1);
+    // The failed turn's partial text never reaches the history.
+    assert_eq!(*model.requests()[1].messages, vec![Message::user("hi")]);
+}
+
+#[tokio::test]
+async fn a_model_that_keeps_failing_ends_the_run_at_the_error_limit() {
+    let busy =
+        || ScriptedTurn::error(ProviderError::Server { status: 503, message: "busy".into() });
+    let model = model([busy(), busy(), busy(), ScriptedTurn::text("never")]);
+    let agent = Agent::builder(model.clone()).wind_down_fallback("Unavailable.").build().unwrap();
+    let outcome = agent.run("hi").await.unwrap();
+    assert_eq!(
+        outcome.stop_reason,
+        StopReason::LimitReached { limit: LimitKind::ConsecutiveModelErrors }
+    );
+    assert_eq!(outcome.answer, "Unavailable.");
+    assert_eq!(model.request_count(), 3);
 }
 
 #[tokio::test]

@@ -1,7 +1,7 @@
 //! [`RunConfig`]: everything a run needs besides its input, journaled in `run_started` so a
 //! run can be rebuilt from its journal alone.
 
-use super::Limits;
+use super::{BreakerConfig, Limits, Price};
 use crate::provider::ToolChoice;
 use crate::tool::ToolSpec;
 use serde::{Deserialize, Serialize};
@@ -38,8 +38,15 @@ pub struct RunConfig {
     pub max_tokens: Option<u32>,
     /// Metadata passed to providers and tools.
     pub metadata: Map<String, Value>,
-    /// Limits.
+    /// Limits (the budget).
     pub limits: Limits,
+    /// The model's price, for cost accounting and the cost limit.
+    pub price: Option<Price>,
+    /// Circuit breaker, stall detection and tool failure mode.
+    pub breaker: BreakerConfig,
+    /// How many times hooks may ask the model to continue instead of ending (see
+    /// `Hooks::on_incomplete_work`). Default 3.
+    pub max_continuations: u32,
     /// A turn without tool calls is not the end: only a done tool ends the run.
     pub require_done_tool: bool,
     /// The user message added after a tool-less turn when `require_done_tool` is set
@@ -61,6 +68,9 @@ impl Default for RunConfig {
             max_tokens: None,
             metadata: Map::new(),
             limits: Limits::default(),
+            price: None,
+            breaker: BreakerConfig::default(),
+            max_continuations: 3,
             require_done_tool: false,
             done_tool_nudge: Some(DEFAULT_DONE_TOOL_NUDGE.to_owned()),
             wind_down_prompt: DEFAULT_WIND_DOWN_PROMPT.to_owned(),

@@ -5,19 +5,30 @@
 //! The driver asks [`Run::next_step`] what to do, does it, and feeds the results back
 //! ([`Run::model_responded`], [`Run::tool_finished`], …). Each of those records events; the
 //! driver drains them with [`Run::drain_events`], journals the durable ones and streams all.
+//! Decisions that depend on something outside the journal (a wall-clock limit, a hook, a
+//! human) are recorded as events, so the fold never needs the outside world.
 
+mod breaker;
+mod commands;
 mod config;
+mod fold;
 mod limits;
+mod metrics;
 mod stop;
 
-pub use config::RunConfig;
-pub use limits::{LimitKind, Limits};
-pub use stop::{Outcome, Signal, StopReason};
+pub use breaker::{BreakerConfig, StallAction, DEFAULT_STALL_NOTE};
+pub use commands::Gate;
+pub use config::{
+    RunConfig, DEFAULT_DONE_TOOL_NUDGE, DEFAULT_WIND_DOWN_FALLBACK, DEFAULT_WIND_DOWN_PROMPT,
+};
+pub use limits::{LimitKind, Limits, Price, PriceTable, Spent};
+pub use metrics::{ApprovalRecord, AuditEntry, IterationMetrics, Metrics};
+pub use stop::{Decision, Outcome, Signal, StopReason, ToolFailureMode};
 
-use crate::event::{Event, ModelPurpose, StepStatus};
+use crate::event::{Event, ModelPurpose};
 use crate::message::{Message, ToolCall, ToolResult, Usage};
-use crate::provider::{ModelRequest, ModelResponse, ProviderError, ToolChoice};
-use crate::tool::{ToolError, ToolOutput};
+use crate::provider::{ModelRequest, ToolChoice};
+use breaker::BreakerState;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::sync::Arc;
@@ -26,15 +37,27 @@ use std::time::Duration;
 /// The version of the journal and snapshot format this build writes and reads.
 pub const SCHEMA_VERSION: u32 = 1;
 
+/// A tool call to carry out.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolInvocation {
+    /// The call.
+    pub call: ToolCall,
+    /// A human already approved it (skip the approval hooks).
+    pub approved: bool,
+}
+
 /// What the driver must do next.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Step {
     /// Call the model with this request, then call [`Run::model_responded`] or
     /// [`Run::model_failed`].
     CallModel(ModelRequest),
-    /// Run these calls (each with [`Run::tool_started`] then [`Run::tool_finished`]).
-    CallTools(Vec<ToolCall>),
-    /// The run is over.
+    /// Carry out these calls: for each, [`Run::gate_tool`], then [`Run::tool_started`] and
+    /// [`Run::tool_finished`] (or [`Run::tool_deferred`] for a human decision).
+    CallTools(Vec<ToolInvocation>),
+    /// The run wants to end with this outcome. If [`Run::is_finishing`], confirm with
+    /// [`Run::finish`] (possibly with a changed outcome) or continue with
+    /// [`Run::continue_with`]; otherwise it is over (or suspended) already.
     Finish(Outcome),
 }
 
@@ -69,13 +92,40 @@ pub enum RunError {
     InvalidSnapshot(String),
 }
 
-/// A pending tool call of the current iteration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum CallApproval {
+    /// No human decision needed (or not asked yet).
+    Automatic,
+    /// Waiting for a human.
+    Deferred,
+    /// A human approved it.
+    Approved,
+}
+
+/// A tool call of the current iteration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct PendingCall {
     call: ToolCall,
     started: bool,
     result: Option<ToolResult>,
     signal: Option<Signal>,
+    approval: CallApproval,
+}
+
+impl PendingCall {
+    fn new(call: ToolCall) -> Self {
+        Self { call, started: false, result: None, signal: None, approval: CallApproval::Automatic }
+    }
+
+    /// Deferred and not decided yet.
+    fn is_waiting(&self) -> bool {
+        self.result.is_none() && self.approval == CallApproval::Deferred
+    }
+
+    fn is_runnable(&self) -> bool {
+        self.result.is_none() && self.approval != CallApproval::Deferred
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -87,9 +137,10 @@ enum Phase {
     NeedModel,
     /// A model call was issued and has no answer yet.
     AwaitingModel { purpose: ModelPurpose },
-    /// Tool calls of the current iteration are running.
-    AwaitingTools { calls: Vec<PendingCall> },
-    /// The outcome is decided; the terminal event is not yet recorded.
+    /// Tool calls of the current iteration are open; `suspended` once `run_suspended` is
+    /// recorded for the deferred ones.
+    AwaitingTools { calls: Vec<PendingCall>, suspended: bool },
+    /// The outcome is decided; the terminal event waits for [`Run::finish`].
     Finishing { outcome: Outcome, error: Option<String> },
     /// Over.
     Finished { outcome: Outcome },
@@ -117,8 +168,22 @@ pub struct Run {
     /// Shared with in-flight requests; appends copy only while a request still holds it.
     history: Arc<Vec<Message>>,
     iteration: u32,
-    usage: Usage,
     phase: Phase,
+    spent: Spent,
+    breaker: BreakerState,
+    metrics: Metrics,
+    /// Milliseconds since the run started, as last told by the driver.
+    elapsed_ms: u64,
+    /// When the open iteration started (`None`: no iteration is open).
+    iteration_started_ms: Option<u64>,
+    /// A limit was reached: the next model call is the wind-down.
+    wind_down: Option<LimitKind>,
+    /// A note for the next request only (stall detection).
+    note: Option<String>,
+    /// Why the run is paused, while it is.
+    paused: Option<String>,
+    /// Continuations requested by hooks so far.
+    continuations: u32,
     #[serde(skip)]
     outbox: Vec<Event>,
 }
@@ -138,8 +203,16 @@ impl Run {
             config: RunConfig::default(),
             history: Arc::default(),
             iteration: 0,
-            usage: Usage::default(),
             phase: Phase::New,
+            spent: Spent::default(),
+            breaker: BreakerState::default(),
+            metrics: Metrics::default(),
+            elapsed_ms: 0,
+            iteration_started_ms: None,
+            wind_down: None,
+            note: None,
+            paused: None,
+            continuations: 0,
             outbox: Vec::new(),
         }
     }
@@ -192,7 +265,28 @@ impl Run {
 
     /// Tokens used so far.
     pub fn usage(&self) -> Usage {
-        self.usage
+        self.spent.usage
+    }
+
+    /// What the budget has used so far.
+    pub fn spent(&self) -> &Spent {
+        &self.spent
+    }
+
+    /// Latencies, counts and the audit trail so far.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// Milliseconds since the run started, as last told by the driver.
+    pub fn elapsed_ms(&self) -> u64 {
+        self.elapsed_ms
+    }
+
+    /// Tells the run how long it has been running (the driver calls this before each step;
+    /// the time limit and iteration durations use it).
+    pub fn set_elapsed(&mut self, elapsed: Duration) {
+        self.elapsed_ms = millis(elapsed);
     }
 
     /// The outcome, once the run is over.
@@ -206,6 +300,41 @@ impl Run {
     /// Whether the run is over.
     pub fn is_finished(&self) -> bool {
         matches!(self.phase, Phase::Finished { .. })
+    }
+
+    /// Whether the outcome is decided and waits for [`finish`](Self::finish).
+    pub fn is_finishing(&self) -> bool {
+        matches!(self.phase, Phase::Finishing { .. })
+    }
+
+    /// Whether the run is finishing or finished: nothing more should be started.
+    pub fn is_ending(&self) -> bool {
+        matches!(self.phase, Phase::Finishing { .. } | Phase::Finished { .. })
+    }
+
+    /// Whether the next step starts an iteration (a safe point for pausing).
+    pub fn is_between_iterations(&self) -> bool {
+        matches!(self.phase, Phase::NeedModel)
+    }
+
+    /// Whether the run waits for approval decisions.
+    pub fn is_suspended(&self) -> bool {
+        matches!(self.phase, Phase::AwaitingTools { suspended: true, .. })
+    }
+
+    /// Why the run is paused, while it is.
+    pub fn paused(&self) -> Option<&str> {
+        self.paused.as_deref()
+    }
+
+    /// The calls waiting for a human decision.
+    pub fn awaiting_approval(&self) -> Vec<&ToolCall> {
+        match &self.phase {
+            Phase::AwaitingTools { calls, .. } => {
+                calls.iter().filter(|c| c.is_waiting()).map(|c| &c.call).collect()
+            }
+            _ => Vec::new(),
+        }
     }
 
     /// Takes the events recorded since the last call, in order.
@@ -224,47 +353,85 @@ impl Run {
         match &self.phase {
             Phase::New | Phase::NeedModel => {
                 let next = self.iteration + 1;
-                let purpose = match self.config.limits.before_iteration(next) {
+                let limit = match &self.wind_down {
+                    Some(limit) => Some(limit.clone()),
+                    None => {
+                        let limit = self.config.limits.before_model_call(
+                            next,
+                            &self.spent,
+                            self.elapsed_ms,
+                        );
+                        if let Some(limit) = &limit {
+                            self.record(Event::LimitReached { limit: limit.clone() });
+                        }
+                        limit
+                    }
+                };
+                let purpose = match limit {
                     Some(limit) => ModelPurpose::WindDown { limit },
                     None => {
-                        self.record(Event::IterationStarted { iteration: next });
+                        self.record(Event::IterationStarted {
+                            iteration: next,
+                            at_ms: self.elapsed_ms,
+                        });
                         ModelPurpose::Iteration
                     }
                 };
+                let request = self.request(&purpose);
                 self.record(Event::ModelRequested { iteration: self.iteration, purpose });
-                Step::CallModel(self.request(purpose))
+                Step::CallModel(request)
             }
-            Phase::AwaitingModel { purpose } => Step::CallModel(self.request(*purpose)),
-            Phase::AwaitingTools { calls } => Step::CallTools(
-                calls.iter().filter(|c| c.result.is_none()).map(|c| c.call.clone()).collect(),
-            ),
-            Phase::Finishing { outcome, error } => {
-                let outcome = outcome.clone();
-                let event = match error {
-                    Some(error) => {
-                        Event::RunFailed { error: error.clone(), outcome: outcome.clone() }
+            Phase::AwaitingModel { purpose } => Step::CallModel(self.request(purpose)),
+            Phase::AwaitingTools { calls, suspended } => {
+                let runnable: Vec<ToolInvocation> = calls
+                    .iter()
+                    .filter(|c| c.is_runnable())
+                    .map(|c| ToolInvocation {
+                        call: c.call.clone(),
+                        approved: c.approval == CallApproval::Approved,
+                    })
+                    .collect();
+                if !runnable.is_empty() {
+                    return Step::CallTools(runnable);
+                }
+                let suspended = *suspended;
+                match self.suspended_outcome() {
+                    Some(outcome) => {
+                        if !suspended {
+                            self.close_iteration();
+                            self.record(Event::RunSuspended { outcome: outcome.clone() });
+                        }
+                        Step::Finish(outcome)
                     }
-                    None => Event::RunFinished { outcome: outcome.clone() },
-                };
-                self.record(event);
-                Step::Finish(outcome)
+                    None => {
+                        // Every call has a result, so the fold should have moved on.
+                        self.fail("internal error: tools phase with nothing left to do");
+                        self.next_step()
+                    }
+                }
             }
-            Phase::Finished { outcome } => Step::Finish(outcome.clone()),
+            Phase::Finishing { outcome, .. } | Phase::Finished { outcome } => {
+                Step::Finish(outcome.clone())
+            }
         }
     }
 
     /// The request for a model call of this purpose.
-    fn request(&self, purpose: ModelPurpose) -> ModelRequest {
+    fn request(&self, purpose: &ModelPurpose) -> ModelRequest {
         let config = &self.config;
         let mut request = ModelRequest {
             instructions: config.instructions.clone(),
             messages: Arc::clone(&self.history),
-            tools: config.tools.clone(),
+            tools: Arc::clone(&config.tools),
             tool_choice: config.tool_choice.clone(),
             temperature: config.temperature,
             max_tokens: config.max_tokens,
             metadata: config.metadata.clone(),
         };
+        if let Some(note) = &self.note {
+            // For this request only: a temporary copy of the history plus the note.
+            Arc::make_mut(&mut request.messages).push(Message::user(note.clone()));
+        }
         if let ModelPurpose::WindDown { .. } = purpose {
             // A temporary copy of the history plus the summary request; no tools.
             Arc::make_mut(&mut request.messages)
@@ -275,152 +442,9 @@ impl Run {
         request
     }
 
-    /// Feeds the model's response.
-    pub fn model_responded(
-        &mut self,
-        response: ModelResponse,
-        duration: Duration,
-    ) -> Result<(), RunError> {
-        self.expect_awaiting_model("model_responded")?;
-        let message = response.message;
-        let reasoning = message.reasoning_text();
-        let text = message.text();
-        self.record(Event::ModelResponded {
-            iteration: self.iteration,
-            message,
-            finish_reason: response.finish_reason,
-            usage: response.usage,
-            duration_ms: millis(duration),
-        });
-        if !reasoning.is_empty() {
-            self.outbox.push(Event::Reasoning { text: reasoning });
-        }
-        match &self.phase {
-            Phase::AwaitingTools { calls } => {
-                if !text.trim().is_empty() {
-                    self.outbox.push(Event::Text { text });
-                }
-                let calls = calls.iter().map(|c| c.call.clone()).collect();
-                self.outbox.push(Event::ToolDetected { calls });
-            }
-            Phase::NeedModel => {
-                if !text.trim().is_empty() {
-                    self.outbox.push(Event::Text { text });
-                }
-                self.outbox.push(Event::IterationCompleted { iteration: self.iteration });
-            }
-            _ => self.outbox.push(Event::IterationCompleted { iteration: self.iteration }),
-        }
-        Ok(())
-    }
-
-    /// Feeds a failed model call (after the driver's retries).
-    pub fn model_failed(&mut self, error: ProviderError) -> Result<(), RunError> {
-        self.expect_awaiting_model("model_failed")?;
-        self.record(Event::ModelFailed { iteration: self.iteration, error });
-        Ok(())
-    }
-
-    /// Records that a tool call starts. `arguments` is the parsed argument JSON, or `None`
-    /// when the argument text was not JSON (the event then carries `{"_raw": text}`).
-    pub fn tool_started(
-        &mut self,
-        call_id: &str,
-        arguments: Option<Value>,
-    ) -> Result<(), RunError> {
-        let call = self.pending(call_id)?.call.clone();
-        let arguments =
-            arguments.unwrap_or_else(|| serde_json::json!({ "_raw": call.arguments.clone() }));
-        self.outbox.push(Event::StepStarted { call_id: call.id.clone(), name: call.name.clone() });
-        self.record(Event::ToolStarted { call, arguments });
-        Ok(())
-    }
-
-    /// Feeds a tool call's result.
-    pub fn tool_finished(
-        &mut self,
-        call_id: &str,
-        result: Result<ToolOutput, ToolError>,
-        duration: Duration,
-    ) -> Result<(), RunError> {
-        let name = self.pending(call_id)?.call.name.clone();
-        let duration_ms = millis(duration);
-        let (event, status) = match result {
-            Ok(output) => {
-                let (content, signal) = stop::tool_output(output);
-                let result = ToolResult::ok(call_id, content);
-                (
-                    Event::ToolCompleted { name, result, duration_ms, control: signal },
-                    StepStatus::Ok,
-                )
-            }
-            Err(ToolError::Timeout(timeout_ms)) => {
-                let result =
-                    ToolResult::error(call_id, ToolError::Timeout(timeout_ms).to_model_text());
-                (Event::ToolTimedOut { name, result, timeout_ms }, StepStatus::Error)
-            }
-            Err(error) => {
-                let result = ToolResult::error(call_id, error.to_model_text());
-                (Event::ToolFailed { name, result, error, duration_ms }, StepStatus::Error)
-            }
-        };
-        self.record(event);
-        self.outbox.push(Event::StepCompleted { call_id: call_id.to_owned(), status });
-        if !matches!(self.phase, Phase::AwaitingTools { .. }) {
-            self.outbox.push(Event::IterationCompleted { iteration: self.iteration });
-        }
-        Ok(())
-    }
-
-    /// Cancels the run. Pending tool calls get error results, so the history stays valid
-    /// for a later turn. Does nothing once the run is finished.
-    pub fn cancel(&mut self, reason: impl Into<String>) {
-        if let Phase::Finished { .. } = self.phase {
-            return;
-        }
-        let reason = reason.into();
-        let outcome =
-            self.outcome_with(String::new(), StopReason::Cancelled { reason: reason.clone() });
-        self.record(Event::RunCancelled { reason, outcome });
-    }
-
-    /// Ends the run with a failure the driver detected. Does nothing once it is finished.
-    pub fn fail(&mut self, error: impl Into<String>) {
-        if let Phase::Finished { .. } = self.phase {
-            return;
-        }
-        let error = error.into();
-        let outcome =
-            self.outcome_with(String::new(), StopReason::Internal { message: error.clone() });
-        self.record(Event::RunFailed { error, outcome });
-    }
-
-    fn expect_awaiting_model(&self, what: &'static str) -> Result<(), RunError> {
-        match self.phase {
-            Phase::AwaitingModel { .. } => Ok(()),
-            _ => Err(RunError::Unexpected { what, phase: self.phase.name() }),
-        }
-    }
-
-    /// The index of the open call `call_id` among the current iteration's calls.
-    fn pending_index(&self, call_id: &str) -> Result<usize, RunError> {
-        match &self.phase {
-            Phase::AwaitingTools { calls } => calls
-                .iter()
-                .position(|c| c.call.id == call_id && c.result.is_none())
-                .ok_or_else(|| RunError::UnknownCall(call_id.to_owned())),
-            other => Err(RunError::Unexpected { what: "tool event", phase: other.name() }),
-        }
-    }
-
-    fn pending(&self, call_id: &str) -> Result<&PendingCall, RunError> {
-        let index = self.pending_index(call_id)?;
-        match &self.phase {
-            Phase::AwaitingTools { calls } => {
-                calls.get(index).ok_or_else(|| RunError::UnknownCall(call_id.to_owned()))
-            }
-            other => Err(RunError::Unexpected { what: "tool event", phase: other.name() }),
-        }
+    /// The history for appending (copies it only if a request still shares it).
+    fn history_mut(&mut self) -> &mut Vec<Message> {
+        Arc::make_mut(&mut self.history)
     }
 
     /// Applies an event to the state and queues it for the driver.
@@ -433,100 +457,21 @@ impl Run {
         self.outbox.push(event);
     }
 
-    /// The fold: applies one journal event. Transient events are ignored.
-    pub fn apply(&mut self, event: &Event) -> Result<(), RunError> {
-        let unexpected = |what, phase: &Phase| RunError::Unexpected { what, phase: phase.name() };
-        match event {
-            Event::RunStarted { run_id, config, input } => {
-                if !matches!(self.phase, Phase::New) {
-                    return Err(unexpected("run_started", &self.phase));
-                }
-                self.run_id.clone_from(run_id);
-                self.config = (**config).clone();
-                self.history = Arc::new(input.clone());
-                self.phase = Phase::NeedModel;
-            }
-            Event::IterationStarted { iteration } => match self.phase {
-                Phase::NeedModel => self.iteration = *iteration,
-                _ => return Err(unexpected("iteration_started", &self.phase)),
-            },
-            Event::ModelRequested { purpose, .. } => match self.phase {
-                Phase::NeedModel => self.phase = Phase::AwaitingModel { purpose: *purpose },
-                _ => return Err(unexpected("model_requested", &self.phase)),
-            },
-            Event::ModelResponded { message, finish_reason, usage, .. } => {
-                let Phase::AwaitingModel { purpose } = self.phase else {
-                    return Err(unexpected("model_responded", &self.phase));
-                };
-                self.usage += *usage;
-                self.history_mut().push(message.clone());
-                self.phase = self.after_response(purpose, finish_reason);
-            }
-            Event::ModelFailed { error, .. } => {
-                let Phase::AwaitingModel { purpose } = self.phase else {
-                    return Err(unexpected("model_failed", &self.phase));
-                };
-                self.phase = self.after_model_failure(purpose, error);
-            }
-            Event::ToolStarted { call, .. } => self.pending_mut(&call.id)?.started = true,
-            Event::ToolCompleted { result, control, .. } => {
-                self.tool_result(result.clone(), control.clone())?;
-            }
-            Event::ToolFailed { result, .. } | Event::ToolTimedOut { result, .. } => {
-                self.tool_result(result.clone(), None)?;
-            }
-            Event::RunFinished { outcome }
-            | Event::RunFailed { outcome, .. }
-            | Event::RunCancelled { outcome, .. } => {
-                if let Phase::AwaitingTools { calls } = &self.phase {
-                    // Answer every open call so the history stays valid for a later turn.
-                    let results = calls.iter().map(|c| {
-                        c.result.clone().unwrap_or_else(|| {
-                            ToolResult::error(
-                                &c.call.id,
-                                "Error: the run ended before this call finished",
-                            )
-                        })
-                    });
-                    let results = Message::tool_results(results.collect::<Vec<_>>());
-                    self.history_mut().push(results);
-                }
-                self.phase = Phase::Finished { outcome: outcome.clone() };
-            }
-            _ => {}
-        }
-        Ok(())
-    }
-
-    /// The history for appending (copies it only if a request still shares it).
-    pub(super) fn history_mut(&mut self) -> &mut Vec<Message> {
-        Arc::make_mut(&mut self.history)
-    }
-
-    fn pending_mut(&mut self, call_id: &str) -> Result<&mut PendingCall, RunError> {
-        let index = self.pending_index(call_id)?;
-        match &mut self.phase {
-            Phase::AwaitingTools { calls } => {
-                calls.get_mut(index).ok_or_else(|| RunError::UnknownCall(call_id.to_owned()))
-            }
-            _ => Err(RunError::UnknownCall(call_id.to_owned())),
-        }
-    }
-
-    fn tool_result(&mut self, result: ToolResult, signal: Option<Signal>) -> Result<(), RunError> {
-        let pending = self.pending_mut(&result.call_id)?;
-        pending.result = Some(result);
-        pending.signal = signal;
-        if let Phase::AwaitingTools { calls } = &self.phase {
-            if calls.iter().all(|c| c.result.is_some()) {
-                self.phase = self.after_tools();
+    /// Records `iteration_completed` when an iteration is open and no longer running.
+    fn close_iteration(&mut self) {
+        if let Some(started) = self.iteration_started_ms {
+            if !matches!(self.phase, Phase::AwaitingModel { .. })
+                && !matches!(&self.phase, Phase::AwaitingTools { calls, .. } if calls.iter().any(PendingCall::is_runnable))
+            {
+                let duration_ms = self.elapsed_ms.saturating_sub(started);
+                self.record(Event::IterationCompleted { iteration: self.iteration, duration_ms });
             }
         }
-        Ok(())
     }
 }
 
-fn millis(duration: Duration) -> u64 {
+/// Milliseconds of a duration, saturating.
+pub(crate) fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 

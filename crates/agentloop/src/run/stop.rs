@@ -1,9 +1,11 @@
-//! When a run stops and why: finish reasons, done / loop-breaking tools, limits.
+//! When a run stops and why: finish reasons, done / loop-breaking tools, limits, the circuit
+//! breaker, approvals.
 
 use super::{LimitKind, PendingCall, Phase, Run};
 use crate::event::ModelPurpose;
-use crate::message::{FinishReason, Message, Part, ToolResultContent, Usage};
+use crate::message::{FinishReason, Message, Part, ToolCall, ToolResultContent, Usage};
 use crate::provider::ProviderError;
+use crate::run::metrics::Metrics;
 use crate::tool::ToolOutput;
 use serde::{Deserialize, Serialize};
 
@@ -23,6 +25,30 @@ pub enum Signal {
     },
 }
 
+/// A human's decision on a deferred tool call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Decision {
+    /// Run the call.
+    Approve,
+    /// Do not run it; the model sees the reason as the call's error result.
+    Reject {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Whether a tool error ends the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolFailureMode {
+    /// Errors become error results the model sees; the loop goes on.
+    #[default]
+    Continue,
+    /// The first tool error ends the run.
+    Fail,
+}
+
 /// Why a run stopped.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -40,6 +66,11 @@ pub enum StopReason {
         /// The tool.
         tool: String,
     },
+    /// Tool calls wait for a human decision; continue with `Agent::resume_with_decisions`.
+    AwaitingApproval {
+        /// The deferred calls.
+        calls: Vec<ToolCall>,
+    },
     /// A limit was reached; the answer was written by the wind-down call (or is the fallback).
     LimitReached {
         /// Which limit.
@@ -53,6 +84,36 @@ pub enum StopReason {
     ModelError {
         /// What went wrong.
         message: String,
+    },
+    /// A tool failed and the run's tool failure mode is `fail`.
+    ToolFailed {
+        /// The tool.
+        tool: String,
+        /// Its error.
+        error: String,
+    },
+    /// The same tool failed with the same error too many times in a row.
+    CircuitOpen {
+        /// The tool.
+        tool: String,
+        /// The repeated error.
+        error: String,
+        /// How many times in a row.
+        count: u32,
+    },
+    /// The model repeated the same call and the stall action is `stop`.
+    Stalled {
+        /// The tool.
+        tool: String,
+        /// How many times in a row.
+        count: u32,
+    },
+    /// A critical hook failed.
+    HookFailed {
+        /// The hook.
+        hook: String,
+        /// What went wrong.
+        error: String,
     },
     /// The runtime failed (a bug or an inconsistent journal), not the model.
     Internal {
@@ -80,6 +141,9 @@ pub struct Outcome {
     pub iterations: u32,
     /// Tokens used by every model call of the run.
     pub usage: Usage,
+    /// Latencies, counts, cost and the audit trail of every tool call.
+    #[serde(default)]
+    pub metrics: Metrics,
 }
 
 impl Outcome {
@@ -89,6 +153,20 @@ impl Outcome {
         matches!(
             self.stop_reason,
             StopReason::Completed | StopReason::DoneTool { .. } | StopReason::AwaitingInput { .. }
+        )
+    }
+
+    /// Whether a failure ended the run (the model, a tool in `fail` mode, the breaker, a
+    /// critical hook, or the runtime).
+    pub fn is_failure(&self) -> bool {
+        matches!(
+            self.stop_reason,
+            StopReason::ModelError { .. }
+                | StopReason::ToolFailed { .. }
+                | StopReason::CircuitOpen { .. }
+                | StopReason::Stalled { .. }
+                | StopReason::HookFailed { .. }
+                | StopReason::Internal { .. }
         )
     }
 }
@@ -108,25 +186,33 @@ pub(super) fn tool_output(output: ToolOutput) -> (ToolResultContent, Option<Sign
 
 impl Run {
     pub(super) fn outcome_with(&self, answer: String, stop_reason: StopReason) -> Outcome {
+        let mut metrics = self.metrics.clone();
+        metrics.usage = self.spent.usage;
+        metrics.cost_usd = self.spent.cost_usd;
         Outcome {
             run_id: self.run_id.clone(),
             answer,
             stop_reason,
             iterations: self.iteration,
-            usage: self.usage,
+            usage: self.spent.usage,
+            metrics,
         }
     }
 
-    fn finishing(&self, answer: String, stop_reason: StopReason) -> Phase {
+    pub(super) fn finishing(&self, answer: String, stop_reason: StopReason) -> Phase {
         Phase::Finishing { outcome: self.outcome_with(answer, stop_reason), error: None }
     }
 
-    fn failing(&self, error: String) -> Phase {
+    /// A failing end: the run fails with `error` and this stop reason.
+    pub(super) fn failing_with(&self, error: String, stop_reason: StopReason) -> Phase {
         Phase::Finishing {
-            outcome: self
-                .outcome_with(String::new(), StopReason::ModelError { message: error.clone() }),
+            outcome: self.outcome_with(String::new(), stop_reason),
             error: Some(error),
         }
+    }
+
+    fn failing(&self, error: String) -> Phase {
+        self.failing_with(error.clone(), StopReason::ModelError { message: error })
     }
 
     fn last_text(&self) -> String {
@@ -141,24 +227,26 @@ impl Run {
         }
         let history = self.history_mut();
         if let Some(last) = history.last_mut() {
-            if last.has_tool_calls() {
-                last.content.retain(|part| !matches!(part, Part::ToolCall(_)));
-                if last.content.is_empty() {
-                    history.pop();
-                }
+            last.content.retain(|part| !matches!(part, Part::ToolCall(_)));
+            if last.content.is_empty() {
+                history.pop();
             }
         }
     }
 
     /// What follows a model response (already appended to the history).
-    pub(super) fn after_response(&mut self, purpose: ModelPurpose, finish: &FinishReason) -> Phase {
+    pub(super) fn after_response(
+        &mut self,
+        purpose: &ModelPurpose,
+        finish: &FinishReason,
+    ) -> Phase {
         let text = self.last_text();
         if let ModelPurpose::WindDown { limit } = purpose {
             // Tools were not offered; calls the model made anyway are not run.
             self.drop_unanswered_calls();
             let answer =
                 if text.is_empty() { self.config.wind_down_fallback.clone() } else { text };
-            return self.finishing(answer, StopReason::LimitReached { limit });
+            return self.finishing(answer, StopReason::LimitReached { limit: limit.clone() });
         }
         let terminal = match finish {
             FinishReason::Error => {
@@ -182,10 +270,10 @@ impl Run {
             .map(|m| m.tool_calls().cloned().collect::<Vec<_>>())
             .unwrap_or_default()
             .into_iter()
-            .map(|call| PendingCall { call, started: false, result: None, signal: None })
+            .map(PendingCall::new)
             .collect();
         if !calls.is_empty() {
-            return Phase::AwaitingTools { calls };
+            return Phase::AwaitingTools { calls, suspended: false };
         }
         if self.config.require_done_tool {
             if let Some(nudge) = &self.config.done_tool_nudge {
@@ -197,25 +285,35 @@ impl Run {
         self.finishing(text, StopReason::Completed)
     }
 
-    /// What follows a failed model call.
+    /// What follows a failed model call: a non-retryable error fails the run; a retryable
+    /// one is tried again in a new iteration until `max_consecutive_model_errors`.
     pub(super) fn after_model_failure(
         &self,
-        purpose: ModelPurpose,
+        purpose: &ModelPurpose,
         error: &ProviderError,
     ) -> Phase {
-        match purpose {
-            ModelPurpose::WindDown { limit } => self.finishing(
+        if let ModelPurpose::WindDown { limit } = purpose {
+            return self.finishing(
                 self.config.wind_down_fallback.clone(),
-                StopReason::LimitReached { limit },
-            ),
-            ModelPurpose::Iteration => self.failing(error.to_string()),
+                StopReason::LimitReached { limit: limit.clone() },
+            );
         }
+        if !error.is_retryable() {
+            return self.failing(error.to_string());
+        }
+        if self.spent.consecutive_model_errors >= self.config.limits.max_consecutive_model_errors {
+            return self.finishing(
+                self.config.wind_down_fallback.clone(),
+                StopReason::LimitReached { limit: LimitKind::ConsecutiveModelErrors },
+            );
+        }
+        Phase::NeedModel
     }
 
     /// What follows once every tool call of the iteration has a result: the results join
     /// the history in call order, then the first control signal (in call order) decides.
     pub(super) fn after_tools(&mut self) -> Phase {
-        let Phase::AwaitingTools { calls } = &self.phase else {
+        let Phase::AwaitingTools { calls, .. } = &self.phase else {
             return Phase::NeedModel;
         };
         let results: Vec<_> = calls.iter().filter_map(|c| c.result.clone()).collect();
@@ -231,5 +329,15 @@ impl Run {
             }
             None => Phase::NeedModel,
         }
+    }
+
+    /// The outcome of a run suspended for approvals.
+    pub(super) fn suspended_outcome(&self) -> Option<Outcome> {
+        let Phase::AwaitingTools { calls, .. } = &self.phase else { return None };
+        let deferred: Vec<ToolCall> =
+            calls.iter().filter(|c| c.is_waiting()).map(|c| c.call.clone()).collect();
+        (!deferred.is_empty() && calls.iter().all(|c| c.result.is_some() || c.is_waiting())).then(
+            || self.outcome_with(String::new(), StopReason::AwaitingApproval { calls: deferred }),
+        )
     }
 }

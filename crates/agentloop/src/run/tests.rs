@@ -2,7 +2,9 @@
 
 use super::*;
 use crate::message::{FinishReason, Part, Role, ToolResultContent};
+use crate::provider::{ModelResponse, ProviderError};
 use crate::tool::ToolSpec;
+use crate::tool::{ToolError, ToolOutput};
 use serde_json::json;
 
 fn config() -> RunConfig {
@@ -56,7 +58,12 @@ fn expect_model(run: &mut Run) -> ModelRequest {
 
 fn expect_finish(run: &mut Run) -> Outcome {
     match run.next_step() {
-        Step::Finish(outcome) => outcome,
+        Step::Finish(outcome) => {
+            if run.is_finishing() {
+                run.finish(outcome.clone());
+            }
+            outcome
+        }
         other => panic!("expected the end, got {other:?}"),
     }
 }
@@ -108,7 +115,7 @@ fn tool_round_trip_appends_results_in_call_order() {
     let _ = expect_model(&mut run);
     run.model_responded(calls_response(&[("a", "add", "{}"), ("b", "add", "{}")]), ms(1)).unwrap();
     let Step::CallTools(calls) = run.next_step() else { panic!("expected tools") };
-    assert_eq!(calls.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(), ["a", "b"]);
+    assert_eq!(calls.iter().map(|c| c.call.id.as_str()).collect::<Vec<_>>(), ["a", "b"]);
     run.tool_started("a", Some(json!({}))).unwrap();
     run.tool_started("b", Some(json!({}))).unwrap();
     // b finishes first; the history still lists a then b.
@@ -406,7 +413,7 @@ fn resume_repeats_only_unfinished_work() {
     let cut = journal.iter().position(|e| matches!(e, Event::ToolCompleted { .. })).unwrap() + 1;
     let mut run = Run::from_journal(&journal[..cut]).unwrap();
     let Step::CallTools(calls) = run.next_step() else { panic!("expected tools") };
-    assert_eq!(calls.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(), ["b"]);
+    assert_eq!(calls.iter().map(|c| c.call.id.as_str()).collect::<Vec<_>>(), ["b"]);
     // Cut right after a model request: the same request is made again.
     let cut = journal.iter().rposition(|e| matches!(e, Event::ModelRequested { .. })).unwrap() + 1;
     let mut run = Run::from_journal(&journal[..cut]).unwrap();

@@ -92,6 +92,15 @@ pub enum ToolError {
     /// The run was cancelled while the tool ran.
     #[error("cancelled")]
     Cancelled,
+    /// An approval hook or a human rejected the call.
+    #[error("the call was rejected: {0}")]
+    Rejected(String),
+    /// A hook skipped the call.
+    #[error("the call was skipped: {0}")]
+    Skipped(String),
+    /// The run refused the call (a limit was reached).
+    #[error("the call was not run: {0}")]
+    NotRun(String),
 }
 
 impl ToolError {

@@ -1,0 +1,206 @@
+//! The async driver: carries out the [`Run`]'s steps (provider stream, tool execution with a
+//! concurrency limit, hooks, pause and cancellation) and streams every event. It decides
+//! nothing: every branch that decides lives in [`Run`].
+//!
+//! Event order: the model's deltas as they arrive, then the turn's reasoning, text (not for
+//! the final answer) and detected calls; then for each call `step_started`, `tool_started`,
+//! its result event and `step_completed`. With a concurrency limit of 1 the calls' groups
+//! follow each other in call order; with more, each call's own events keep that order but
+//! the groups interleave as the calls start and finish. Results always join the history in
+//! call order.
+
+mod model;
+mod tools;
+
+use crate::control::Control;
+use crate::event::Event;
+use crate::hooks::{CriticalFailure, HookContext, HookSet};
+use crate::message::Message;
+use crate::provider::Provider;
+use crate::run::{Run, RunConfig, RunError, Step};
+use crate::tool::ToolExecutor;
+use futures::stream::BoxStream;
+use futures::StreamExt;
+use serde_json::{Map, Value};
+use std::pin::pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A stream of run events.
+pub type EventStream = BoxStream<'static, Event>;
+
+/// What the driver needs besides the run: the model, the tools, the hooks.
+#[derive(Clone)]
+pub(crate) struct Driver {
+    pub(crate) provider: Arc<dyn Provider>,
+    pub(crate) tools: Arc<ToolExecutor>,
+    pub(crate) hooks: Arc<HookSet>,
+    /// Tool calls of one model turn that may run at once.
+    pub(crate) concurrency: usize,
+}
+
+/// Where a driven run comes from.
+pub(crate) enum Start {
+    /// A new run (the `before_run` hooks may change its configuration).
+    New { run_id: String, config: Box<RunConfig>, input: Vec<Message> },
+    /// A run rebuilt from its journal.
+    Existing(Box<Run>),
+}
+
+/// Per-run values every step needs.
+struct Scope {
+    run_id: Arc<str>,
+    metadata: Arc<Map<String, Value>>,
+    control: Arc<Control>,
+    clock: Instant,
+    base_elapsed: Duration,
+}
+
+impl Scope {
+    fn hook_context(&self, run: &Run) -> HookContext {
+        HookContext {
+            run_id: self.run_id.clone(),
+            iteration: run.iteration(),
+            metadata: self.metadata.clone(),
+        }
+    }
+
+    fn tick(&self, run: &mut Run) {
+        run.set_elapsed(self.base_elapsed + self.clock.elapsed());
+    }
+}
+
+impl Driver {
+    /// Drives a run to its end (or suspension), streaming every event.
+    pub(crate) fn drive(self, start: Start, control: Arc<Control>) -> EventStream {
+        Box::pin(async_stream::stream! {
+            let mut events = Vec::new();
+            let mut run = match start {
+                Start::Existing(run) => *run,
+                Start::New { run_id, config, input } => {
+                    if self.hooks.is_empty() {
+                        Run::new(run_id, *config, input)
+                    } else {
+                        match self.hooks.before_run((*config).clone(), &mut events).await {
+                            Ok(config) => Run::new(run_id, config, input),
+                            Err(failure) => {
+                                let mut run = Run::new(run_id, *config, input);
+                                run.fail_hook(failure.hook, failure.error);
+                                run
+                            }
+                        }
+                    }
+                }
+            };
+            let scope = Scope {
+                run_id: Arc::from(run.run_id()),
+                metadata: Arc::new(run.config().metadata.clone()),
+                control,
+                clock: Instant::now(),
+                base_elapsed: Duration::from_millis(run.elapsed_ms()),
+            };
+            for event in run.drain_events().chain(events.drain(..)) {
+                yield event;
+            }
+            let mut pauses = scope.control.subscribe();
+            loop {
+                scope.tick(&mut run);
+                if scope.control.cancel.is_cancelled() {
+                    run.cancel(scope.control.cancel_reason());
+                }
+                if run.is_between_iterations() && !self.hooks.is_empty() {
+                    let ctx = scope.hook_context(&run);
+                    match self.hooks.pause_check(&ctx, &mut events).await {
+                        Ok(Some(reason)) => scope.control.pause(reason),
+                        Ok(None) => {}
+                        Err(failure) => fail_hook(&mut run, failure),
+                    }
+                }
+                // Safe point before an iteration: wait out a pause.
+                if run.is_between_iterations() {
+                    if let Some(reason) = scope.control.pause_reason() {
+                        run.pause(reason);
+                        for event in events.drain(..).chain(run.drain_events()) {
+                            yield event;
+                        }
+                        wait_for_resume(&scope, &mut pauses).await;
+                        if !scope.control.cancel.is_cancelled() {
+                            run.resume();
+                        }
+                    }
+                }
+                if run.is_between_iterations() && run.paused().is_some() && scope.control.pause_reason().is_none() {
+                    run.resume();
+                }
+                let step = run.next_step();
+                for event in events.drain(..).chain(run.drain_events()) {
+                    yield event;
+                }
+                match step {
+                    Step::Finish(outcome) => {
+                        if run.is_finishing() {
+                            let ctx = scope.hook_context(&run);
+                            let continued = match self.hooks.on_incomplete_work(&ctx, &outcome, &mut events).await {
+                                Ok(Some(prompt)) => run.continue_with(prompt),
+                                Ok(None) => false,
+                                Err(failure) => {
+                                    fail_hook(&mut run, failure);
+                                    false
+                                }
+                            };
+                            if !continued && run.is_finishing() {
+                                match self.hooks.after_run(&ctx, outcome, &mut events).await {
+                                    Ok(outcome) => run.finish(outcome),
+                                    Err(failure) => fail_hook(&mut run, failure),
+                                }
+                            }
+                            for event in events.drain(..).chain(run.drain_events()) {
+                                yield event;
+                            }
+                            if continued {
+                                continue;
+                            }
+                        }
+                        break;
+                    }
+                    Step::CallModel(request) => {
+                        let mut step = pin!(self.model_call(&mut run, &scope, request));
+                        while let Some(event) = step.next().await {
+                            yield event;
+                        }
+                    }
+                    Step::CallTools(invocations) => {
+                        let mut step = pin!(self.tool_calls(&mut run, &scope, &mut pauses, invocations));
+                        while let Some(event) = step.next().await {
+                            yield event;
+                        }
+                    }
+                }
+            }
+        })
+    }
+}
+
+/// Waits until the pause is lifted or the run is cancelled.
+async fn wait_for_resume(scope: &Scope, pauses: &mut tokio::sync::watch::Receiver<Option<String>>) {
+    while scope.control.pause_reason().is_some() && !scope.control.cancel.is_cancelled() {
+        tokio::select! {
+            () = scope.control.cancel.cancelled() => {}
+            changed = pauses.changed() => if changed.is_err() { break },
+        }
+    }
+}
+
+/// A critical hook failed: the run fails.
+fn fail_hook(run: &mut Run, failure: CriticalFailure) {
+    run.fail_hook(failure.hook, failure.error);
+}
+
+/// A command the run refused means the driver and the run disagree: end the run rather than
+/// loop.
+fn fail_on_error(run: &mut Run, result: Result<(), RunError>) {
+    if let Err(error) = result {
+        tracing::error!(%error, "driver: the run refused a result");
+        run.fail(format!("internal error: {error}"));
+    }
+}

@@ -1,0 +1,197 @@
+//! The tool calls of one iteration: budget gate, `before_tool` and approval hooks, concurrent
+//! execution under the limit, `after_tool` hooks, pause at safe points, cancellation.
+
+use super::{fail_hook, fail_on_error, wait_for_resume, Driver, Scope};
+use crate::event::Event;
+use crate::hooks::{Approval, CriticalFailure, HookContext};
+use crate::message::ToolCall;
+use crate::run::{Gate, Run, ToolInvocation};
+use crate::tool::{parse_arguments, ToolContext, ToolError, ToolOutput};
+use futures::stream::FuturesUnordered;
+use futures::{Stream, StreamExt};
+use serde_json::{json, Value};
+use std::collections::VecDeque;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// What the hooks decided before a call.
+enum Prepared {
+    /// Run it with these arguments (or the argument parse error).
+    Run(Result<Value, String>),
+    /// Do not run it: this is its result (skip, mock, rejection).
+    Answered(Result<ToolOutput, ToolError>),
+    /// A human decides; the call waits with these arguments.
+    Deferred(Value),
+}
+
+/// A finished tool future.
+struct Finished {
+    call_id: String,
+    result: Result<Result<ToolOutput, ToolError>, CriticalFailure>,
+    duration: Duration,
+    events: Vec<Event>,
+}
+
+impl Driver {
+    pub(super) fn tool_calls<'a>(
+        &'a self,
+        run: &'a mut Run,
+        scope: &'a Scope,
+        pauses: &'a mut watch::Receiver<Option<String>>,
+        invocations: Vec<ToolInvocation>,
+    ) -> impl Stream<Item = Event> + Send + 'a {
+        async_stream::stream! {
+            let mut events = Vec::new();
+            let mut queue: VecDeque<ToolInvocation> = invocations.into();
+            let mut running = FuturesUnordered::new();
+            loop {
+                if run.is_ending() {
+                    break;
+                }
+                // Start calls up to the limit, unless a pause is requested (a safe point).
+                while running.len() < self.concurrency && scope.control.pause_reason().is_none() && !run.is_ending() {
+                    let Some(ToolInvocation { call, approved }) = queue.pop_front() else { break };
+                    scope.tick(run);
+                    match run.gate_tool(&call.id) {
+                        Err(error) => fail_on_error(run, Err(error)),
+                        Ok(Gate::Refused) => {}
+                        Ok(Gate::Run) => {
+                            let ctx = scope.hook_context(run);
+                            let parsed = parse_arguments(&call.arguments);
+                            match self.prepare(&ctx, &call, parsed, approved, &mut events).await {
+                                Err(failure) => fail_hook(run, failure),
+                                Ok(Prepared::Answered(result)) => {
+                                    let fed = run.tool_finished(&call.id, result, Duration::ZERO);
+                                    fail_on_error(run, fed);
+                                }
+                                Ok(Prepared::Deferred(arguments)) => {
+                                    let fed = run.tool_deferred(&call.id, arguments);
+                                    fail_on_error(run, fed);
+                                }
+                                Ok(Prepared::Run(arguments)) => {
+                                    let fed = run.tool_started(&call.id, arguments.as_ref().ok().cloned());
+                                    fail_on_error(run, fed);
+                                    running.push(self.execute(ctx, scope, call, arguments));
+                                }
+                            }
+                        }
+                    }
+                    for event in events.drain(..).chain(run.drain_events()) {
+                        yield event;
+                    }
+                }
+                if running.is_empty() {
+                    if queue.is_empty() || run.is_ending() {
+                        break;
+                    }
+                    // Paused with calls left to start: wait at this safe point.
+                    if let Some(reason) = scope.control.pause_reason() {
+                        run.pause(reason);
+                    }
+                    for event in run.drain_events() {
+                        yield event;
+                    }
+                    wait_for_resume(scope, pauses).await;
+                    if !scope.control.cancel.is_cancelled() {
+                        run.resume();
+                    }
+                    for event in run.drain_events() {
+                        yield event;
+                    }
+                    if scope.control.cancel.is_cancelled() {
+                        run.cancel(scope.control.cancel_reason());
+                    }
+                    continue;
+                }
+                let next = tokio::select! {
+                    biased;
+                    () = scope.control.cancel.cancelled() => None,
+                    next = running.next() => next,
+                };
+                let Some(finished) = next else {
+                    // Cancelled: drop the running tools' futures.
+                    running = FuturesUnordered::new();
+                    run.cancel(scope.control.cancel_reason());
+                    for event in run.drain_events() {
+                        yield event;
+                    }
+                    break;
+                };
+                scope.tick(run);
+                match finished.result {
+                    Ok(result) => {
+                        let fed = run.tool_finished(&finished.call_id, result, finished.duration);
+                        fail_on_error(run, fed);
+                    }
+                    Err(failure) => fail_hook(run, failure),
+                }
+                for event in finished.events.into_iter().chain(run.drain_events()) {
+                    yield event;
+                }
+            }
+            drop(running);
+        }
+    }
+
+    /// Runs the `before_tool` and approval hooks for a call.
+    async fn prepare(
+        &self,
+        ctx: &HookContext,
+        call: &ToolCall,
+        parsed: Result<Value, String>,
+        approved: bool,
+        events: &mut Vec<Event>,
+    ) -> Result<Prepared, CriticalFailure> {
+        if self.hooks.is_empty() {
+            return Ok(Prepared::Run(parsed));
+        }
+        let raw = || json!({ "_raw": call.arguments });
+        let mut arguments = parsed;
+        let view = arguments.clone().unwrap_or_else(|_| raw());
+        match self.hooks.before_tool(ctx, call, view.clone(), events).await? {
+            Err(answer) => return Ok(Prepared::Answered(answer)),
+            Ok(rewritten) if rewritten != view => arguments = Ok(rewritten),
+            Ok(_) => {}
+        }
+        if !approved {
+            let view = arguments.clone().unwrap_or_else(|_| raw());
+            match self.hooks.approve_tool(ctx, call, &view, events).await? {
+                Approval::Approve => {}
+                Approval::Reject(reason) => {
+                    return Ok(Prepared::Answered(Err(ToolError::Rejected(reason))))
+                }
+                Approval::Defer => return Ok(Prepared::Deferred(view)),
+            }
+        }
+        Ok(Prepared::Run(arguments))
+    }
+
+    /// The future of one tool call: the tool under its timeout, then the `after_tool` hooks.
+    fn execute(
+        &self,
+        hook_ctx: HookContext,
+        scope: &Scope,
+        call: ToolCall,
+        arguments: Result<Value, String>,
+    ) -> impl std::future::Future<Output = Finished> + Send + 'static {
+        let ctx = ToolContext {
+            run_id: scope.run_id.clone(),
+            idempotency_key: format!("{}:{}", scope.run_id, call.id),
+            call_id: call.id.clone(),
+            cancel: scope.control.cancel.child_token(),
+            metadata: scope.metadata.clone(),
+        };
+        let tools = self.tools.clone();
+        let hooks = self.hooks.clone();
+        async move {
+            let execution = tools.execute(&call.name, arguments, ctx).await;
+            let mut events = Vec::new();
+            let result = if hooks.is_empty() {
+                Ok(execution.result)
+            } else {
+                hooks.after_tool(&hook_ctx, &call, execution.result, &mut events).await
+            };
+            Finished { call_id: call.id, result, duration: execution.duration, events }
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! The circuit breaker and stall detection: the same tool failing the same way again and
+//! again ends the run; the same call repeated with identical arguments is flagged.
+
+use super::stop::ToolFailureMode;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// What to do when the model repeats the same call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StallAction {
+    /// Emit a `stall_detected` event and go on.
+    #[default]
+    Warn,
+    /// Also add a note to the model's next request asking it to change course.
+    Note,
+    /// End the run.
+    Stop,
+}
+
+/// Circuit-breaker settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct BreakerConfig {
+    /// The same tool failing with the same error this many times in a row ends the run
+    /// (0: never). Default 3.
+    pub max_same_failures: u32,
+    /// The same tool called with identical arguments this many times in a row triggers
+    /// `stall_action` (0: never). Default 3.
+    pub max_repeated_calls: u32,
+    /// What a stall does.
+    pub stall_action: StallAction,
+    /// The note added to the next request when `stall_action` is `note`.
+    pub stall_note: String,
+    /// Whether a tool error ends the run.
+    pub tool_failure_mode: ToolFailureMode,
+}
+
+/// Default stall note.
+pub const DEFAULT_STALL_NOTE: &str = "You have called the same tool with the same arguments \
+several times in a row and got the same kind of result. Do not repeat that call: try a \
+different approach, or answer with what you have.";
+
+impl Default for BreakerConfig {
+    fn default() -> Self {
+        Self {
+            max_same_failures: 3,
+            max_repeated_calls: 3,
+            stall_action: StallAction::Warn,
+            stall_note: DEFAULT_STALL_NOTE.to_owned(),
+            tool_failure_mode: ToolFailureMode::Continue,
+        }
+    }
+}
+
+/// The breaker's memory (part of the run's state, rebuilt by the fold).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct BreakerState {
+    /// Per tool: the last error text and how many times in a row it happened.
+    failures: BTreeMap<String, (String, u32)>,
+    /// The last call (tool, canonical arguments) and how many times in a row it was made.
+    last_call: Option<(String, String, u32)>,
+}
+
+/// What the breaker saw in one tool result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Nothing to report.
+    Fine,
+    /// The same call was made `count` times in a row.
+    Stalled {
+        /// How many times.
+        count: u32,
+    },
+    /// The tool failed the same way `count` times in a row.
+    Open {
+        /// The error text.
+        error: String,
+        /// How many times.
+        count: u32,
+    },
+}
+
+impl BreakerState {
+    /// Records a call (in call order) and says whether it repeats the previous ones.
+    pub fn on_call(&mut self, config: &BreakerConfig, tool: &str, arguments: &Value) -> Verdict {
+        let canonical = arguments.to_string();
+        let count = match &mut self.last_call {
+            Some((last_tool, last_args, count)) if last_tool == tool && *last_args == canonical => {
+                *count += 1;
+                *count
+            }
+            _ => {
+                self.last_call = Some((tool.to_owned(), canonical, 1));
+                1
+            }
+        };
+        if config.max_repeated_calls > 0 && count >= config.max_repeated_calls {
+            Verdict::Stalled { count }
+        } else {
+            Verdict::Fine
+        }
+    }
+
+    /// Records a result of `tool`; `error` is its error text, if it failed.
+    pub fn on_result(
+        &mut self,
+        config: &BreakerConfig,
+        tool: &str,
+        error: Option<&str>,
+    ) -> Verdict {
+        let Some(error) = error else {
+            self.failures.remove(tool);
+            return Verdict::Fine;
+        };
+        let entry = self.failures.entry(tool.to_owned()).or_insert_with(|| (String::new(), 0));
+        if entry.0 == error {
+            entry.1 += 1;
+        } else {
+            *entry = (error.to_owned(), 1);
+        }
+        if config.max_same_failures > 0 && entry.1 >= config.max_same_failures {
+            Verdict::Open { error: error.to_owned(), count: entry.1 }
+        } else {
+            Verdict::Fine
+        }
+    }
+}

@@ -1,0 +1,302 @@
+//! The commands the driver feeds the run: results of I/O, hook decisions, human decisions,
+//! control. Each checks that it fits the state, then records events.
+
+use super::{
+    millis, CallApproval, Decision, Outcome, PendingCall, Phase, Run, RunError, StopReason,
+};
+use crate::event::{Event, StepStatus};
+use crate::message::{Message, ToolResult};
+use crate::provider::{ModelResponse, ProviderError};
+use crate::run::breaker::Verdict;
+use crate::run::StallAction;
+use crate::tool::{parse_arguments, ToolError, ToolOutput};
+use serde_json::Value;
+use std::time::Duration;
+
+/// Whether a tool call may run (the answer of [`Run::gate_tool`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gate {
+    /// Run it.
+    Run,
+    /// Do not: a limit or the stall rule refused it, and the run recorded why (the call has an
+    /// error result, or the run is ending).
+    Refused,
+}
+
+impl Run {
+    /// Feeds the model's response.
+    pub fn model_responded(
+        &mut self,
+        response: ModelResponse,
+        duration: Duration,
+    ) -> Result<(), RunError> {
+        self.expect_awaiting_model("model_responded")?;
+        let message = response.message;
+        let reasoning = message.reasoning_text();
+        let text = message.text();
+        self.record(Event::ModelResponded {
+            iteration: self.iteration,
+            message,
+            finish_reason: response.finish_reason,
+            usage: response.usage,
+            duration_ms: millis(duration),
+        });
+        if !reasoning.is_empty() {
+            self.outbox.push(Event::Reasoning { text: reasoning });
+        }
+        let continues = matches!(self.phase, Phase::AwaitingTools { .. } | Phase::NeedModel);
+        if continues && !text.trim().is_empty() {
+            self.outbox.push(Event::Text { text });
+        }
+        if let Phase::AwaitingTools { calls, .. } = &self.phase {
+            let calls = calls.iter().map(|c| c.call.clone()).collect();
+            self.outbox.push(Event::ToolDetected { calls });
+        }
+        self.close_iteration();
+        Ok(())
+    }
+
+    /// Feeds a failed model call (after the driver's retries).
+    pub fn model_failed(&mut self, error: ProviderError) -> Result<(), RunError> {
+        self.expect_awaiting_model("model_failed")?;
+        self.record(Event::ModelFailed { iteration: self.iteration, error });
+        self.close_iteration();
+        Ok(())
+    }
+
+    /// Checks the budget and the stall rule before a tool call. A refused call gets its
+    /// error result (or the run ends) here; the driver then skips it.
+    pub fn gate_tool(&mut self, call_id: &str) -> Result<Gate, RunError> {
+        let call = self.pending(call_id)?.call.clone();
+        if let Some(limit) =
+            self.config.limits.before_tool_call(&call.name, &self.spent, self.elapsed_ms)
+        {
+            if self.wind_down.is_none() {
+                self.record(Event::LimitReached { limit: limit.clone() });
+            }
+            let error = ToolError::NotRun(format!("the run reached its {limit}"));
+            self.tool_finished(call_id, Err(error), Duration::ZERO)?;
+            return Ok(Gate::Refused);
+        }
+        let arguments = parse_arguments(&call.arguments)
+            .unwrap_or_else(|_| Value::String(call.arguments.clone()));
+        let breaker = &self.config.breaker;
+        if let Verdict::Stalled { count } =
+            self.breaker.clone().on_call(breaker, &call.name, &arguments)
+        {
+            let action = breaker.stall_action;
+            self.record(Event::StallDetected { tool: call.name.clone(), count, action });
+            if action == StallAction::Stop {
+                return Ok(Gate::Refused);
+            }
+        }
+        Ok(Gate::Run)
+    }
+
+    /// Records that a tool call starts. `arguments` is the argument JSON it runs with (after
+    /// hooks), or `None` when the argument text was not JSON (the event then carries
+    /// `{"_raw": text}`).
+    pub fn tool_started(
+        &mut self,
+        call_id: &str,
+        arguments: Option<Value>,
+    ) -> Result<(), RunError> {
+        let call = self.pending(call_id)?.call.clone();
+        let arguments =
+            arguments.unwrap_or_else(|| serde_json::json!({ "_raw": call.arguments.clone() }));
+        self.outbox.push(Event::StepStarted { call_id: call.id.clone(), name: call.name.clone() });
+        self.record(Event::ToolStarted { call, arguments });
+        Ok(())
+    }
+
+    /// Records that an approval hook deferred the call to a human. Once every other call of
+    /// the iteration is done, the run suspends with `awaiting_approval`.
+    pub fn tool_deferred(&mut self, call_id: &str, arguments: Value) -> Result<(), RunError> {
+        let call = self.pending(call_id)?.call.clone();
+        self.record(Event::ApprovalRequested { call, arguments });
+        Ok(())
+    }
+
+    /// Records a human's decision on a deferred call. After the decisions, the driver
+    /// continues the run: approved calls run, rejected ones have their error result.
+    pub fn decide(&mut self, call_id: &str, decision: Decision) -> Result<(), RunError> {
+        if !self.pending(call_id)?.is_waiting() {
+            return Err(RunError::UnknownCall(call_id.to_owned()));
+        }
+        self.record(Event::ApprovalDecided { call_id: call_id.to_owned(), decision });
+        self.close_iteration();
+        Ok(())
+    }
+
+    /// Feeds a tool call's result.
+    pub fn tool_finished(
+        &mut self,
+        call_id: &str,
+        result: Result<ToolOutput, ToolError>,
+        duration: Duration,
+    ) -> Result<(), RunError> {
+        let name = self.pending(call_id)?.call.name.clone();
+        let duration_ms = millis(duration);
+        let (event, status) = match result {
+            Ok(output) => {
+                let (content, signal) = super::stop::tool_output(output);
+                let result = ToolResult::ok(call_id, content);
+                (
+                    Event::ToolCompleted { name, result, duration_ms, control: signal },
+                    StepStatus::Ok,
+                )
+            }
+            Err(ToolError::Timeout(timeout_ms)) => {
+                let result =
+                    ToolResult::error(call_id, ToolError::Timeout(timeout_ms).to_model_text());
+                (Event::ToolTimedOut { name, result, timeout_ms }, StepStatus::Error)
+            }
+            Err(error) => {
+                let result = ToolResult::error(call_id, error.to_model_text());
+                (Event::ToolFailed { name, result, error, duration_ms }, StepStatus::Error)
+            }
+        };
+        self.record(event);
+        self.outbox.push(Event::StepCompleted { call_id: call_id.to_owned(), status });
+        self.close_iteration();
+        Ok(())
+    }
+
+    /// Pauses the run (at a safe point). Does nothing if it is paused already.
+    pub fn pause(&mut self, reason: impl Into<String>) {
+        if self.paused.is_none() && !self.is_ending() {
+            self.record(Event::Paused { reason: reason.into() });
+        }
+    }
+
+    /// Resumes a paused run. Does nothing if it is not paused.
+    pub fn resume(&mut self) {
+        if self.paused.is_some() {
+            self.record(Event::Resumed);
+        }
+    }
+
+    /// Instead of ending, continues with `prompt` as a new user message (a hook found work
+    /// left). Returns `false` (and does nothing) when the run is not finishing with an answer
+    /// or the continuation budget (`max_continuations`) is spent.
+    pub fn continue_with(&mut self, prompt: impl Into<String>) -> bool {
+        let answered = matches!(
+            &self.phase,
+            Phase::Finishing { outcome, error: None }
+                if matches!(outcome.stop_reason, StopReason::Completed | StopReason::DoneTool { .. })
+        );
+        if !answered || self.continuations >= self.config.max_continuations {
+            return false;
+        }
+        self.record(Event::ContinuationRequested { prompt: prompt.into() });
+        true
+    }
+
+    /// Records the end of a finishing run with `outcome` (the decided one, or a hook's
+    /// rewrite). Does nothing unless the run is finishing.
+    pub fn finish(&mut self, outcome: Outcome) {
+        let Phase::Finishing { error, .. } = &self.phase else { return };
+        let event = match error.clone() {
+            Some(error) => Event::RunFailed { error, outcome },
+            None => Event::RunFinished { outcome },
+        };
+        self.record(event);
+    }
+
+    /// Cancels the run. Open tool calls get error results, so the history stays valid for a
+    /// later turn. Does nothing once the run is finished.
+    pub fn cancel(&mut self, reason: impl Into<String>) {
+        if self.is_finished() {
+            return;
+        }
+        let reason = reason.into();
+        self.close_iteration();
+        let outcome =
+            self.outcome_with(String::new(), StopReason::Cancelled { reason: reason.clone() });
+        self.record(Event::RunCancelled { reason, outcome });
+    }
+
+    /// Ends the run with a failure the driver detected. Does nothing once it is finished.
+    pub fn fail(&mut self, error: impl Into<String>) {
+        let error = error.into();
+        self.fail_with(error.clone(), StopReason::Internal { message: error });
+    }
+
+    /// Ends the run because a critical hook failed.
+    pub fn fail_hook(&mut self, hook: impl Into<String>, error: impl Into<String>) {
+        let (hook, error) = (hook.into(), error.into());
+        self.fail_with(
+            format!("hook '{hook}' failed: {error}"),
+            StopReason::HookFailed { hook, error },
+        );
+    }
+
+    fn fail_with(&mut self, error: String, stop_reason: StopReason) {
+        if self.is_finished() {
+            return;
+        }
+        self.close_iteration();
+        let outcome = self.outcome_with(String::new(), stop_reason);
+        self.record(Event::RunFailed { error, outcome });
+    }
+
+    pub(super) fn expect_awaiting_model(&self, what: &'static str) -> Result<(), RunError> {
+        match self.phase {
+            Phase::AwaitingModel { .. } => Ok(()),
+            _ => Err(RunError::Unexpected { what, phase: self.phase.name() }),
+        }
+    }
+
+    /// The index of the open call `call_id` among the current iteration's calls.
+    fn pending_index(&self, call_id: &str) -> Result<usize, RunError> {
+        match &self.phase {
+            Phase::AwaitingTools { calls, .. } => calls
+                .iter()
+                .position(|c| c.call.id == call_id && c.result.is_none())
+                .ok_or_else(|| RunError::UnknownCall(call_id.to_owned())),
+            other => Err(RunError::Unexpected { what: "tool event", phase: other.name() }),
+        }
+    }
+
+    pub(super) fn pending(&self, call_id: &str) -> Result<&PendingCall, RunError> {
+        let index = self.pending_index(call_id)?;
+        match &self.phase {
+            Phase::AwaitingTools { calls, .. } => {
+                calls.get(index).ok_or_else(|| RunError::UnknownCall(call_id.to_owned()))
+            }
+            other => Err(RunError::Unexpected { what: "tool event", phase: other.name() }),
+        }
+    }
+
+    pub(super) fn pending_mut(&mut self, call_id: &str) -> Result<&mut PendingCall, RunError> {
+        let index = self.pending_index(call_id)?;
+        match &mut self.phase {
+            Phase::AwaitingTools { calls, .. } => {
+                calls.get_mut(index).ok_or_else(|| RunError::UnknownCall(call_id.to_owned()))
+            }
+            _ => Err(RunError::UnknownCall(call_id.to_owned())),
+        }
+    }
+
+    /// Leaving the tools phase early (cancel, halt): the iteration's results join the
+    /// history, open calls answered with an error, so the history stays valid for a later
+    /// turn.
+    pub(super) fn answer_open_calls(&mut self) {
+        let Phase::AwaitingTools { calls, .. } = &self.phase else { return };
+        let results: Vec<ToolResult> = calls
+            .iter()
+            .map(|c: &PendingCall| {
+                c.result.clone().unwrap_or_else(|| {
+                    let text = match c.approval {
+                        CallApproval::Deferred => {
+                            "Error: the run ended before this call was approved"
+                        }
+                        _ => "Error: the run ended before this call finished",
+                    };
+                    ToolResult::error(&c.call.id, text)
+                })
+            })
+            .collect();
+        self.history_mut().push(Message::tool_results(results));
+    }
+}

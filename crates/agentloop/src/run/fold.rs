@@ -1,0 +1,248 @@
+//! The fold: how each journal event changes the run. Everything here is deterministic: the
+//! same journal always gives the same run.
+
+use super::breaker::Verdict;
+use super::metrics::{ApprovalRecord, AuditEntry};
+use super::{
+    CallApproval, Decision, Phase, Run, RunError, StallAction, StopReason, ToolFailureMode,
+};
+use crate::event::Event;
+use crate::message::{Message, ToolResult};
+use crate::run::Signal;
+use crate::tool::ToolError;
+use serde_json::Value;
+use std::sync::Arc;
+
+impl Run {
+    /// Applies one journal event. Transient events are ignored.
+    pub fn apply(&mut self, event: &Event) -> Result<(), RunError> {
+        let unexpected = |what, phase: &Phase| RunError::Unexpected { what, phase: phase.name() };
+        match event {
+            Event::RunStarted { run_id, config, input } => {
+                if !matches!(self.phase, Phase::New) {
+                    return Err(unexpected("run_started", &self.phase));
+                }
+                self.run_id.clone_from(run_id);
+                self.config = (**config).clone();
+                self.history = Arc::new(input.clone());
+                self.phase = Phase::NeedModel;
+            }
+            Event::IterationStarted { iteration, at_ms } => match self.phase {
+                Phase::NeedModel => {
+                    self.iteration = *iteration;
+                    self.iteration_started_ms = Some(*at_ms);
+                }
+                _ => return Err(unexpected("iteration_started", &self.phase)),
+            },
+            Event::IterationCompleted { iteration, duration_ms } => {
+                self.iteration_started_ms = None;
+                let metrics =
+                    super::IterationMetrics { iteration: *iteration, duration_ms: *duration_ms };
+                self.metrics.iterations.push(metrics);
+            }
+            Event::LimitReached { limit } => self.wind_down = Some(limit.clone()),
+            Event::ModelRequested { purpose, .. } => match self.phase {
+                Phase::NeedModel => self.phase = Phase::AwaitingModel { purpose: purpose.clone() },
+                _ => return Err(unexpected("model_requested", &self.phase)),
+            },
+            Event::ModelResponded { message, finish_reason, usage, duration_ms, .. } => {
+                let Phase::AwaitingModel { purpose } = &self.phase else {
+                    return Err(unexpected("model_responded", &self.phase));
+                };
+                let purpose = purpose.clone();
+                self.spent.usage += *usage;
+                if let Some(price) = &self.config.price {
+                    self.spent.cost_usd += price.cost(usage);
+                }
+                self.spent.consecutive_model_errors = 0;
+                self.metrics.model_calls += 1;
+                self.metrics.model_time_ms += duration_ms;
+                self.note = None;
+                self.history_mut().push(message.clone());
+                self.phase = self.after_response(&purpose, finish_reason);
+            }
+            Event::ModelFailed { error, .. } => {
+                let Phase::AwaitingModel { purpose } = &self.phase else {
+                    return Err(unexpected("model_failed", &self.phase));
+                };
+                let purpose = purpose.clone();
+                self.metrics.model_calls += 1;
+                self.metrics.model_errors += 1;
+                self.spent.consecutive_model_errors += 1;
+                self.phase = self.after_model_failure(&purpose, error);
+            }
+            Event::ApprovalRequested { call, arguments } => {
+                self.pending_mut(&call.id)?.approval = CallApproval::Deferred;
+                let entry = self.audit_entry(&call.id, &call.name, arguments.clone());
+                entry.approval = ApprovalRecord::Pending;
+            }
+            Event::ApprovalDecided { call_id, decision } => {
+                let pending = self.pending_mut(call_id)?;
+                let name = pending.call.name.clone();
+                match decision {
+                    Decision::Approve => {
+                        pending.approval = CallApproval::Approved;
+                        self.audit_entry(call_id, &name, Value::Null).approval =
+                            ApprovalRecord::Approved;
+                    }
+                    Decision::Reject { reason } => {
+                        let error = ToolError::Rejected(reason.clone());
+                        let result = ToolResult::error(call_id, error.to_model_text());
+                        self.on_tool_result(&name, &result, 0, Some(&error), None)?;
+                    }
+                }
+                if let Phase::AwaitingTools { suspended, .. } = &mut self.phase {
+                    *suspended = false;
+                }
+            }
+            Event::StallDetected { tool, count, action } => {
+                match action {
+                    StallAction::Warn => {}
+                    StallAction::Note => self.note = Some(self.config.breaker.stall_note.clone()),
+                    StallAction::Stop => {
+                        let error = format!("the model called '{tool}' with the same arguments {count} times in a row");
+                        self.halt(error, StopReason::Stalled { tool: tool.clone(), count: *count });
+                    }
+                }
+            }
+            Event::ToolStarted { call, arguments } => {
+                let pending = self.pending_mut(&call.id)?;
+                pending.started = true;
+                let approved = pending.approval == CallApproval::Approved;
+                self.spent.tool_calls += 1;
+                *self.spent.tool_calls_by_name.entry(call.name.clone()).or_default() += 1;
+                self.metrics.tool_calls += 1;
+                *self.metrics.tool_calls_by_name.entry(call.name.clone()).or_default() += 1;
+                let breaker = self.config.breaker.clone();
+                self.breaker.on_call(&breaker, &call.name, arguments);
+                let entry = self.audit_entry(&call.id, &call.name, arguments.clone());
+                entry.arguments = arguments.clone();
+                entry.approval =
+                    if approved { ApprovalRecord::Approved } else { ApprovalRecord::Automatic };
+            }
+            Event::ToolCompleted { name, result, duration_ms, control } => {
+                self.on_tool_result(name, result, *duration_ms, None, control.clone())?;
+            }
+            Event::ToolFailed { name, result, error, duration_ms } => {
+                self.on_tool_result(name, result, *duration_ms, Some(error), None)?;
+            }
+            Event::ToolTimedOut { name, result, timeout_ms } => {
+                let error = ToolError::Timeout(*timeout_ms);
+                self.on_tool_result(name, result, *timeout_ms, Some(&error), None)?;
+            }
+            Event::Paused { reason } => self.paused = Some(reason.clone()),
+            Event::Resumed => self.paused = None,
+            Event::ContinuationRequested { prompt } => {
+                if !matches!(self.phase, Phase::Finishing { .. }) {
+                    return Err(unexpected("continuation_requested", &self.phase));
+                }
+                self.continuations += 1;
+                self.history_mut().push(Message::user(prompt.clone()));
+                self.phase = Phase::NeedModel;
+            }
+            Event::RunSuspended { .. } => match &mut self.phase {
+                Phase::AwaitingTools { suspended, .. } => *suspended = true,
+                other => return Err(unexpected("run_suspended", other)),
+            },
+            Event::RunFinished { outcome }
+            | Event::RunFailed { outcome, .. }
+            | Event::RunCancelled { outcome, .. } => {
+                self.answer_open_calls();
+                self.phase = Phase::Finished { outcome: outcome.clone() };
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// The audit entry of a call (created on first sight).
+    fn audit_entry(&mut self, call_id: &str, tool: &str, arguments: Value) -> &mut AuditEntry {
+        let found = self
+            .metrics
+            .audit
+            .iter()
+            .rposition(|e| e.call_id == call_id && e.iteration == self.iteration);
+        let index = match found {
+            Some(index) => index,
+            None => {
+                self.metrics.audit.push(AuditEntry {
+                    iteration: self.iteration,
+                    call_id: call_id.to_owned(),
+                    tool: tool.to_owned(),
+                    arguments,
+                    result: None,
+                    is_error: false,
+                    duration_ms: 0,
+                    approval: ApprovalRecord::Automatic,
+                });
+                self.metrics.audit.len() - 1
+            }
+        };
+        &mut self.metrics.audit[index]
+    }
+
+    /// One tool result: stores it, updates audit and metrics, applies the breaker and the
+    /// failure mode, and moves on once every call of the iteration has its result.
+    fn on_tool_result(
+        &mut self,
+        name: &str,
+        result: &ToolResult,
+        duration_ms: u64,
+        error: Option<&ToolError>,
+        signal: Option<Signal>,
+    ) -> Result<(), RunError> {
+        if self.is_ending() {
+            // A halt already answered this iteration's calls.
+            return Ok(());
+        }
+        let pending = self.pending_mut(&result.call_id)?;
+        let started = pending.started;
+        let arguments =
+            crate::tool::parse_arguments(&pending.call.arguments).unwrap_or(Value::Null);
+        pending.result = Some(result.clone());
+        pending.signal = signal;
+
+        let entry = self.audit_entry(&result.call_id, name, arguments);
+        entry.result = Some(result.content.clone());
+        entry.is_error = result.is_error;
+        entry.duration_ms = duration_ms;
+        if let Some(ToolError::Rejected(reason)) = error {
+            entry.approval = ApprovalRecord::Rejected { reason: reason.clone() };
+        }
+        self.metrics.tool_time_ms += duration_ms;
+        if result.is_error {
+            self.metrics.tool_errors += 1;
+        }
+        // Only calls that really ran count for the breaker and the failure mode.
+        if started {
+            let breaker = self.config.breaker.clone();
+            let error_text = error.map(ToString::to_string);
+            if let Verdict::Open { error, count } =
+                self.breaker.on_result(&breaker, name, error_text.as_deref())
+            {
+                let message = format!("tool '{name}' failed {count} times in a row with: {error}");
+                self.halt(message, StopReason::CircuitOpen { tool: name.to_owned(), error, count });
+            } else if let (Some(error), ToolFailureMode::Fail) =
+                (error_text, breaker.tool_failure_mode)
+            {
+                let message = format!("tool '{name}' failed: {error}");
+                self.halt(message, StopReason::ToolFailed { tool: name.to_owned(), error });
+            }
+        }
+        if let Phase::AwaitingTools { calls, .. } = &self.phase {
+            if calls.iter().all(|c| c.result.is_some()) {
+                self.phase = self.after_tools();
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends the run with a failure decided by the fold (breaker, failure mode, stall).
+    fn halt(&mut self, error: String, stop_reason: StopReason) {
+        if self.is_ending() {
+            return;
+        }
+        self.answer_open_calls();
+        self.phase = self.failing_with(error, stop_reason);
+    }
+}
