@@ -5,7 +5,7 @@ use super::{ChunkStream, ModelRequest, Provider, ProviderError, StreamChunk};
 use crate::message::{FinishReason, Part, Usage};
 use serde_json::Value;
 use std::collections::VecDeque;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 /// One scripted model turn.
@@ -190,6 +190,26 @@ fn estimate_chars(request: &ModelRequest) -> usize {
     content + request.instructions.as_ref().map_or(0, String::len)
 }
 
+/// Counts a response stream dropped before it ended.
+struct DropGuard {
+    dropped: Arc<std::sync::atomic::AtomicUsize>,
+    finished: bool,
+}
+
+impl DropGuard {
+    fn finish(&mut self) {
+        self.finished = true;
+    }
+}
+
+impl Drop for DropGuard {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.dropped.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+}
+
 /// A model that plays scripted turns in order and records every request it receives.
 /// When the script runs out, it answers with a [`ProviderError::Other`].
 #[derive(Debug)]
@@ -197,6 +217,7 @@ pub struct ScriptedModel {
     turns: Mutex<VecDeque<ScriptedTurn>>,
     requests: Mutex<Vec<ModelRequest>>,
     request_count: std::sync::atomic::AtomicUsize,
+    dropped: Arc<std::sync::atomic::AtomicUsize>,
     record: bool,
     chunk_chars: usize,
 }
@@ -212,6 +233,7 @@ impl ScriptedModel {
             turns: Mutex::new(turns.into_iter().collect()),
             requests: Mutex::new(Vec::new()),
             request_count: std::sync::atomic::AtomicUsize::new(0),
+            dropped: Arc::default(),
             record: true,
             chunk_chars: 8,
         }
@@ -245,6 +267,11 @@ impl ScriptedModel {
         self.request_count.load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// How many response streams were dropped before they ended (cancelled requests).
+    pub fn dropped_streams(&self) -> usize {
+        self.dropped.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// How many turns are left.
     pub fn remaining(&self) -> usize {
         lock(&self.turns).len()
@@ -264,8 +291,10 @@ impl Provider for ScriptedModel {
             lock(&self.requests).push(request);
         }
         let chunk_chars = self.chunk_chars;
+        let mut guard = DropGuard { dropped: self.dropped.clone(), finished: false };
         Box::pin(async_stream::stream! {
             let Some(turn) = turn else {
+                guard.finish();
                 yield Err(ProviderError::Other { message: "scripted model: script exhausted".into() });
                 return;
             };
@@ -276,12 +305,14 @@ impl Provider for ScriptedModel {
                 futures::future::pending::<()>().await;
             }
             if let Some(error) = turn.error.clone() {
+                guard.finish();
                 yield Err(error);
                 return;
             }
             for (sent, chunk) in turn.chunks(turn_index, chunk_chars, input_chars).into_iter().enumerate() {
                 if let Some((after, error)) = &turn.error_after {
                     if sent == *after {
+                        guard.finish();
                         yield Err(error.clone());
                         return;
                     }
@@ -291,6 +322,7 @@ impl Provider for ScriptedModel {
                 }
                 yield Ok(chunk);
             }
+            guard.finish();
         })
     }
 

@@ -2,6 +2,8 @@
 //! again ends the run; the same call repeated with identical arguments is flagged.
 
 use super::stop::ToolFailureMode;
+use crate::message::ToolCall;
+use crate::tool::parse_arguments;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -83,9 +85,15 @@ pub enum Verdict {
 }
 
 impl BreakerState {
-    /// Records a call (in call order) and says whether it repeats the previous ones.
-    pub fn on_call(&mut self, config: &BreakerConfig, tool: &str, arguments: &Value) -> Verdict {
-        let canonical = arguments.to_string();
+    /// Records a call (in call order) and says whether it repeats the previous ones. Calls
+    /// compare by tool and by the arguments the model sent (as parsed JSON, so key order and
+    /// spacing do not matter).
+    pub fn on_call(&mut self, config: &BreakerConfig, call: &ToolCall) -> Verdict {
+        let tool = call.name.as_str();
+        let canonical = match parse_arguments(&call.arguments) {
+            Ok(value) => canonical_json(&value),
+            Err(_) => call.arguments.clone(),
+        };
         let count = match &mut self.last_call {
             Some((last_tool, last_args, count)) if last_tool == tool && *last_args == canonical => {
                 *count += 1;
@@ -125,5 +133,24 @@ impl BreakerState {
         } else {
             Verdict::Fine
         }
+    }
+}
+
+/// JSON text with object keys sorted, so equal values compare equal.
+fn canonical_json(value: &Value) -> String {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            let inner: Vec<String> = entries
+                .iter()
+                .map(|(k, v)| format!("{}:{}", Value::String((*k).clone()), canonical_json(v)))
+                .collect();
+            format!("{{{}}}", inner.join(","))
+        }
+        Value::Array(items) => {
+            format!("[{}]", items.iter().map(canonical_json).collect::<Vec<_>>().join(","))
+        }
+        other => other.to_string(),
     }
 }

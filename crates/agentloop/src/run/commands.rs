@@ -9,7 +9,7 @@ use crate::message::{Message, ToolResult};
 use crate::provider::{ModelResponse, ProviderError};
 use crate::run::breaker::Verdict;
 use crate::run::StallAction;
-use crate::tool::{parse_arguments, ToolError, ToolOutput};
+use crate::tool::{ToolError, ToolOutput};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -78,12 +78,9 @@ impl Run {
             self.tool_finished(call_id, Err(error), Duration::ZERO)?;
             return Ok(Gate::Refused);
         }
-        let arguments = parse_arguments(&call.arguments)
-            .unwrap_or_else(|_| Value::String(call.arguments.clone()));
+        // Peek: the breaker records the call only when it starts.
         let breaker = &self.config.breaker;
-        if let Verdict::Stalled { count } =
-            self.breaker.clone().on_call(breaker, &call.name, &arguments)
-        {
+        if let Verdict::Stalled { count } = self.breaker.clone().on_call(breaker, &call) {
             let action = breaker.stall_action;
             self.record(Event::StallDetected { tool: call.name.clone(), count, action });
             if action == StallAction::Stop {

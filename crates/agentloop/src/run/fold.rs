@@ -114,7 +114,7 @@ impl Run {
                 self.metrics.tool_calls += 1;
                 *self.metrics.tool_calls_by_name.entry(call.name.clone()).or_default() += 1;
                 let breaker = self.config.breaker.clone();
-                self.breaker.on_call(&breaker, &call.name, arguments);
+                self.breaker.on_call(&breaker, call);
                 let entry = self.audit_entry(&call.id, &call.name, arguments.clone());
                 entry.arguments = arguments.clone();
                 entry.approval =

@@ -410,9 +410,13 @@ impl Run {
                     }
                 }
             }
-            Phase::Finishing { outcome, .. } | Phase::Finished { outcome } => {
-                Step::Finish(outcome.clone())
+            Phase::Finishing { outcome, .. } => {
+                // Counters may have moved since the outcome was decided (the iteration closed).
+                let outcome =
+                    self.outcome_with(outcome.answer.clone(), outcome.stop_reason.clone());
+                Step::Finish(outcome)
             }
+            Phase::Finished { outcome } => Step::Finish(outcome.clone()),
         }
     }
 

@@ -1,0 +1,114 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use super::*;
+
+/// A run that deferred call `b` and ran `a`; suspended.
+fn suspended() -> (Run, Vec<Event>) {
+    let mut run = Run::new("r", config(), vec![Message::user("x")]);
+    let mut journal = Vec::new();
+    let _ = expect_model(&mut run);
+    run.model_responded(
+        calls_response(&[("a", "add", "{}"), ("b", "add", r#"{"big":true}"#)]),
+        ms(1),
+    )
+    .unwrap();
+    run.tool_started("a", Some(json!({}))).unwrap();
+    run.tool_deferred("b", json!({"big": true})).unwrap();
+    run.tool_finished("a", Ok(ToolOutput::Value(json!(1))), ms(1)).unwrap();
+    let Step::Finish(outcome) = run.next_step() else { panic!("expected suspension") };
+    assert_eq!(
+        outcome.stop_reason,
+        StopReason::AwaitingApproval {
+            calls: vec![ToolCall {
+                id: "b".into(),
+                name: "add".into(),
+                arguments: r#"{"big":true}"#.into()
+            }]
+        }
+    );
+    assert!(!run.is_finishing(), "suspension needs no confirmation");
+    assert!(run.is_suspended());
+    journal.extend(run.drain_events().filter(Event::is_durable));
+    assert_eq!(journal.last().map(Event::kind), Some("run_suspended"));
+    (run, journal)
+}
+
+#[test]
+fn a_deferred_call_suspends_the_run_after_the_others_finish() {
+    let (mut run, _) = suspended();
+    assert_eq!(run.awaiting_approval().len(), 1);
+    // Asking again does not record a second suspension.
+    assert!(matches!(run.next_step(), Step::Finish(_)));
+    assert!(!run.has_events());
+}
+
+#[test]
+fn approval_from_a_serialized_journal_runs_the_call() {
+    let (_, journal) = suspended();
+    let text = serde_json::to_string(&journal).unwrap();
+    let journal: Vec<Event> = serde_json::from_str(&text).unwrap();
+    let mut run = Run::from_journal(&journal).unwrap();
+    assert!(run.is_suspended());
+    run.decide("b", Decision::Approve).unwrap();
+    let Step::CallTools(calls) = run.next_step() else { panic!("expected the approved call") };
+    assert_eq!(calls, vec![ToolInvocation { call: calls[0].call.clone(), approved: true }]);
+    run.tool_started("b", Some(json!({"big": true}))).unwrap();
+    run.tool_finished("b", Ok(ToolOutput::Value(json!("big done"))), ms(1)).unwrap();
+    let request = expect_model(&mut run);
+    let results: Vec<_> =
+        request.messages.last().unwrap().tool_results_iter().map(|r| r.call_id.as_str()).collect();
+    assert_eq!(results, ["a", "b"]);
+    assert_eq!(run.metrics().audit[1].approval, ApprovalRecord::Approved);
+}
+
+#[test]
+fn rejection_becomes_the_calls_error_result() {
+    let (_, journal) = suspended();
+    let mut run = Run::from_journal(&journal).unwrap();
+    run.decide("b", Decision::Reject { reason: "too big".into() }).unwrap();
+    let request = expect_model(&mut run);
+    let result = request.messages.last().unwrap().tool_results_iter().nth(1).cloned().unwrap();
+    assert_eq!(result, ToolResult::error("b", "Error: the call was rejected: too big"));
+    assert_eq!(
+        run.metrics().audit[1].approval,
+        ApprovalRecord::Rejected { reason: "too big".into() }
+    );
+}
+
+#[test]
+fn decisions_are_checked() {
+    let (mut run, _) = suspended();
+    assert_eq!(run.decide("a", Decision::Approve), Err(RunError::UnknownCall("a".into())));
+    assert_eq!(run.decide("zz", Decision::Approve), Err(RunError::UnknownCall("zz".into())));
+    run.decide("b", Decision::Approve).unwrap();
+    assert!(run.decide("b", Decision::Approve).is_err(), "decided once");
+}
+
+#[test]
+fn pause_and_resume_are_journaled() {
+    let mut run = Run::new("r", config(), vec![Message::user("x")]);
+    run.pause("operator");
+    run.pause("twice");
+    assert_eq!(run.paused(), Some("operator"));
+    run.resume();
+    run.resume();
+    let kinds: Vec<_> = run.drain_events().map(|e| e.kind()).collect();
+    assert_eq!(kinds, ["run_started", "paused", "resumed"]);
+}
+
+#[test]
+fn continuations_are_bounded() {
+    let mut cfg = config();
+    cfg.max_continuations = 1;
+    let mut run = Run::new("r", cfg, vec![Message::user("x")]);
+    let _ = expect_model(&mut run);
+    run.model_responded(text_response("first"), ms(1)).unwrap();
+    assert!(matches!(run.next_step(), Step::Finish(_)));
+    assert!(run.continue_with("You left TODOs."));
+    let request = expect_model(&mut run);
+    assert_eq!(request.messages.last(), Some(&Message::user("You left TODOs.")));
+    run.model_responded(text_response("second"), ms(1)).unwrap();
+    assert!(matches!(run.next_step(), Step::Finish(_)));
+    assert!(!run.continue_with("Again."), "the budget is one continuation");
+    assert_eq!(expect_finish(&mut run).answer, "second");
+}
