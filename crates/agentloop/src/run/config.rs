@@ -14,13 +14,13 @@ pub const DEFAULT_DONE_TOOL_NUDGE: &str = "You have not called the task_complete
 Continue working on the task; when it is complete, call task_complete with your final answer.";
 
 /// Default summary request of the wind-down call.
-pub const DEFAULT_WIND_DOWN_PROMPT: &str = "You have reached the step limit for this task and \
-cannot call any more tools. Write your final answer now from what you have found so far: what \
+pub const DEFAULT_WIND_DOWN_PROMPT: &str = "You have reached a limit of this task (steps, tool \
+calls, tokens, cost or time) and cannot call any more tools. Write your final answer now from what you have found so far: what \
 you did, what you found, and what is left undone.";
 
 /// Default answer when the wind-down call fails.
-pub const DEFAULT_WIND_DOWN_FALLBACK: &str = "The run stopped at its step limit before it could \
-write a final answer.";
+pub const DEFAULT_WIND_DOWN_FALLBACK: &str = "The run stopped at one of its limits before it \
+could write a final answer.";
 
 /// How a run behaves.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
