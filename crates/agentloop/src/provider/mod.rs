@@ -1,14 +1,18 @@
 //! The provider seam: one required method, [`Provider::stream`], that turns a canonical
 //! [`ModelRequest`] into a stream of canonical [`StreamChunk`]s.
 
+pub mod anthropic;
 mod assemble;
 mod error;
+pub mod gemini;
 #[cfg(any(test, feature = "test-util"))]
 pub mod scripted;
 pub mod wire;
 
+pub use anthropic::Anthropic;
 pub use assemble::ResponseAssembler;
 pub use error::ProviderError;
+pub use gemini::Gemini;
 
 use crate::message::{FinishReason, Message, Usage};
 use crate::tool::ToolSpec;

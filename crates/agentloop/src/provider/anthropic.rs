@@ -1,0 +1,291 @@
+//! The Anthropic Messages wire format (`POST /v1/messages`), as spoken by Anthropic and by
+//! compatible servers (llama.cpp's `llama-server` serves it too).
+//!
+//! Pure conversion, no I/O: [`Anthropic`] implements [`WireFormat`] and plugs into the shared
+//! HTTP transport.
+//!
+//! # Mapping
+//! - Instructions and every `System` / `Developer` message of the history (in order, joined by
+//!   a blank line) become the top-level `system` string: the API has no system role.
+//! - `User` and `Tool` messages become `user` messages, `Assistant` messages `assistant`
+//!   messages; consecutive messages of one role are merged into one (the API wants roles to
+//!   alternate), and in a user message all `tool_result` blocks come first (the API wants the
+//!   results of a turn right after the turn, in one user message).
+//! - Text → `text` blocks (empty ones are left out: the API rejects them); images → `image`
+//!   blocks with a `base64` or `url` source; files → `document` blocks (PDF) with the same
+//!   sources; tool calls → `tool_use` blocks whose `input` is the parsed argument text (text that
+//!   is not a JSON object is sent as `{}`: the model was already told, in the tool result, that
+//!   its arguments were invalid); tool results → `tool_result` blocks with `is_error`.
+//! - Thinking: a `thinking` block becomes `Part::Reasoning { text, opaque:
+//!   {"type":"thinking","signature":…} }`, a `redacted_thinking` block `Part::Reasoning { text:
+//!   "", opaque: {"type":"redacted_thinking","data":…} }`; both are sent back exactly so on the
+//!   next turn. Reasoning without such an opaque value (e.g. from another provider) is not sent.
+//! - Usage: `input` = `input_tokens` + `cache_read_input_tokens` +
+//!   `cache_creation_input_tokens` (Anthropic's `input_tokens` counts only the uncached rest of
+//!   the prompt), `cached_input` = `cache_read_input_tokens`; tokens written to the cache are
+//!   part of `input` but not of `cached_input`. Anthropic does not report thinking tokens apart,
+//!   so `reasoning` stays 0 (they are part of `output`).
+
+mod decode;
+mod error;
+
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+pub(crate) mod testutil;
+
+use super::wire::{AuthStyle, StreamDecoder, WireFormat, WireRequest};
+use super::{ModelRequest, ModelResponse, ProviderError, ToolChoice};
+use crate::message::{MediaSource, Message, Part, Reasoning, Role, ToolCall, ToolResult};
+use crate::tool::parse_arguments;
+use serde_json::{json, Map, Value};
+
+/// The `anthropic-version` header value this format speaks.
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+
+/// `max_tokens` sent when the request sets none (the API requires one).
+pub const DEFAULT_MAX_TOKENS: u32 = 4096;
+
+/// The Anthropic Messages wire format for one model: what to send to `/v1/messages` and how
+/// to read what comes back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Anthropic {
+    model: String,
+    default_max_tokens: u32,
+    thinking_budget: Option<u32>,
+}
+
+impl Anthropic {
+    /// The Messages API for `model` (e.g. `claude-sonnet-4-5`).
+    pub fn messages(model: impl Into<String>) -> Self {
+        Self { model: model.into(), default_max_tokens: DEFAULT_MAX_TOKENS, thinking_budget: None }
+    }
+
+    /// Sets the `max_tokens` sent when a request has none (default [`DEFAULT_MAX_TOKENS`]).
+    pub fn with_default_max_tokens(mut self, max_tokens: u32) -> Self {
+        self.default_max_tokens = max_tokens;
+        self
+    }
+
+    /// Turns on extended thinking with this token budget (`thinking: {type: "enabled",
+    /// budget_tokens}`). A request without `max_tokens` then gets the budget plus the default
+    /// `max_tokens`, since the API wants the budget below `max_tokens`.
+    pub fn with_thinking(mut self, budget_tokens: u32) -> Self {
+        self.thinking_budget = Some(budget_tokens);
+        self
+    }
+
+    /// The model id sent in every request.
+    pub fn model(&self) -> &str {
+        &self.model
+    }
+
+    fn max_tokens(&self, request: &ModelRequest) -> u32 {
+        request.max_tokens.unwrap_or(match self.thinking_budget {
+            Some(budget) => budget.saturating_add(self.default_max_tokens),
+            None => self.default_max_tokens,
+        })
+    }
+}
+
+impl WireFormat for Anthropic {
+    fn name(&self) -> &'static str {
+        "anthropic"
+    }
+
+    fn auth(&self) -> AuthStyle {
+        AuthStyle::Header("x-api-key")
+    }
+
+    fn encode(&self, request: &ModelRequest, stream: bool) -> Result<WireRequest, ProviderError> {
+        let mut body = Map::new();
+        body.insert("model".into(), json!(self.model));
+        body.insert("max_tokens".into(), json!(self.max_tokens(request)));
+        if let Some(system) = system_text(request) {
+            body.insert("system".into(), Value::String(system));
+        }
+        body.insert("messages".into(), Value::Array(encode_messages(&request.messages)));
+        if let Some(temperature) = request.temperature {
+            body.insert("temperature".into(), json_f32(temperature));
+        }
+        if let Some(budget) = self.thinking_budget {
+            body.insert("thinking".into(), json!({"type": "enabled", "budget_tokens": budget}));
+        }
+        if !request.tools.is_empty() {
+            let tools: Vec<Value> = request
+                .tools
+                .iter()
+                .map(|tool| {
+                    json!({
+                        "name": tool.name,
+                        "description": tool.description,
+                        "input_schema": tool.parameters,
+                    })
+                })
+                .collect();
+            body.insert("tools".into(), Value::Array(tools));
+            let choice = match &request.tool_choice {
+                ToolChoice::Auto => json!({"type": "auto"}),
+                ToolChoice::None => json!({"type": "none"}),
+                ToolChoice::Required => json!({"type": "any"}),
+                ToolChoice::Named(name) => json!({"type": "tool", "name": name}),
+            };
+            body.insert("tool_choice".into(), choice);
+        }
+        if stream {
+            body.insert("stream".into(), Value::Bool(true));
+        }
+        Ok(WireRequest {
+            path: "/v1/messages".into(),
+            body: Value::Object(body),
+            headers: vec![("anthropic-version".into(), ANTHROPIC_VERSION.into())],
+        })
+    }
+
+    fn stream_decoder(&self) -> Box<dyn StreamDecoder> {
+        Box::new(decode::AnthropicDecoder::default())
+    }
+
+    fn decode_response(&self, body: &[u8]) -> Result<ModelResponse, ProviderError> {
+        decode::decode_response(body)
+    }
+
+    fn classify_error(&self, status: u16, body: &str, generic: ProviderError) -> ProviderError {
+        error::classify(status, body, generic)
+    }
+}
+
+/// A float as JSON without `f32 → f64` noise (`0.7`, not `0.699999988079071`).
+fn json_f32(value: f32) -> Value {
+    value.to_string().parse::<f64>().map_or(Value::Null, |v| json!(v))
+}
+
+/// Instructions plus the text of every system / developer message, joined by blank lines.
+fn system_text(request: &ModelRequest) -> Option<String> {
+    let mut pieces: Vec<String> = Vec::new();
+    if let Some(instructions) = request.instructions.as_deref().filter(|s| !s.is_empty()) {
+        pieces.push(instructions.to_owned());
+    }
+    for message in request.messages.iter() {
+        if matches!(message.role, Role::System | Role::Developer) {
+            let text = message.text();
+            if !text.is_empty() {
+                pieces.push(text);
+            }
+        }
+    }
+    (!pieces.is_empty()).then(|| pieces.join("\n\n"))
+}
+
+/// One API message under construction: tool results are kept apart so that they come first.
+struct Turn {
+    role: &'static str,
+    results: Vec<Value>,
+    blocks: Vec<Value>,
+}
+
+fn encode_messages(messages: &[Message]) -> Vec<Value> {
+    let mut turns: Vec<Turn> = Vec::new();
+    for message in messages {
+        let role = match message.role {
+            Role::System | Role::Developer => continue,
+            Role::User | Role::Tool => "user",
+            Role::Assistant => "assistant",
+        };
+        let mut results = Vec::new();
+        let mut blocks = Vec::new();
+        for part in &message.content {
+            match part {
+                Part::ToolResult(result) => results.push(tool_result_block(result)),
+                Part::Reasoning(reasoning) if message.role == Role::Assistant => {
+                    blocks.extend(reasoning_block(reasoning));
+                }
+                Part::Reasoning(_) => {}
+                other => blocks.extend(content_block(other)),
+            }
+        }
+        if results.is_empty() && blocks.is_empty() {
+            continue;
+        }
+        match turns.last_mut() {
+            Some(turn) if turn.role == role => {
+                turn.results.extend(results);
+                turn.blocks.extend(blocks);
+            }
+            _ => turns.push(Turn { role, results, blocks }),
+        }
+    }
+    turns
+        .into_iter()
+        .map(|turn| {
+            let mut content = turn.results;
+            content.extend(turn.blocks);
+            json!({"role": turn.role, "content": content})
+        })
+        .collect()
+}
+
+/// The block for a text, media or tool-call part (`None` for empty text).
+fn content_block(part: &Part) -> Option<Value> {
+    match part {
+        Part::Text { text } if text.is_empty() => None,
+        Part::Text { text } => Some(json!({"type": "text", "text": text})),
+        Part::Image { source } => Some(json!({"type": "image", "source": media_source(source)})),
+        Part::File { source, filename } => {
+            let mut block = json!({"type": "document", "source": media_source(source)});
+            if let (Some(name), Value::Object(map)) = (filename, &mut block) {
+                map.insert("title".into(), json!(name));
+            }
+            Some(block)
+        }
+        Part::ToolCall(call) => Some(tool_use_block(call)),
+        Part::ToolResult(result) => Some(tool_result_block(result)),
+        Part::Reasoning(reasoning) => reasoning_block(reasoning),
+    }
+}
+
+fn media_source(source: &MediaSource) -> Value {
+    match source {
+        MediaSource::Url { url } => json!({"type": "url", "url": url}),
+        MediaSource::Base64 { media_type, data } => {
+            json!({"type": "base64", "media_type": media_type, "data": data})
+        }
+    }
+}
+
+fn tool_use_block(call: &ToolCall) -> Value {
+    let input = match parse_arguments(&call.arguments) {
+        Ok(Value::Object(map)) => Value::Object(map),
+        _ => Value::Object(Map::new()),
+    };
+    json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input})
+}
+
+fn tool_result_block(result: &ToolResult) -> Value {
+    let mut block = json!({
+        "type": "tool_result",
+        "tool_use_id": result.call_id,
+        "content": result.content.to_text(),
+    });
+    if let (true, Value::Object(map)) = (result.is_error, &mut block) {
+        map.insert("is_error".into(), Value::Bool(true));
+    }
+    block
+}
+
+/// The `thinking` / `redacted_thinking` block for reasoning this format produced; `None` for
+/// reasoning without an Anthropic signature, which the API would reject.
+fn reasoning_block(reasoning: &Reasoning) -> Option<Value> {
+    let opaque = reasoning.opaque.as_ref()?.as_object()?;
+    match opaque.get("type")?.as_str()? {
+        "thinking" => {
+            let signature = opaque.get("signature")?.as_str()?;
+            Some(json!({"type": "thinking", "thinking": reasoning.text, "signature": signature}))
+        }
+        "redacted_thinking" => {
+            let data = opaque.get("data")?.as_str()?;
+            Some(json!({"type": "redacted_thinking", "data": data}))
+        }
+        _ => None,
+    }
+}

@@ -1,0 +1,278 @@
+//! Reading Gemini responses: each streamed event and the non-streamed body are one
+//! `GenerateContentResponse`.
+
+use super::error::{from_api_error, ApiError};
+use super::SYNTHETIC_ID_PREFIX;
+use crate::message::{FinishReason, Usage};
+use crate::provider::wire::StreamDecoder;
+use crate::provider::{ModelResponse, ProviderError, ResponseAssembler, StreamChunk};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Chunk {
+    #[serde(default)]
+    candidates: Vec<Candidate>,
+    #[serde(default)]
+    usage_metadata: Option<UsageMetadata>,
+    #[serde(default)]
+    prompt_feedback: Option<PromptFeedback>,
+    #[serde(default)]
+    response_id: Option<String>,
+    #[serde(default)]
+    error: Option<ApiError>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Candidate {
+    #[serde(default)]
+    content: Option<Content>,
+    #[serde(default)]
+    finish_reason: Option<String>,
+    #[serde(default)]
+    index: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Content {
+    #[serde(default)]
+    parts: Vec<WirePart>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WirePart {
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    thought: Option<bool>,
+    #[serde(default)]
+    thought_signature: Option<String>,
+    #[serde(default)]
+    function_call: Option<FunctionCall>,
+}
+
+#[derive(Debug, Deserialize)]
+struct FunctionCall {
+    #[serde(default)]
+    id: Option<String>,
+    name: String,
+    #[serde(default)]
+    args: Option<Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct UsageMetadata {
+    #[serde(default)]
+    prompt_token_count: u64,
+    #[serde(default)]
+    candidates_token_count: u64,
+    #[serde(default)]
+    cached_content_token_count: u64,
+    #[serde(default)]
+    thoughts_token_count: u64,
+    #[serde(default)]
+    tool_use_prompt_token_count: u64,
+}
+
+impl UsageMetadata {
+    fn to_usage(&self) -> Usage {
+        Usage {
+            input: self.prompt_token_count.saturating_add(self.tool_use_prompt_token_count),
+            output: self.candidates_token_count.saturating_add(self.thoughts_token_count),
+            cached_input: self.cached_content_token_count,
+            reasoning: self.thoughts_token_count,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PromptFeedback {
+    #[serde(default)]
+    block_reason: Option<String>,
+}
+
+/// The canonical finish reason for a `finishReason` (`STOP` stays `Stop` here; the decoder
+/// turns it into `ToolCalls` when the model called functions).
+pub(super) fn finish_reason(reason: &str) -> FinishReason {
+    match reason {
+        "STOP" => FinishReason::Stop,
+        "MAX_TOKENS" => FinishReason::Length,
+        "SAFETY" | "RECITATION" | "BLOCKLIST" | "PROHIBITED_CONTENT" | "SPII" | "IMAGE_SAFETY" => {
+            FinishReason::ContentFilter
+        }
+        "MALFORMED_FUNCTION_CALL" => FinishReason::Error,
+        other => FinishReason::Other(other.to_owned()),
+    }
+}
+
+/// Decodes one streamed response (also used, with one chunk, for non-streamed bodies).
+#[derive(Debug, Default)]
+pub(crate) struct GeminiDecoder {
+    /// The response id the synthetic call ids are made of (a random one when Gemini sent none).
+    response_id: Option<String>,
+    /// Calls seen so far.
+    calls: usize,
+    /// Whether thought text is streaming (a reasoning block is open).
+    thinking: bool,
+    finished: bool,
+}
+
+impl GeminiDecoder {
+    fn call_id(&mut self, given: Option<String>) -> String {
+        let n = self.calls;
+        self.calls += 1;
+        if let Some(id) = given.filter(|id| !id.is_empty()) {
+            return id;
+        }
+        let response =
+            self.response_id.get_or_insert_with(|| uuid::Uuid::new_v4().simple().to_string());
+        format!("{SYNTHETIC_ID_PREFIX}{response}_{n}")
+    }
+
+    fn end_thinking(&mut self, out: &mut Vec<StreamChunk>) {
+        if std::mem::take(&mut self.thinking) {
+            out.push(StreamChunk::ReasoningEnd { opaque: None });
+        }
+    }
+
+    fn signature(&mut self, signature: Option<String>, out: &mut Vec<StreamChunk>) {
+        if let Some(signature) = signature {
+            self.end_thinking(out);
+            out.push(StreamChunk::ReasoningEnd {
+                opaque: Some(json!({ "thoughtSignature": signature })),
+            });
+        }
+    }
+
+    fn part(&mut self, part: WirePart, out: &mut Vec<StreamChunk>) {
+        if let Some(call) = part.function_call {
+            self.signature(part.thought_signature, out);
+            self.end_thinking(out);
+            let id = self.call_id(call.id);
+            let arguments = match call.args {
+                Some(args @ Value::Object(_)) => args.to_string(),
+                _ => "{}".to_owned(),
+            };
+            out.push(StreamChunk::ToolCallStart { id: id.clone(), name: call.name });
+            out.push(StreamChunk::ToolCallDelta { id: id.clone(), delta: arguments });
+            out.push(StreamChunk::ToolCallEnd { id });
+        } else if part.thought == Some(true) {
+            let text = part.text.unwrap_or_default();
+            if !text.is_empty() {
+                self.thinking = true;
+                out.push(StreamChunk::ReasoningDelta { text });
+            }
+            if let Some(signature) = part.thought_signature {
+                // The signature of this thought: it closes the thought's reasoning block.
+                self.thinking = false;
+                out.push(StreamChunk::ReasoningEnd {
+                    opaque: Some(json!({ "thoughtSignature": signature })),
+                });
+            }
+        } else {
+            self.signature(part.thought_signature, out);
+            self.end_thinking(out);
+            if let Some(text) = part.text.filter(|t| !t.is_empty()) {
+                out.push(StreamChunk::TextDelta { text });
+            }
+        }
+    }
+
+    fn chunk(&mut self, chunk: Chunk, out: &mut Vec<StreamChunk>) -> Result<(), ProviderError> {
+        if let Some(error) = chunk.error {
+            return Err(from_api_error(&error, None));
+        }
+        if self.response_id.is_none() {
+            self.response_id =
+                chunk.response_id.map(|id| sanitize(&id)).filter(|id| !id.is_empty());
+        }
+        // One candidate is requested; others (if any) are ignored.
+        let candidate = chunk.candidates.into_iter().find(|c| c.index.unwrap_or(0) == 0);
+        let mut finish = None;
+        if let Some(candidate) = candidate {
+            for part in candidate.content.map(|c| c.parts).unwrap_or_default() {
+                self.part(part, out);
+            }
+            finish = candidate.finish_reason.as_deref().map(finish_reason);
+        } else if chunk.prompt_feedback.and_then(|f| f.block_reason).is_some() {
+            // The prompt itself was blocked: no candidate at all.
+            finish = Some(FinishReason::ContentFilter);
+        }
+        if let Some(usage) = chunk.usage_metadata {
+            out.push(StreamChunk::Usage { usage: usage.to_usage() });
+        }
+        if let Some(reason) = finish {
+            self.end_thinking(out);
+            let reason = match reason {
+                FinishReason::Stop if self.calls > 0 => FinishReason::ToolCalls,
+                other => other,
+            };
+            out.push(StreamChunk::Finish { reason });
+            self.finished = true;
+        }
+        Ok(())
+    }
+}
+
+/// Keeps the characters every provider accepts in a call id (`[A-Za-z0-9_-]`).
+fn sanitize(id: &str) -> String {
+    id.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-').collect()
+}
+
+fn parse(what: &str, text: &str) -> Result<Chunk, ProviderError> {
+    // serde would also read a JSON array into the struct, field by field.
+    if !text.trim_start().starts_with('{') {
+        return Err(ProviderError::protocol(
+            format!("malformed gemini {what}: not a JSON object"),
+            text,
+        ));
+    }
+    serde_json::from_str(text)
+        .map_err(|error| ProviderError::protocol(format!("malformed gemini {what}: {error}"), text))
+}
+
+impl StreamDecoder for GeminiDecoder {
+    fn decode(
+        &mut self,
+        _event: &str,
+        data: &str,
+        out: &mut Vec<StreamChunk>,
+    ) -> Result<(), ProviderError> {
+        if data.trim().is_empty() {
+            return Ok(());
+        }
+        let chunk = parse("stream chunk", data)?;
+        self.chunk(chunk, out)
+    }
+
+    fn finish(&mut self, out: &mut Vec<StreamChunk>) -> Result<(), ProviderError> {
+        self.end_thinking(out);
+        if self.finished {
+            Ok(())
+        } else {
+            Err(ProviderError::Network {
+                message: "gemini stream ended before a finishReason".into(),
+            })
+        }
+    }
+}
+
+/// Decodes the body of a non-streamed `generateContent` response.
+pub(super) fn decode_response(body: &[u8]) -> Result<ModelResponse, ProviderError> {
+    let text = String::from_utf8_lossy(body);
+    let chunk = parse("response", &text)?;
+    let mut decoder = GeminiDecoder::default();
+    let mut chunks = Vec::new();
+    decoder.chunk(chunk, &mut chunks)?;
+    decoder.end_thinking(&mut chunks);
+    let mut assembler = ResponseAssembler::default();
+    for chunk in chunks {
+        assembler.push(chunk)?;
+    }
+    Ok(assembler.finish())
+}
