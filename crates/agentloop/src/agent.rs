@@ -190,12 +190,12 @@ pub async fn outcome_of(mut events: EventStream) -> Result<Outcome, AgentError> 
         }
     }
     match last {
-        Some(Event::RunFinished { outcome }) | Some(Event::RunSuspended { outcome }) => Ok(outcome),
-        Some(Event::RunFailed { error, outcome }) => {
-            Err(AgentError::Failed { error, outcome: Box::new(outcome) })
+        Some(Event::RunFinished { outcome }) | Some(Event::RunSuspended { outcome }) => {
+            Ok(*outcome)
         }
+        Some(Event::RunFailed { error, outcome }) => Err(AgentError::Failed { error, outcome }),
         Some(Event::RunCancelled { reason, outcome }) => {
-            Err(AgentError::Cancelled { reason, outcome: Box::new(outcome) })
+            Err(AgentError::Cancelled { reason, outcome })
         }
         _ => Err(AgentError::NoOutcome),
     }

@@ -170,27 +170,27 @@ pub enum Event {
     /// The run ended with an outcome.
     RunFinished {
         /// The outcome.
-        outcome: Outcome,
+        outcome: Box<Outcome>,
     },
     /// The run ended in failure.
     RunFailed {
         /// What went wrong.
         error: String,
         /// The outcome (its stop reason says why).
-        outcome: Outcome,
+        outcome: Box<Outcome>,
     },
     /// The run stopped to wait for approval decisions; it continues with
     /// `Agent::resume_with_decisions`.
     RunSuspended {
         /// The outcome (stop reason `awaiting_approval`).
-        outcome: Outcome,
+        outcome: Box<Outcome>,
     },
     /// The run was cancelled.
     RunCancelled {
         /// Why.
         reason: String,
         /// The outcome.
-        outcome: Outcome,
+        outcome: Box<Outcome>,
     },
 
     // ---- transient: streamed, not journaled ----
@@ -348,3 +348,6 @@ impl Event {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -85,30 +85,30 @@ pub enum Verdict {
 }
 
 impl BreakerState {
-    /// Records a call (in call order) and says whether it repeats the previous ones. Calls
-    /// compare by tool and by the arguments the model sent (as parsed JSON, so key order and
-    /// spacing do not matter).
-    pub fn on_call(&mut self, config: &BreakerConfig, call: &ToolCall) -> Verdict {
-        let tool = call.name.as_str();
-        let canonical = match parse_arguments(&call.arguments) {
-            Ok(value) => canonical_json(&value),
-            Err(_) => call.arguments.clone(),
-        };
-        let count = match &mut self.last_call {
-            Some((last_tool, last_args, count)) if last_tool == tool && *last_args == canonical => {
-                *count += 1;
-                *count
-            }
-            _ => {
-                self.last_call = Some((tool.to_owned(), canonical, 1));
-                1
-            }
-        };
+    /// How many times in a row a call with this key would have been made, counting it.
+    pub fn repeats(&self, tool: &str, key: &str) -> u32 {
+        match &self.last_call {
+            Some((last_tool, last_key, count)) if last_tool == tool && last_key == key => count + 1,
+            _ => 1,
+        }
+    }
+
+    /// Would this call (counted) be a stall?
+    pub fn would_stall(&self, config: &BreakerConfig, tool: &str, key: &str) -> Verdict {
+        let count = self.repeats(tool, key);
         if config.max_repeated_calls > 0 && count >= config.max_repeated_calls {
             Verdict::Stalled { count }
         } else {
             Verdict::Fine
         }
+    }
+
+    /// Records a call that starts (in start order); `key` is [`call_key`] of it.
+    pub fn on_call(&mut self, config: &BreakerConfig, tool: &str, key: String) -> Verdict {
+        let verdict = self.would_stall(config, tool, &key);
+        let count = self.repeats(tool, &key);
+        self.last_call = Some((tool.to_owned(), key, count));
+        verdict
     }
 
     /// Records a result of `tool`; `error` is its error text, if it failed.
@@ -133,6 +133,15 @@ impl BreakerState {
         } else {
             Verdict::Fine
         }
+    }
+}
+
+/// The key calls are compared by: the arguments the model sent, as canonical JSON (so key
+/// order and spacing do not matter), or the raw text when it is not JSON.
+pub fn call_key(call: &ToolCall) -> String {
+    match parse_arguments(&call.arguments) {
+        Ok(value) => canonical_json(&value),
+        Err(_) => call.arguments.clone(),
     }
 }
 

@@ -67,9 +67,10 @@ impl Run {
     /// Checks the budget and the stall rule before a tool call. A refused call gets its
     /// error result (or the run ends) here; the driver then skips it.
     pub fn gate_tool(&mut self, call_id: &str) -> Result<Gate, RunError> {
-        let call = self.pending(call_id)?.call.clone();
+        let pending = self.pending(call_id)?;
+        let (name, key) = (pending.call.name.clone(), pending.key.clone());
         if let Some(limit) =
-            self.config.limits.before_tool_call(&call.name, &self.spent, self.elapsed_ms)
+            self.config.limits.before_tool_call(&name, &self.spent, self.elapsed_ms)
         {
             if self.wind_down.is_none() {
                 self.record(Event::LimitReached { limit: limit.clone() });
@@ -80,9 +81,9 @@ impl Run {
         }
         // Peek: the breaker records the call only when it starts.
         let breaker = &self.config.breaker;
-        if let Verdict::Stalled { count } = self.breaker.clone().on_call(breaker, &call) {
+        if let Verdict::Stalled { count } = self.breaker.would_stall(breaker, &name, &key) {
             let action = breaker.stall_action;
-            self.record(Event::StallDetected { tool: call.name.clone(), count, action });
+            self.record(Event::StallDetected { tool: name, count, action });
             if action == StallAction::Stop {
                 return Ok(Gate::Refused);
             }
@@ -194,8 +195,8 @@ impl Run {
     pub fn finish(&mut self, outcome: Outcome) {
         let Phase::Finishing { error, .. } = &self.phase else { return };
         let event = match error.clone() {
-            Some(error) => Event::RunFailed { error, outcome },
-            None => Event::RunFinished { outcome },
+            Some(error) => Event::RunFailed { error, outcome: Box::new(outcome) },
+            None => Event::RunFinished { outcome: Box::new(outcome) },
         };
         self.record(event);
     }
@@ -210,7 +211,7 @@ impl Run {
         self.close_iteration();
         let outcome =
             self.outcome_with(String::new(), StopReason::Cancelled { reason: reason.clone() });
-        self.record(Event::RunCancelled { reason, outcome });
+        self.record(Event::RunCancelled { reason, outcome: Box::new(outcome) });
     }
 
     /// Ends the run with a failure the driver detected. Does nothing once it is finished.
@@ -234,7 +235,7 @@ impl Run {
         }
         self.close_iteration();
         let outcome = self.outcome_with(String::new(), stop_reason);
-        self.record(Event::RunFailed { error, outcome });
+        self.record(Event::RunFailed { error, outcome: Box::new(outcome) });
     }
 
     pub(super) fn expect_awaiting_model(&self, what: &'static str) -> Result<(), RunError> {

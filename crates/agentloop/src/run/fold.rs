@@ -73,7 +73,7 @@ impl Run {
             }
             Event::ApprovalRequested { call, arguments } => {
                 self.pending_mut(&call.id)?.approval = CallApproval::Deferred;
-                let entry = self.audit_entry(&call.id, &call.name, arguments.clone());
+                let entry = self.audit_entry(&call.id, &call.name, || arguments.clone());
                 entry.approval = ApprovalRecord::Pending;
             }
             Event::ApprovalDecided { call_id, decision } => {
@@ -82,7 +82,7 @@ impl Run {
                 match decision {
                     Decision::Approve => {
                         pending.approval = CallApproval::Approved;
-                        self.audit_entry(call_id, &name, Value::Null).approval =
+                        self.audit_entry(call_id, &name, || Value::Null).approval =
                             ApprovalRecord::Approved;
                     }
                     Decision::Reject { reason } => {
@@ -109,13 +109,13 @@ impl Run {
                 let pending = self.pending_mut(&call.id)?;
                 pending.started = true;
                 let approved = pending.approval == CallApproval::Approved;
+                let key = pending.key.clone();
                 self.spent.tool_calls += 1;
-                *self.spent.tool_calls_by_name.entry(call.name.clone()).or_default() += 1;
+                count(&mut self.spent.tool_calls_by_name, &call.name);
                 self.metrics.tool_calls += 1;
-                *self.metrics.tool_calls_by_name.entry(call.name.clone()).or_default() += 1;
-                let breaker = self.config.breaker.clone();
-                self.breaker.on_call(&breaker, call);
-                let entry = self.audit_entry(&call.id, &call.name, arguments.clone());
+                count(&mut self.metrics.tool_calls_by_name, &call.name);
+                self.breaker.on_call(&self.config.breaker, &call.name, key);
+                let entry = self.audit_entry(&call.id, &call.name, || Value::Null);
                 entry.arguments = arguments.clone();
                 entry.approval =
                     if approved { ApprovalRecord::Approved } else { ApprovalRecord::Automatic };
@@ -148,37 +148,46 @@ impl Run {
             | Event::RunFailed { outcome, .. }
             | Event::RunCancelled { outcome, .. } => {
                 self.answer_open_calls();
-                self.phase = Phase::Finished { outcome: outcome.clone() };
+                self.phase = Phase::Finished { outcome: (**outcome).clone() };
             }
             _ => {}
         }
         Ok(())
     }
 
-    /// The audit entry of a call (created on first sight).
-    fn audit_entry(&mut self, call_id: &str, tool: &str, arguments: Value) -> &mut AuditEntry {
-        let found = self
-            .metrics
-            .audit
+    /// The audit entry of a call of the current iteration (created on first sight). Entries
+    /// are in iteration order, so only the current iteration's tail is searched.
+    fn audit_entry(
+        &mut self,
+        call_id: &str,
+        tool: &str,
+        arguments: impl FnOnce() -> Value,
+    ) -> &mut AuditEntry {
+        let audit = &mut self.metrics.audit;
+        let iteration = self.iteration;
+        let found = audit
             .iter()
-            .rposition(|e| e.call_id == call_id && e.iteration == self.iteration);
+            .rev()
+            .take_while(|e| e.iteration == iteration)
+            .position(|e| e.call_id == call_id)
+            .map(|from_end| audit.len() - 1 - from_end);
         let index = match found {
             Some(index) => index,
             None => {
-                self.metrics.audit.push(AuditEntry {
-                    iteration: self.iteration,
+                audit.push(AuditEntry {
+                    iteration,
                     call_id: call_id.to_owned(),
                     tool: tool.to_owned(),
-                    arguments,
+                    arguments: arguments(),
                     result: None,
                     is_error: false,
                     duration_ms: 0,
                     approval: ApprovalRecord::Automatic,
                 });
-                self.metrics.audit.len() - 1
+                audit.len() - 1
             }
         };
-        &mut self.metrics.audit[index]
+        &mut audit[index]
     }
 
     /// One tool result: stores it, updates audit and metrics, applies the breaker and the
@@ -197,11 +206,16 @@ impl Run {
         }
         let pending = self.pending_mut(&result.call_id)?;
         let started = pending.started;
-        let arguments =
-            crate::tool::parse_arguments(&pending.call.arguments).unwrap_or(Value::Null);
+        // A call that started has its audit entry already; others (refused, skipped,
+        // rejected) are audited with the arguments the model sent.
+        let raw = (!started).then(|| pending.call.arguments.clone());
         pending.result = Some(result.clone());
         pending.signal = signal;
 
+        let arguments = || {
+            raw.map(|raw| crate::tool::parse_arguments(&raw).unwrap_or(Value::String(raw)))
+                .unwrap_or_default()
+        };
         let entry = self.audit_entry(&result.call_id, name, arguments);
         entry.result = Some(result.content.clone());
         entry.is_error = result.is_error;
@@ -215,15 +229,13 @@ impl Run {
         }
         // Only calls that really ran count for the breaker and the failure mode.
         if started {
-            let breaker = self.config.breaker.clone();
             let error_text = error.map(ToString::to_string);
-            if let Verdict::Open { error, count } =
-                self.breaker.on_result(&breaker, name, error_text.as_deref())
-            {
+            let verdict = self.breaker.on_result(&self.config.breaker, name, error_text.as_deref());
+            if let Verdict::Open { error, count } = verdict {
                 let message = format!("tool '{name}' failed {count} times in a row with: {error}");
                 self.halt(message, StopReason::CircuitOpen { tool: name.to_owned(), error, count });
             } else if let (Some(error), ToolFailureMode::Fail) =
-                (error_text, breaker.tool_failure_mode)
+                (error_text, self.config.breaker.tool_failure_mode)
             {
                 let message = format!("tool '{name}' failed: {error}");
                 self.halt(message, StopReason::ToolFailed { tool: name.to_owned(), error });
@@ -244,5 +256,15 @@ impl Run {
         }
         self.answer_open_calls();
         self.phase = self.failing_with(error, stop_reason);
+    }
+}
+
+/// Adds one to a per-name counter (allocating the name only the first time).
+fn count(counts: &mut std::collections::BTreeMap<String, u32>, name: &str) {
+    match counts.get_mut(name) {
+        Some(n) => *n += 1,
+        None => {
+            counts.insert(name.to_owned(), 1);
+        }
     }
 }

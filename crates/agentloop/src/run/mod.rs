@@ -107,6 +107,9 @@ enum CallApproval {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct PendingCall {
     call: ToolCall,
+    /// What the stall rule compares ([`breaker::call_key`]), computed once.
+    #[serde(default)]
+    key: String,
     started: bool,
     result: Option<ToolResult>,
     signal: Option<Signal>,
@@ -115,7 +118,15 @@ struct PendingCall {
 
 impl PendingCall {
     fn new(call: ToolCall) -> Self {
-        Self { call, started: false, result: None, signal: None, approval: CallApproval::Automatic }
+        let key = breaker::call_key(&call);
+        Self {
+            call,
+            key,
+            started: false,
+            result: None,
+            signal: None,
+            approval: CallApproval::Automatic,
+        }
     }
 
     /// Deferred and not decided yet.
@@ -399,7 +410,7 @@ impl Run {
                     Some(outcome) => {
                         if !suspended {
                             self.close_iteration();
-                            self.record(Event::RunSuspended { outcome: outcome.clone() });
+                            self.record(Event::RunSuspended { outcome: Box::new(outcome.clone()) });
                         }
                         Step::Finish(outcome)
                     }

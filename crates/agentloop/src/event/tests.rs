@@ -1,0 +1,52 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use super::*;
+use serde_json::json;
+
+#[test]
+fn events_are_tagged_snake_case() {
+    let event = Event::ToolArgumentsDelta { call_id: "c".into(), delta: "{\"a\"".into() };
+    assert_eq!(
+        serde_json::to_value(&event).unwrap(),
+        json!({"type": "tool_arguments_delta", "call_id": "c", "delta": "{\"a\""})
+    );
+    assert_eq!(event.kind(), "tool_arguments_delta");
+    assert!(!event.is_durable());
+    let limit =
+        Event::LimitReached { limit: crate::run::LimitKind::ToolCallsOf { tool: "add".into() } };
+    assert_eq!(
+        serde_json::to_value(&limit).unwrap(),
+        json!({"type": "limit_reached", "limit": {"kind": "tool_calls_of", "tool": "add"}})
+    );
+    assert!(limit.is_durable());
+    assert_eq!(serde_json::to_value(Event::Resumed).unwrap(), json!({"type": "resumed"}));
+}
+
+#[test]
+fn every_kind_matches_its_serde_tag() {
+    let samples = [
+        Event::Resumed,
+        Event::Paused { reason: "r".into() },
+        Event::IterationStarted { iteration: 1, at_ms: 0 },
+        Event::IterationCompleted { iteration: 1, duration_ms: 0 },
+        Event::TextDelta { delta: "x".into() },
+        Event::StepStarted { call_id: "c".into(), name: "t".into() },
+        Event::HookFailed {
+            hook: "h".into(),
+            point: "p".into(),
+            error: "e".into(),
+            critical: false,
+        },
+        Event::ContinuationRequested { prompt: "p".into() },
+    ];
+    for event in samples {
+        assert_eq!(serde_json::to_value(&event).unwrap()["type"], event.kind());
+    }
+}
+
+/// Every event is moved through the stream several times: keep the enum small (large
+/// payloads are boxed). A performance guard, not a timing.
+#[test]
+fn events_stay_small() {
+    assert!(std::mem::size_of::<Event>() <= 160, "Event is {} bytes", std::mem::size_of::<Event>());
+}
