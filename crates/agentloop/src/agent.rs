@@ -227,6 +227,12 @@ impl AgentBuilder {
         }
     }
 
+    /// The agent's name (journaled with every run; stores list runs by it).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.config.agent = Some(name.into());
+        self
+    }
+
     /// System / developer instructions.
     pub fn instructions(mut self, instructions: impl Into<String>) -> Self {
         self.config.instructions = Some(instructions.into());

@@ -26,6 +26,10 @@ could write a final answer.";
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct RunConfig {
+    /// The agent's name, for listing runs (stores, telemetry).
+    pub agent: Option<String>,
+    /// The conversation (session) this run belongs to, for multi-turn agents and listing.
+    pub context_id: Option<String>,
     /// System / developer instructions, injected at call time (never stored in the history).
     pub instructions: Option<String>,
     /// The tools offered to the model.
@@ -61,6 +65,8 @@ pub struct RunConfig {
 impl Default for RunConfig {
     fn default() -> Self {
         Self {
+            agent: None,
+            context_id: None,
             instructions: None,
             tools: Arc::default(),
             tool_choice: ToolChoice::Auto,
