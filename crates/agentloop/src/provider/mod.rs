@@ -3,12 +3,19 @@
 
 mod assemble;
 mod error;
+pub mod http;
+pub mod openai;
+pub mod openai_responses;
+mod retry;
 #[cfg(any(test, feature = "test-util"))]
 pub mod scripted;
+pub mod sse;
 pub mod wire;
 
 pub use assemble::ResponseAssembler;
 pub use error::ProviderError;
+pub use http::{HttpConfig, HttpConfigError, HttpProvider};
+pub use retry::RetryPolicy;
 
 use crate::message::{FinishReason, Message, Usage};
 use crate::tool::ToolSpec;

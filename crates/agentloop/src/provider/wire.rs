@@ -30,7 +30,12 @@ pub struct WireRequest {
 pub trait StreamDecoder: Send {
     /// Decodes one server-sent event (`event` is its name, empty when the server sent none)
     /// into zero or more chunks.
-    fn decode(&mut self, event: &str, data: &str, out: &mut Vec<StreamChunk>) -> Result<(), ProviderError>;
+    fn decode(
+        &mut self,
+        event: &str,
+        data: &str,
+        out: &mut Vec<StreamChunk>,
+    ) -> Result<(), ProviderError>;
 
     /// The stream ended. Emits what is still pending, or fails when the stream was cut short
     /// (no terminal event).
