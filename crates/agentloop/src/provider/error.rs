@@ -44,7 +44,7 @@ pub enum ProviderError {
         /// What the provider said.
         message: String,
     },
-    /// A server error (5xx).
+    /// A server error (5xx), or a 409 conflict that a retry may resolve.
     #[error("server error ({status}): {message}")]
     Server {
         /// HTTP status.
@@ -93,15 +93,30 @@ impl ProviderError {
         Self::Protocol { message: message.into(), excerpt: input[..end].to_owned() }
     }
 
-    /// Whether retrying the same request may succeed.
+    /// Whether retrying the same request may succeed: rate limits (429), overload (529),
+    /// network errors, timeouts (including HTTP 408), and server errors with status 409, 500,
+    /// 502, 503 or 504. [`RetryPolicy`](super::RetryPolicy) retries exactly these.
     pub fn is_retryable(&self) -> bool {
         match self {
             Self::RateLimited { .. }
             | Self::Overloaded { .. }
             | Self::Network { .. }
             | Self::Timeout { .. } => true,
-            Self::Server { status, .. } => matches!(status, 500 | 502 | 503 | 504 | 529),
+            Self::Server { status, .. } => {
+                matches!(status, 408 | 409 | 500 | 502 | 503 | 504 | 529)
+            }
             _ => false,
+        }
+    }
+
+    /// The HTTP status this error stands for, when it has one: the status it carries, 429
+    /// for a rate limit, 529 for an overload.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            Self::Auth { status, .. } | Self::Server { status, .. } => Some(*status),
+            Self::RateLimited { .. } => Some(429),
+            Self::Overloaded { .. } => Some(529),
+            _ => None,
         }
     }
 

@@ -5,14 +5,21 @@ pub mod anthropic;
 mod assemble;
 mod error;
 pub mod gemini;
+pub mod http;
+pub mod openai;
+pub mod openai_responses;
+mod retry;
 #[cfg(any(test, feature = "test-util"))]
 pub mod scripted;
+pub mod sse;
 pub mod wire;
 
 pub use anthropic::Anthropic;
 pub use assemble::ResponseAssembler;
 pub use error::ProviderError;
 pub use gemini::Gemini;
+pub use http::{HttpConfig, HttpConfigError, HttpProvider};
+pub use retry::RetryPolicy;
 
 use crate::message::{FinishReason, Message, Usage};
 use crate::tool::ToolSpec;

@@ -1,0 +1,468 @@
+//! [`HttpProvider`]: the HTTP transport every wire format shares. It sends what a
+//! [`WireFormat`] encodes, authenticates as the format asks, streams the response over SSE,
+//! enforces the connect, request and stream-idle timeouts, and classifies HTTP errors.
+//!
+//! It does not retry: the driver does, with a [`RetryPolicy`], so that a retry can be
+//! reported and a stream that already delivered content is not silently sent again.
+
+mod classify;
+
+pub(crate) use classify::error_object;
+pub use classify::{classify_http_error, error_message, retry_after};
+
+use super::sse::{chunk_stream, response_chunks};
+use super::wire::{AuthStyle, WireFormat, WireRequest};
+use super::{ChunkStream, ModelRequest, ModelResponse, Provider, ProviderError, RetryPolicy};
+use futures::future::BoxFuture;
+use reqwest::header::{
+    HeaderMap, HeaderName, HeaderValue, ACCEPT, AUTHORIZATION, CONNECTION, CONTENT_TYPE,
+};
+use secrecy::{ExposeSecret, SecretString};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Where and how to reach a provider over HTTP. Built with chained setters:
+///
+/// ```
+/// use agentloop::provider::http::HttpConfig;
+/// use std::time::Duration;
+///
+/// let config = HttpConfig::new("http://127.0.0.1:8080/v1", "local")
+///     .api_key_env("LLAMA_API_KEY")
+///     .header("x-team", "search")
+///     .stream_idle_timeout(Duration::from_secs(30));
+/// assert_eq!(config.model(), "local");
+/// ```
+#[derive(Debug, Clone)]
+pub struct HttpConfig {
+    base_url: String,
+    model: String,
+    api_key: Option<SecretString>,
+    api_key_env: Option<String>,
+    require_api_key: bool,
+    headers: Vec<(String, String)>,
+    connect_timeout: Duration,
+    request_timeout: Duration,
+    stream_idle_timeout: Duration,
+    close_streamed_connections: bool,
+    retry: RetryPolicy,
+}
+
+impl HttpConfig {
+    /// A configuration for the API at `base_url` (e.g. `https://host/v1`; request paths are
+    /// appended to it) and the model id `model`. Defaults: no API key, connect timeout 10 s,
+    /// request timeout 10 min, stream idle timeout 5 min, the default [`RetryPolicy`].
+    pub fn new(base_url: impl Into<String>, model: impl Into<String>) -> Self {
+        Self {
+            base_url: base_url.into(),
+            model: model.into(),
+            api_key: None,
+            api_key_env: None,
+            require_api_key: false,
+            headers: Vec::new(),
+            connect_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(600),
+            stream_idle_timeout: Duration::from_secs(300),
+            close_streamed_connections: false,
+            retry: RetryPolicy::default(),
+        }
+    }
+
+    /// The base URL request paths are appended to.
+    pub fn base_url(mut self, base_url: impl Into<String>) -> Self {
+        self.base_url = base_url.into();
+        self
+    }
+
+    /// The model id (also the provider's name in events).
+    pub fn model_id(mut self, model: impl Into<String>) -> Self {
+        self.model = model.into();
+        self
+    }
+
+    /// The API key. It takes precedence over [`api_key_env`](Self::api_key_env).
+    pub fn api_key(mut self, key: impl Into<SecretString>) -> Self {
+        self.api_key = Some(key.into());
+        self
+    }
+
+    /// The name of an environment variable holding the API key, read when the provider is
+    /// built. A missing variable is an error only when the key is
+    /// [required](Self::require_api_key).
+    pub fn api_key_env(mut self, name: impl Into<String>) -> Self {
+        self.api_key_env = Some(name.into());
+        self
+    }
+
+    /// Whether building the provider fails without an API key (default: no).
+    pub fn require_api_key(mut self, required: bool) -> Self {
+        self.require_api_key = required;
+        self
+    }
+
+    /// A header sent with every request.
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    /// How long connecting may take (default 10 s).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// How long a whole non-streamed request may take, and how long a streamed one may wait
+    /// for the response headers (default 10 min).
+    pub fn request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
+    /// How long a streamed response may stay silent, between any two bytes (default 5 min;
+    /// SSE keep-alive comments count as activity).
+    pub fn stream_idle_timeout(mut self, timeout: Duration) -> Self {
+        self.stream_idle_timeout = timeout;
+        self
+    }
+
+    /// Streamed requests ask for `Connection: close`, so that their connection is not
+    /// reused (default: no). For servers that close the connection after a streamed
+    /// response while announcing keep-alive (llama.cpp's `llama-server` does), so that the
+    /// next request is never sent on a connection the server is closing.
+    pub fn close_streamed_connections(mut self, close: bool) -> Self {
+        self.close_streamed_connections = close;
+        self
+    }
+
+    /// The retry policy the driver applies to this provider.
+    pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
+        self
+    }
+
+    /// The model id.
+    pub fn model(&self) -> &str {
+        &self.model
+    }
+
+    /// The base URL.
+    pub fn url(&self) -> &str {
+        &self.base_url
+    }
+}
+
+/// Building an [`HttpProvider`] failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum HttpConfigError {
+    /// The API key is required and neither given nor in the environment variable.
+    #[error("no API key: set the environment variable {env} or pass a key")]
+    MissingApiKey {
+        /// The variable that was read (empty when none was configured).
+        env: String,
+    },
+    /// The base URL is not an absolute http(s) URL.
+    #[error("invalid base URL {url:?}: {reason}")]
+    InvalidBaseUrl {
+        /// The URL.
+        url: String,
+        /// Why.
+        reason: String,
+    },
+    /// A header name or value is not valid in HTTP.
+    #[error("invalid header {name:?}")]
+    InvalidHeader {
+        /// The header's name.
+        name: String,
+    },
+    /// The HTTP client could not be created.
+    #[error("HTTP client: {0}")]
+    Client(String),
+}
+
+/// A [`Provider`] that speaks the wire format `W` over HTTP. Cheap to clone: clones share
+/// the connection pool.
+pub struct HttpProvider<W: WireFormat> {
+    shared: Arc<Shared<W>>,
+}
+
+impl<W: WireFormat> Clone for HttpProvider<W> {
+    fn clone(&self) -> Self {
+        Self { shared: self.shared.clone() }
+    }
+}
+
+struct Shared<W> {
+    format: W,
+    client: reqwest::Client,
+    base_url: String,
+    model: String,
+    /// Default headers, authentication included (marked sensitive).
+    headers: HeaderMap,
+    request_timeout: Duration,
+    stream_idle_timeout: Duration,
+    close_streamed_connections: bool,
+    retry: RetryPolicy,
+}
+
+impl<W: WireFormat> std::fmt::Debug for HttpProvider<W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The headers are left out: they hold the API key.
+        f.debug_struct("HttpProvider")
+            .field("format", &self.shared.format.name())
+            .field("base_url", &self.shared.base_url)
+            .field("model", &self.shared.model)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<W: WireFormat> HttpProvider<W> {
+    /// A provider speaking `format` as configured by `config`. Reads the API key from the
+    /// configured environment variable now.
+    pub fn new(format: W, config: HttpConfig) -> Result<Self, HttpConfigError> {
+        let base_url = config.base_url.trim_end_matches('/').to_owned();
+        let parsed = reqwest::Url::parse(&base_url).map_err(|e| {
+            HttpConfigError::InvalidBaseUrl { url: base_url.clone(), reason: e.to_string() }
+        })?;
+        if !matches!(parsed.scheme(), "http" | "https") {
+            return Err(HttpConfigError::InvalidBaseUrl {
+                url: base_url,
+                reason: "the scheme must be http or https".into(),
+            });
+        }
+        let api_key = match (config.api_key, &config.api_key_env) {
+            (Some(key), _) => Some(key),
+            (None, Some(env)) => std::env::var(env)
+                .ok()
+                .filter(|k| !k.trim().is_empty())
+                .map(|k| SecretString::from(k.trim().to_owned())),
+            (None, None) => None,
+        };
+        if api_key.is_none() && config.require_api_key {
+            return Err(HttpConfigError::MissingApiKey {
+                env: config.api_key_env.unwrap_or_default(),
+            });
+        }
+        let mut headers = HeaderMap::new();
+        for (name, value) in &config.headers {
+            let invalid = || HttpConfigError::InvalidHeader { name: name.clone() };
+            let header = HeaderName::from_bytes(name.as_bytes()).map_err(|_| invalid())?;
+            headers.append(header, HeaderValue::from_str(value).map_err(|_| invalid())?);
+        }
+        if let Some(key) = api_key {
+            let (name, value) = match format.auth() {
+                AuthStyle::Bearer => (AUTHORIZATION, format!("Bearer {}", key.expose_secret())),
+                AuthStyle::Header(name) => (
+                    HeaderName::from_bytes(name.as_bytes())
+                        .map_err(|_| HttpConfigError::InvalidHeader { name: name.to_owned() })?,
+                    key.expose_secret().to_owned(),
+                ),
+            };
+            let mut value = HeaderValue::from_str(&value)
+                .map_err(|_| HttpConfigError::InvalidHeader { name: name.to_string() })?;
+            value.set_sensitive(true);
+            headers.insert(name, value);
+        }
+        let client = reqwest::Client::builder()
+            .connect_timeout(config.connect_timeout)
+            .user_agent(concat!("agentloop/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| HttpConfigError::Client(e.to_string()))?;
+        Ok(Self {
+            shared: Arc::new(Shared {
+                format,
+                client,
+                base_url,
+                model: config.model,
+                headers,
+                request_timeout: config.request_timeout,
+                stream_idle_timeout: config.stream_idle_timeout,
+                close_streamed_connections: config.close_streamed_connections,
+                retry: config.retry,
+            }),
+        })
+    }
+
+    /// The wire format.
+    pub fn format(&self) -> &W {
+        &self.shared.format
+    }
+
+    /// The model id.
+    pub fn model(&self) -> &str {
+        &self.shared.model
+    }
+
+    /// The base URL requests go to.
+    pub fn base_url(&self) -> &str {
+        &self.shared.base_url
+    }
+
+    /// The retry policy configured for this provider (the driver applies it).
+    pub fn retry_policy(&self) -> &RetryPolicy {
+        &self.shared.retry
+    }
+}
+
+impl<W: WireFormat> Shared<W> {
+    fn request(
+        &self,
+        wire: WireRequest,
+        stream: bool,
+    ) -> Result<reqwest::RequestBuilder, ProviderError> {
+        let url = format!("{}{}", self.base_url, wire.path);
+        let mut builder = self
+            .client
+            .post(url)
+            .headers(self.headers.clone())
+            .header(CONTENT_TYPE, "application/json")
+            .header(ACCEPT, if stream { "text/event-stream" } else { "application/json" });
+        if stream && self.close_streamed_connections {
+            builder = builder.header(CONNECTION, "close");
+        }
+        for (name, value) in wire.headers {
+            builder = builder.header(name, value);
+        }
+        let body = serde_json::to_vec(&wire.body).map_err(|e| ProviderError::Other {
+            message: format!("could not serialize the request: {e}"),
+        })?;
+        Ok(builder.body(body))
+    }
+
+    /// Sends `wire` and waits for the response headers; a non-success status becomes the
+    /// classified error.
+    async fn send(
+        &self,
+        wire: WireRequest,
+        stream: bool,
+    ) -> Result<reqwest::Response, ProviderError> {
+        let path = wire.path.clone();
+        tracing::debug!(provider = self.format.name(), %path, stream, "sending model request");
+        let request = self.request(wire, stream)?;
+        let response = tokio::time::timeout(self.request_timeout, request.send())
+            .await
+            .map_err(|_| ProviderError::Timeout {
+                message: format!("no response within {:?}", self.request_timeout),
+            })?
+            .map_err(|e| transport_error(&e, "sending the request"))?;
+        let status = response.status();
+        if status.is_success() {
+            return Ok(response);
+        }
+        let headers = response.headers().clone();
+        let body = tokio::time::timeout(self.request_timeout, response.text())
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or_default();
+        let generic = classify_http_error(status.as_u16(), &headers, &body);
+        let error = self.format.classify_error(status.as_u16(), &body, generic);
+        tracing::debug!(provider = self.format.name(), %path, status = status.as_u16(), %error, "model request failed");
+        Err(error)
+    }
+}
+
+/// A reqwest error as a [`ProviderError`]: timeouts → `Timeout`, anything else → `Network`
+/// (with the causes, which reqwest's own message leaves out).
+pub(crate) fn transport_error(error: &reqwest::Error, doing: &str) -> ProviderError {
+    let mut message = format!("{doing}: {error}");
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    if error.is_timeout() {
+        ProviderError::Timeout { message }
+    } else {
+        ProviderError::Network { message }
+    }
+}
+
+fn is_json(response: &reqwest::Response) -> bool {
+    response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().starts_with("application/json"))
+}
+
+impl<W: WireFormat> Provider for HttpProvider<W> {
+    fn stream(&self, request: ModelRequest) -> ChunkStream {
+        let shared = self.shared.clone();
+        Box::pin(async_stream::stream! {
+            let wire = match shared.format.encode(&request, true) {
+                Ok(wire) => wire,
+                Err(error) => {
+                    yield Err(error);
+                    return;
+                }
+            };
+            let response = match shared.send(wire, true).await {
+                Ok(response) => response,
+                Err(error) => {
+                    yield Err(error);
+                    return;
+                }
+            };
+            if is_json(&response) {
+                // A server that ignored `stream: true` and answered with one JSON body.
+                let body = tokio::time::timeout(shared.request_timeout, response.bytes()).await;
+                let decoded = match body {
+                    Err(_) => Err(ProviderError::Timeout {
+                        message: format!("response body not read within {:?}", shared.request_timeout),
+                    }),
+                    Ok(Err(e)) => Err(transport_error(&e, "reading the response")),
+                    Ok(Ok(bytes)) => shared.format.decode_response(&bytes),
+                };
+                match decoded {
+                    Ok(response) => {
+                        for chunk in response_chunks(response) {
+                            yield Ok(chunk);
+                        }
+                    }
+                    Err(error) => yield Err(error),
+                }
+                return;
+            }
+            let bytes = response.bytes_stream();
+            let mut chunks = chunk_stream(
+                bytes,
+                shared.stream_idle_timeout,
+                shared.format.stream_decoder(),
+                |e: reqwest::Error| transport_error(&e, "the stream broke off"),
+            );
+            while let Some(chunk) = futures::StreamExt::next(&mut chunks).await {
+                yield chunk;
+            }
+        })
+    }
+
+    fn complete(
+        &self,
+        request: ModelRequest,
+    ) -> BoxFuture<'static, Result<ModelResponse, ProviderError>> {
+        let shared = self.shared.clone();
+        Box::pin(async move {
+            let wire = shared.format.encode(&request, false)?;
+            let timeout = shared.request_timeout;
+            let bytes = tokio::time::timeout(timeout, async {
+                let response = shared.send(wire, false).await?;
+                response.bytes().await.map_err(|e| transport_error(&e, "reading the response"))
+            })
+            .await
+            .map_err(|_| ProviderError::Timeout {
+                message: format!("no complete response within {timeout:?}"),
+            })??;
+            shared.format.decode_response(&bytes)
+        })
+    }
+
+    fn name(&self) -> &str {
+        &self.shared.model
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,216 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use super::classify::classify_at;
+use super::*;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+    let mut map = HeaderMap::new();
+    for (name, value) in pairs {
+        map.insert(
+            HeaderName::from_bytes(name.as_bytes()).unwrap(),
+            HeaderValue::from_str(value).unwrap(),
+        );
+    }
+    map
+}
+
+fn now() -> SystemTime {
+    // Sat, 21 Nov 2026 22:00:00 GMT
+    UNIX_EPOCH + Duration::from_secs(1_795_298_400)
+}
+
+#[test]
+fn statuses_map_to_error_classes_with_the_providers_message() {
+    let body =
+        r#"{"error":{"message":"Invalid API Key","type":"authentication_error","code":401}}"#;
+    let none = HeaderMap::new();
+    assert_eq!(
+        classify_at(401, &none, body, now()),
+        ProviderError::Auth { status: 401, message: "Invalid API Key".into() }
+    );
+    assert!(matches!(
+        classify_at(403, &none, body, now()),
+        ProviderError::Auth { status: 403, .. }
+    ));
+    let bad = r#"{"error":{"code":400,"message":"Expected 'messages' to be an array","type":"invalid_request_error"}}"#;
+    assert_eq!(
+        classify_at(400, &none, bad, now()),
+        ProviderError::InvalidRequest { message: "Expected 'messages' to be an array".into() }
+    );
+    assert_eq!(
+        classify_at(404, &none, r#"{"error":"model 'x' not found"}"#, now()),
+        ProviderError::InvalidRequest { message: "HTTP 404: model 'x' not found".into() }
+    );
+    assert!(matches!(classify_at(408, &none, "", now()), ProviderError::Timeout { .. }));
+    assert!(matches!(
+        classify_at(409, &none, "", now()),
+        ProviderError::Server { status: 409, .. }
+    ));
+    assert_eq!(
+        classify_at(500, &none, "", now()),
+        ProviderError::Server { status: 500, message: "Internal Server Error".into() }
+    );
+    assert_eq!(
+        classify_at(
+            529,
+            &none,
+            r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+            now()
+        ),
+        ProviderError::Overloaded { message: "Overloaded".into() }
+    );
+    assert_eq!(
+        classify_at(502, &none, "<html>bad gateway</html>", now()),
+        ProviderError::Server { status: 502, message: "<html>bad gateway</html>".into() }
+    );
+    assert!(matches!(classify_at(302, &none, "", now()), ProviderError::Other { .. }));
+}
+
+#[test]
+fn messages_come_from_every_error_body_shape() {
+    assert_eq!(error_message(r#"{"error":{"message":"a"}}"#).as_deref(), Some("a"));
+    assert_eq!(error_message(r#"{"error":"b"}"#).as_deref(), Some("b"));
+    assert_eq!(error_message(r#"{"object":"error","message":"c"}"#).as_deref(), Some("c"));
+    assert_eq!(error_message(r#"{"detail":"d"}"#).as_deref(), Some("d"));
+    assert_eq!(error_message("not json"), None);
+    let long = "x".repeat(2000);
+    let ProviderError::Server { message, .. } = classify_at(500, &HeaderMap::new(), &long, now())
+    else {
+        panic!()
+    };
+    assert_eq!(message.len(), 500);
+}
+
+fn delay(pairs: &[(&str, &str)]) -> Option<Duration> {
+    retry_after(&headers(pairs), now())
+}
+
+#[test]
+fn retry_after_reads_seconds_milliseconds_and_http_dates() {
+    assert_eq!(delay(&[("retry-after", "7")]), Some(Duration::from_secs(7)));
+    assert_eq!(delay(&[("retry-after", "1.5")]), Some(Duration::from_millis(1500)));
+    assert_eq!(
+        delay(&[("retry-after-ms", "250"), ("retry-after", "7")]),
+        Some(Duration::from_millis(250))
+    );
+    assert_eq!(
+        delay(&[("retry-after", "Sat, 21 Nov 2026 22:00:30 GMT")]),
+        Some(Duration::from_secs(30))
+    );
+    assert_eq!(delay(&[("retry-after", "Sat, 21 Nov 2026 21:00:00 GMT")]), Some(Duration::ZERO));
+    assert_eq!(delay(&[("retry-after", "soon")]), None);
+    assert_eq!(delay(&[]), None);
+}
+
+#[test]
+fn retry_after_falls_back_to_rate_limit_reset_headers() {
+    assert_eq!(delay(&[("x-ratelimit-reset-requests", "1s")]), Some(Duration::from_secs(1)));
+    assert_eq!(delay(&[("x-ratelimit-reset-tokens", "6m0s")]), Some(Duration::from_secs(360)));
+    assert_eq!(delay(&[("x-ratelimit-reset-tokens", "20ms")]), Some(Duration::from_millis(20)));
+    assert_eq!(delay(&[("x-ratelimit-reset-tokens", "1.5s")]), Some(Duration::from_millis(1500)));
+    // The exhausted limit's reset wins over a longer one that is not exhausted.
+    assert_eq!(
+        delay(&[
+            ("x-ratelimit-reset-requests", "2s"),
+            ("x-ratelimit-remaining-requests", "0"),
+            ("x-ratelimit-reset-tokens", "6m0s"),
+            ("x-ratelimit-remaining-tokens", "5000"),
+        ]),
+        Some(Duration::from_secs(2))
+    );
+    // Nothing says which: the longest.
+    assert_eq!(
+        delay(&[("x-ratelimit-reset-requests", "2s"), ("x-ratelimit-reset-tokens", "3s")]),
+        Some(Duration::from_secs(3))
+    );
+    assert_eq!(
+        delay(&[
+            ("anthropic-ratelimit-tokens-reset", "2026-11-21T22:00:45Z"),
+            ("anthropic-ratelimit-tokens-remaining", "0"),
+        ]),
+        Some(Duration::from_secs(45))
+    );
+    // Retry-After wins over reset headers.
+    assert_eq!(
+        delay(&[("retry-after", "3"), ("x-ratelimit-reset-tokens", "6m0s")]),
+        Some(Duration::from_secs(3))
+    );
+}
+
+#[test]
+fn a_429_carries_its_delay() {
+    let error = classify_at(
+        429,
+        &headers(&[("retry-after", "2")]),
+        r#"{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}"#,
+        now(),
+    );
+    assert_eq!(
+        error,
+        ProviderError::RateLimited {
+            message: "Rate limit reached".into(),
+            retry_after_ms: Some(2000)
+        }
+    );
+    assert_eq!(error.retry_after(), Some(Duration::from_secs(2)));
+}
+
+struct Dummy;
+
+impl WireFormat for Dummy {
+    fn name(&self) -> &'static str {
+        "dummy"
+    }
+    fn auth(&self) -> AuthStyle {
+        AuthStyle::Header("x-api-key")
+    }
+    fn encode(&self, _: &ModelRequest, _: bool) -> Result<WireRequest, ProviderError> {
+        Err(ProviderError::Other { message: "unused".into() })
+    }
+    fn stream_decoder(&self) -> Box<dyn crate::provider::wire::StreamDecoder> {
+        unreachable!()
+    }
+    fn decode_response(&self, _: &[u8]) -> Result<ModelResponse, ProviderError> {
+        unreachable!()
+    }
+}
+
+#[test]
+fn building_checks_the_url_headers_and_required_key() {
+    let ok = HttpProvider::new(Dummy, HttpConfig::new("http://127.0.0.1:1/v1/", "m").api_key("k"));
+    let provider = ok.unwrap();
+    assert_eq!(provider.base_url(), "http://127.0.0.1:1/v1");
+    assert_eq!(provider.name(), "m");
+    assert!(matches!(
+        HttpProvider::new(Dummy, HttpConfig::new("ftp://x", "m")),
+        Err(HttpConfigError::InvalidBaseUrl { .. })
+    ));
+    assert!(matches!(
+        HttpProvider::new(Dummy, HttpConfig::new("not a url", "m")),
+        Err(HttpConfigError::InvalidBaseUrl { .. })
+    ));
+    assert!(matches!(
+        HttpProvider::new(Dummy, HttpConfig::new("http://x", "m").header("bad header", "v")),
+        Err(HttpConfigError::InvalidHeader { .. })
+    ));
+    let missing = HttpConfig::new("http://x", "m")
+        .api_key_env("AGENTLOOP_TEST_SURELY_UNSET_KEY")
+        .require_api_key(true);
+    assert_eq!(
+        HttpProvider::new(Dummy, missing).unwrap_err(),
+        HttpConfigError::MissingApiKey { env: "AGENTLOOP_TEST_SURELY_UNSET_KEY".into() }
+    );
+    // Optional keys may be absent.
+    let optional = HttpConfig::new("http://x", "m").api_key_env("AGENTLOOP_TEST_SURELY_UNSET_KEY");
+    assert!(HttpProvider::new(Dummy, optional).is_ok());
+}
+
+#[test]
+fn the_config_debug_output_hides_the_key() {
+    let config = HttpConfig::new("http://x", "m").api_key("sk-very-secret");
+    let debug = format!("{config:?}");
+    assert!(!debug.contains("sk-very-secret"), "{debug}");
+    let provider = HttpProvider::new(Dummy, config).unwrap();
+    assert!(!format!("{provider:?}").contains("sk-very-secret"));
+}

@@ -1,0 +1,488 @@
+//! OpenAI Chat Completions (`/chat/completions`), for OpenAI and every OpenAI-compatible
+//! server, plus the constructors of the OpenAI providers ([`OpenAi`]).
+//!
+//! ```no_run
+//! use agentloop::provider::openai::{Compat, OpenAi};
+//!
+//! let openai = OpenAi::chat("gpt-4.1")?; // OPENAI_API_KEY
+//! let responses = OpenAi::responses("gpt-5")?;
+//! let local = OpenAi::compatible(Compat::ollama(), "llama3.2")?;
+//! # Ok::<(), agentloop::provider::http::HttpConfigError>(())
+//! ```
+
+mod compat;
+mod stream;
+
+pub use compat::{Compat, Dialect};
+
+use super::http::{error_object, HttpConfig, HttpConfigError, HttpProvider};
+use super::openai_responses::OpenAiResponses;
+use super::wire::{StreamDecoder, WireFormat, WireRequest};
+use super::{ModelRequest, ModelResponse, ProviderError, ToolChoice};
+use crate::message::{FinishReason, MediaSource, Message, Part, Reasoning, Role, ToolCall, Usage};
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+
+/// Constructors of the OpenAI providers.
+#[derive(Debug, Clone, Copy)]
+pub struct OpenAi;
+
+impl OpenAi {
+    /// OpenAI Chat Completions with `model`; the key comes from `OPENAI_API_KEY`.
+    pub fn chat(model: impl Into<String>) -> Result<HttpProvider<OpenAiChat>, HttpConfigError> {
+        Self::compatible(Compat::openai(), model)
+    }
+
+    /// OpenAI's Responses API with `model`; the key comes from `OPENAI_API_KEY`.
+    pub fn responses(
+        model: impl Into<String>,
+    ) -> Result<HttpProvider<OpenAiResponses>, HttpConfigError> {
+        Self::responses_compatible(Compat::openai(), model)
+    }
+
+    /// Chat Completions on an OpenAI-compatible server.
+    pub fn compatible(
+        server: Compat,
+        model: impl Into<String>,
+    ) -> Result<HttpProvider<OpenAiChat>, HttpConfigError> {
+        Self::chat_with(server.config(model), server.dialect)
+    }
+
+    /// The Responses API on an OpenAI-compatible server (e.g. llama.cpp's `/v1/responses`).
+    pub fn responses_compatible(
+        server: Compat,
+        model: impl Into<String>,
+    ) -> Result<HttpProvider<OpenAiResponses>, HttpConfigError> {
+        Self::responses_with(server.config(model), server.dialect)
+    }
+
+    /// Chat Completions with a full HTTP configuration (see [`Compat::config`]).
+    pub fn chat_with(
+        config: HttpConfig,
+        dialect: Dialect,
+    ) -> Result<HttpProvider<OpenAiChat>, HttpConfigError> {
+        let format = OpenAiChat::new(config.model(), dialect);
+        HttpProvider::new(format, config)
+    }
+
+    /// The Responses API with a full HTTP configuration (see [`Compat::config`]).
+    pub fn responses_with(
+        config: HttpConfig,
+        dialect: Dialect,
+    ) -> Result<HttpProvider<OpenAiResponses>, HttpConfigError> {
+        let format = OpenAiResponses::new(config.model(), dialect);
+        HttpProvider::new(format, config)
+    }
+}
+
+/// The Chat Completions wire format.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenAiChat {
+    model: String,
+    dialect: Dialect,
+}
+
+impl OpenAiChat {
+    /// The format for `model` in `dialect`.
+    pub fn new(model: impl Into<String>, dialect: Dialect) -> Self {
+        Self { model: model.into(), dialect }
+    }
+
+    /// The dialect.
+    pub fn dialect(&self) -> &Dialect {
+        &self.dialect
+    }
+
+    fn messages(&self, request: &ModelRequest) -> Result<Vec<Value>, ProviderError> {
+        let instructions_role = if self.dialect.developer_role { "developer" } else { "system" };
+        let mut out = Vec::with_capacity(request.messages.len() + 1);
+        if let Some(instructions) = request.instructions.as_deref().filter(|i| !i.is_empty()) {
+            out.push(json!({"role": instructions_role, "content": instructions}));
+        }
+        for message in request.messages.iter() {
+            match message.role {
+                Role::System => out.push(json!({"role": "system", "content": message.text()})),
+                Role::Developer => {
+                    out.push(json!({"role": instructions_role, "content": message.text()}))
+                }
+                Role::User => out.push(user_message(message)?),
+                Role::Assistant => out.push(assistant_message(message)),
+                Role::Tool => {}
+            }
+            // Tool results become one `tool` message each, whatever message holds them.
+            for result in message.tool_results_iter() {
+                out.push(json!({
+                    "role": "tool",
+                    "tool_call_id": result.call_id,
+                    "content": result.content.to_text(),
+                }));
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// A user message: a plain string when it is one text, content parts otherwise.
+fn user_message(message: &Message) -> Result<Value, ProviderError> {
+    let mut parts = Vec::new();
+    for part in &message.content {
+        match part {
+            Part::Text { text } => parts.push(json!({"type": "text", "text": text})),
+            Part::Image { source } => {
+                parts.push(json!({"type": "image_url", "image_url": {"url": media_url(source)}}))
+            }
+            Part::File { source: MediaSource::Base64 { media_type, data }, filename } => parts
+                .push(json!({"type": "file", "file": {
+                    "filename": filename.as_deref().unwrap_or("file"),
+                    "file_data": format!("data:{media_type};base64,{data}"),
+                }})),
+            Part::File { source: MediaSource::Url { .. }, .. } => {
+                return Err(ProviderError::InvalidRequest {
+                    message: "the chat completions API takes files as base64 data, not URLs".into(),
+                })
+            }
+            Part::ToolCall(_) | Part::ToolResult(_) | Part::Reasoning(_) => {}
+        }
+    }
+    let content = match parts.as_slice() {
+        [single] if single["type"] == "text" => single["text"].clone(),
+        _ => Value::Array(parts),
+    };
+    Ok(json!({"role": "user", "content": content}))
+}
+
+/// An image or file source as a URL (inline data as a `data:` URL).
+pub(crate) fn media_url(source: &MediaSource) -> String {
+    match source {
+        MediaSource::Url { url } => url.clone(),
+        MediaSource::Base64 { media_type, data } => format!("data:{media_type};base64,{data}"),
+    }
+}
+
+/// An assistant message: its text (`null` when it only calls tools) and its tool calls.
+/// Reasoning is not sent back: the chat API has no field for it (and DeepSeek rejects
+/// `reasoning_content` in requests).
+fn assistant_message(message: &Message) -> Value {
+    let text = message.text();
+    let calls: Vec<Value> = message
+        .tool_calls()
+        .map(|call| {
+            let arguments = if call.arguments.trim().is_empty() { "{}" } else { &call.arguments };
+            json!({
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": arguments},
+            })
+        })
+        .collect();
+    let mut out = Map::new();
+    out.insert("role".into(), json!("assistant"));
+    out.insert(
+        "content".into(),
+        if text.is_empty() && !calls.is_empty() { Value::Null } else { json!(text) },
+    );
+    if !calls.is_empty() {
+        out.insert("tool_calls".into(), Value::Array(calls));
+    }
+    Value::Object(out)
+}
+
+impl WireFormat for OpenAiChat {
+    fn name(&self) -> &'static str {
+        "openai"
+    }
+
+    fn encode(&self, request: &ModelRequest, stream: bool) -> Result<WireRequest, ProviderError> {
+        let mut body = Map::new();
+        body.insert("model".into(), json!(self.model));
+        body.insert("messages".into(), Value::Array(self.messages(request)?));
+        if !request.tools.is_empty() {
+            let tools = request
+                .tools
+                .iter()
+                .map(|tool| {
+                    json!({"type": "function", "function": {
+                        "name": tool.name,
+                        "description": tool.description,
+                        "parameters": tool.parameters,
+                    }})
+                })
+                .collect();
+            body.insert("tools".into(), Value::Array(tools));
+            let choice = match &request.tool_choice {
+                ToolChoice::Auto => None,
+                ToolChoice::None => Some(json!("none")),
+                ToolChoice::Required => Some(json!(self.dialect.tool_choice_required)),
+                ToolChoice::Named(name) => {
+                    Some(json!({"type": "function", "function": {"name": name}}))
+                }
+            };
+            if let Some(choice) = choice {
+                body.insert("tool_choice".into(), choice);
+            }
+        }
+        if let Some(temperature) = request.temperature {
+            body.insert("temperature".into(), f32_json(temperature));
+        }
+        if let Some(max_tokens) = request.max_tokens {
+            body.insert(self.dialect.max_tokens_field.into(), json!(max_tokens));
+        }
+        body.insert("stream".into(), json!(stream));
+        if stream && self.dialect.stream_usage {
+            body.insert("stream_options".into(), json!({"include_usage": true}));
+        }
+        Ok(WireRequest {
+            path: "/chat/completions".into(),
+            body: Value::Object(body),
+            headers: vec![],
+        })
+    }
+
+    fn stream_decoder(&self) -> Box<dyn StreamDecoder> {
+        Box::new(stream::ChatDecoder::default())
+    }
+
+    fn decode_response(&self, body: &[u8]) -> Result<ModelResponse, ProviderError> {
+        let text = String::from_utf8_lossy(body);
+        let response: ChatResponse = serde_json::from_slice(body)
+            .map_err(|e| ProviderError::protocol(format!("invalid chat completion: {e}"), &text))?;
+        if let Some(error) = response.error {
+            return Err(stream_error(&error));
+        }
+        let choice = response
+            .choices
+            .unwrap_or_default()
+            .into_iter()
+            .find(|c| c.index.unwrap_or(0) == 0)
+            .ok_or_else(|| ProviderError::protocol("a chat completion without choices", &text))?;
+        let message = choice.message.unwrap_or_default();
+        let mut content = Vec::new();
+        if let Some(reasoning) = message.reasoning_text() {
+            content.push(Part::Reasoning(Reasoning { text: reasoning, opaque: None }));
+        }
+        let answer = message.content.as_ref().map(content_text).unwrap_or_default();
+        let answer =
+            if answer.is_empty() { message.refusal.clone().unwrap_or_default() } else { answer };
+        if !answer.is_empty() {
+            content.push(Part::text(answer));
+        }
+        for (index, call) in message.tool_calls.unwrap_or_default().into_iter().enumerate() {
+            let function = call.function.unwrap_or_default();
+            let name = function
+                .name
+                .filter(|n| !n.is_empty())
+                .ok_or_else(|| ProviderError::protocol("a tool call without a name", &text))?;
+            content.push(Part::ToolCall(ToolCall {
+                id: call.id.filter(|id| !id.is_empty()).unwrap_or_else(|| format!("call_{index}")),
+                name,
+                arguments: match function.arguments {
+                    Some(Value::String(arguments)) => arguments,
+                    Some(Value::Null) | None => String::new(),
+                    Some(other) => other.to_string(),
+                },
+            }));
+        }
+        let has_calls = content.iter().any(|p| matches!(p, Part::ToolCall(_)));
+        Ok(ModelResponse {
+            message: Message { role: Role::Assistant, content },
+            finish_reason: finish_reason(choice.finish_reason.as_deref(), has_calls),
+            usage: response.usage.map(WireUsage::into_usage).unwrap_or_default(),
+        })
+    }
+
+    fn classify_error(&self, status: u16, body: &str, generic: ProviderError) -> ProviderError {
+        classify_openai_error(status, body, generic)
+    }
+}
+
+/// An `f32` as the JSON number it reads as (`0.7`, not `0.699999988079071`).
+pub(crate) fn f32_json(value: f32) -> Value {
+    value.to_string().parse::<f64>().map(|v| json!(v)).unwrap_or(Value::Null)
+}
+
+/// The text of a message `content`: a string, or the texts of content parts.
+fn content_text(content: &Value) -> String {
+    match content {
+        Value::String(text) => text.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join(""),
+        _ => String::new(),
+    }
+}
+
+/// A chat finish reason; a turn with tool calls that says `stop` (as some servers do) is a
+/// `tool_calls` turn.
+pub(crate) fn finish_reason(reason: Option<&str>, has_calls: bool) -> FinishReason {
+    match reason {
+        Some("tool_calls" | "function_call") => FinishReason::ToolCalls,
+        Some("stop") | None if has_calls => FinishReason::ToolCalls,
+        Some("stop") | None => FinishReason::Stop,
+        Some("length") => FinishReason::Length,
+        Some("content_filter") => FinishReason::ContentFilter,
+        Some(other) => FinishReason::Other(other.to_owned()),
+    }
+}
+
+/// Refines an OpenAI-style error response: context overflow (OpenAI's
+/// `context_length_exceeded`, llama.cpp's `exceed_context_size_error`, vLLM's "maximum
+/// context length" message), and an exhausted quota, which a retry does not fix.
+pub(crate) fn classify_openai_error(
+    status: u16,
+    body: &str,
+    generic: ProviderError,
+) -> ProviderError {
+    let Some(error) = error_object(body) else { return generic };
+    let message = generic_message(&generic);
+    if matches!(status, 400 | 413 | 422) && is_context_overflow(&error) {
+        return ProviderError::ContextLengthExceeded { message };
+    }
+    if status == 429
+        && field(&error, "code").or(field(&error, "type")) == Some("insufficient_quota")
+    {
+        return ProviderError::Other { message: format!("insufficient quota: {message}") };
+    }
+    generic
+}
+
+fn generic_message(error: &ProviderError) -> String {
+    match error {
+        ProviderError::InvalidRequest { message }
+        | ProviderError::Auth { message, .. }
+        | ProviderError::RateLimited { message, .. }
+        | ProviderError::Server { message, .. }
+        | ProviderError::Overloaded { message }
+        | ProviderError::ContextLengthExceeded { message }
+        | ProviderError::Other { message } => message.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn field<'a>(error: &'a Value, name: &str) -> Option<&'a str> {
+    error.get(name).and_then(Value::as_str)
+}
+
+/// Whether an OpenAI-style error object says the prompt does not fit the context window.
+pub(crate) fn is_context_overflow(error: &Value) -> bool {
+    let code = field(error, "code").unwrap_or_default();
+    let kind = field(error, "type").unwrap_or_default();
+    if matches!(code, "context_length_exceeded") || kind == "exceed_context_size_error" {
+        return true;
+    }
+    let message = field(error, "message").unwrap_or_default().to_ascii_lowercase();
+    [
+        "maximum context length",
+        "context length exceeded",
+        "context_length_exceeded",
+        "exceeds the available context size",
+    ]
+    .iter()
+    .any(|needle| message.contains(needle))
+}
+
+/// An error object sent inside a response or a stream (no HTTP status to go by).
+pub(crate) fn stream_error(error: &Value) -> ProviderError {
+    let message = field(error, "message").map(str::to_owned).unwrap_or_else(|| error.to_string());
+    if is_context_overflow(error) {
+        return ProviderError::ContextLengthExceeded { message };
+    }
+    let status = error.get("code").and_then(Value::as_u64).and_then(|c| u16::try_from(c).ok());
+    if let Some(status) = status.filter(|s| (400..600).contains(s)) {
+        let body = json!({ "error": error }).to_string();
+        return super::http::classify_http_error(status, &Default::default(), &body);
+    }
+    let code = field(error, "code").or(field(error, "type")).unwrap_or_default();
+    match code {
+        c if c.contains("rate_limit") => {
+            ProviderError::RateLimited { message, retry_after_ms: None }
+        }
+        c if c.contains("overloaded") || c == "slow_down" => ProviderError::Overloaded { message },
+        "server_error" | "internal_error" | "api_error" | "internal_server_error" => {
+            ProviderError::Server { status: 500, message }
+        }
+        "invalid_request_error" | "invalid_prompt" | "invalid_request" => {
+            ProviderError::InvalidRequest { message }
+        }
+        "authentication_error" | "invalid_api_key" => ProviderError::Auth { status: 401, message },
+        _ => ProviderError::Other { message },
+    }
+}
+
+/// A chat completion (non-streamed), read leniently: servers leave out or null many fields.
+#[derive(Debug, Deserialize)]
+struct ChatResponse {
+    choices: Option<Vec<ChatChoice>>,
+    usage: Option<WireUsage>,
+    error: Option<Value>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ChatChoice {
+    index: Option<u32>,
+    message: Option<ChatMessage>,
+    finish_reason: Option<String>,
+}
+
+/// A choice's message, or a streamed delta.
+#[derive(Debug, Default, Deserialize)]
+struct ChatMessage {
+    content: Option<Value>,
+    reasoning_content: Option<Value>,
+    reasoning: Option<Value>,
+    refusal: Option<String>,
+    tool_calls: Option<Vec<WireToolCall>>,
+}
+
+impl ChatMessage {
+    /// `reasoning_content` (DeepSeek, llama.cpp, vLLM) or `reasoning` (OpenRouter, Groq).
+    fn reasoning_text(&self) -> Option<String> {
+        [&self.reasoning_content, &self.reasoning]
+            .into_iter()
+            .find_map(|r| r.as_ref().and_then(Value::as_str).filter(|t| !t.is_empty()))
+            .map(str::to_owned)
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct WireToolCall {
+    index: Option<u32>,
+    id: Option<String>,
+    function: Option<WireFunction>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct WireFunction {
+    name: Option<String>,
+    arguments: Option<Value>,
+}
+
+/// Token usage as OpenAI-style servers report it.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct WireUsage {
+    prompt_tokens: Option<u64>,
+    completion_tokens: Option<u64>,
+    prompt_tokens_details: Option<TokenDetails>,
+    completion_tokens_details: Option<TokenDetails>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct TokenDetails {
+    cached_tokens: Option<u64>,
+    reasoning_tokens: Option<u64>,
+}
+
+impl WireUsage {
+    fn into_usage(self) -> Usage {
+        Usage {
+            input: self.prompt_tokens.unwrap_or(0),
+            output: self.completion_tokens.unwrap_or(0),
+            cached_input: self.prompt_tokens_details.and_then(|d| d.cached_tokens).unwrap_or(0),
+            reasoning: self.completion_tokens_details.and_then(|d| d.reasoning_tokens).unwrap_or(0),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

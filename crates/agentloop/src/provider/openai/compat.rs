@@ -1,0 +1,320 @@
+//! OpenAI-compatible servers by configuration: a [`Dialect`] (what the server accepts) and a
+//! [`Compat`] preset (where it is, how to authenticate, and its dialect).
+
+use crate::provider::http::HttpConfig;
+
+/// What an OpenAI-compatible server accepts, where it differs from OpenAI's own API.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Dialect {
+    /// Instructions and developer messages go out as `developer` messages (OpenAI); when
+    /// false, as `system` messages (most compatible servers).
+    pub developer_role: bool,
+    /// Streamed chat requests ask for usage with `stream_options.include_usage`.
+    pub stream_usage: bool,
+    /// The name of the output token limit in chat requests: `max_completion_tokens` (OpenAI)
+    /// or `max_tokens`.
+    pub max_tokens_field: &'static str,
+    /// How `ToolChoice::Required` is written (`required`; Mistral also takes `any`).
+    pub tool_choice_required: &'static str,
+    /// Responses API: the `store` value sent (`None`: left out). Requests are always
+    /// stateless (the whole history is sent; `previous_response_id` never is).
+    pub responses_store: Option<bool>,
+    /// Responses API: asks for `reasoning.encrypted_content`, which lets reasoning items be
+    /// sent back on the next turn without server-side storage.
+    pub responses_encrypted_reasoning: bool,
+}
+
+impl Dialect {
+    /// OpenAI's own API.
+    pub fn openai() -> Self {
+        Self {
+            developer_role: true,
+            stream_usage: true,
+            max_tokens_field: "max_completion_tokens",
+            tool_choice_required: "required",
+            responses_store: Some(false),
+            responses_encrypted_reasoning: true,
+        }
+    }
+
+    /// What most compatible servers accept: `system` instructions, `max_tokens`,
+    /// `stream_options`, plain stateless Responses requests.
+    pub fn compatible() -> Self {
+        Self {
+            developer_role: false,
+            stream_usage: true,
+            max_tokens_field: "max_tokens",
+            tool_choice_required: "required",
+            responses_store: None,
+            responses_encrypted_reasoning: false,
+        }
+    }
+
+    /// Sets [`developer_role`](Self::developer_role).
+    pub fn developer_role(mut self, on: bool) -> Self {
+        self.developer_role = on;
+        self
+    }
+
+    /// Sets [`stream_usage`](Self::stream_usage).
+    pub fn stream_usage(mut self, on: bool) -> Self {
+        self.stream_usage = on;
+        self
+    }
+
+    /// Sets [`max_tokens_field`](Self::max_tokens_field).
+    pub fn max_tokens_field(mut self, field: &'static str) -> Self {
+        self.max_tokens_field = field;
+        self
+    }
+
+    /// Sets [`tool_choice_required`](Self::tool_choice_required).
+    pub fn tool_choice_required(mut self, value: &'static str) -> Self {
+        self.tool_choice_required = value;
+        self
+    }
+
+    /// Sets [`responses_store`](Self::responses_store).
+    pub fn responses_store(mut self, store: Option<bool>) -> Self {
+        self.responses_store = store;
+        self
+    }
+
+    /// Sets [`responses_encrypted_reasoning`](Self::responses_encrypted_reasoning).
+    pub fn responses_encrypted_reasoning(mut self, on: bool) -> Self {
+        self.responses_encrypted_reasoning = on;
+        self
+    }
+}
+
+/// An OpenAI-compatible server: its base URL, where its API key comes from, extra headers,
+/// and its [`Dialect`]. Start from a preset and adjust:
+///
+/// ```
+/// use agentloop::provider::openai::{Compat, OpenAi};
+///
+/// let preset = Compat::llama_cpp().base_url("http://127.0.0.1:8091/v1");
+/// let provider = OpenAi::compatible(preset, "local")?;
+/// # Ok::<(), agentloop::provider::http::HttpConfigError>(())
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Compat {
+    /// A short name (`openai`, `ollama`, …).
+    pub name: &'static str,
+    /// The API's base URL (paths such as `/chat/completions` are appended).
+    pub base_url: String,
+    /// The environment variable holding the API key, if any.
+    pub api_key_env: Option<String>,
+    /// Whether a key is required (building fails without one).
+    pub require_api_key: bool,
+    /// Headers sent with every request.
+    pub headers: Vec<(String, String)>,
+    /// Streamed requests do not reuse their connection (see
+    /// [`HttpConfig::close_streamed_connections`]).
+    pub close_streamed_connections: bool,
+    /// What the server accepts.
+    pub dialect: Dialect,
+}
+
+impl Compat {
+    fn preset(
+        name: &'static str,
+        base_url: &str,
+        api_key_env: Option<&str>,
+        require_api_key: bool,
+        dialect: Dialect,
+    ) -> Self {
+        Self {
+            name,
+            base_url: base_url.to_owned(),
+            api_key_env: api_key_env.map(str::to_owned),
+            require_api_key,
+            headers: Vec::new(),
+            close_streamed_connections: false,
+            dialect,
+        }
+    }
+
+    /// OpenAI's API (`OPENAI_API_KEY`, required).
+    pub fn openai() -> Self {
+        Self::preset(
+            "openai",
+            "https://api.openai.com/v1",
+            Some("OPENAI_API_KEY"),
+            true,
+            Dialect::openai(),
+        )
+    }
+
+    /// Ollama's OpenAI-compatible endpoint on its default port (no key).
+    pub fn ollama() -> Self {
+        Self::preset("ollama", "http://localhost:11434/v1", None, false, Dialect::compatible())
+    }
+
+    /// A vLLM server on its default port (`VLLM_API_KEY` when it was started with a key).
+    pub fn vllm() -> Self {
+        Self::preset(
+            "vllm",
+            "http://localhost:8000/v1",
+            Some("VLLM_API_KEY"),
+            false,
+            Dialect::compatible(),
+        )
+    }
+
+    /// A llama.cpp `llama-server` on its default port (`LLAMA_API_KEY` when it was started
+    /// with `--api-key`). Its Responses endpoint is stateless and rejects
+    /// `previous_response_id`, which is never sent.
+    pub fn llama_cpp() -> Self {
+        Self::preset(
+            "llama.cpp",
+            "http://127.0.0.1:8080/v1",
+            Some("LLAMA_API_KEY"),
+            false,
+            Dialect::compatible(),
+        )
+    }
+
+    /// LM Studio's local server on its default port (no key; usage not requested in streams).
+    pub fn lm_studio() -> Self {
+        Self::preset(
+            "lm-studio",
+            "http://localhost:1234/v1",
+            Some("LM_API_TOKEN"),
+            false,
+            Dialect::compatible().stream_usage(false),
+        )
+    }
+
+    /// A LiteLLM proxy on its default port (`LITELLM_API_KEY`: the proxy's key, if set).
+    pub fn litellm() -> Self {
+        Self::preset(
+            "litellm",
+            "http://localhost:4000/v1",
+            Some("LITELLM_API_KEY"),
+            false,
+            Dialect::compatible(),
+        )
+    }
+
+    /// OpenRouter (`OPENROUTER_API_KEY`, required; it always sends usage, so none is asked
+    /// for).
+    pub fn openrouter() -> Self {
+        Self::preset(
+            "openrouter",
+            "https://openrouter.ai/api/v1",
+            Some("OPENROUTER_API_KEY"),
+            true,
+            Dialect::compatible().stream_usage(false),
+        )
+    }
+
+    /// Groq (`GROQ_API_KEY`, required).
+    pub fn groq() -> Self {
+        Self::preset(
+            "groq",
+            "https://api.groq.com/openai/v1",
+            Some("GROQ_API_KEY"),
+            true,
+            Dialect::compatible(),
+        )
+    }
+
+    /// Together AI (`TOGETHER_API_KEY`, required; usage not requested in streams).
+    pub fn together() -> Self {
+        Self::preset(
+            "together",
+            "https://api.together.xyz/v1",
+            Some("TOGETHER_API_KEY"),
+            true,
+            Dialect::compatible().stream_usage(false),
+        )
+    }
+
+    /// DeepSeek (`DEEPSEEK_API_KEY`, required; `reasoning_content` is read from its reasoning
+    /// models and never sent back, as its API requires).
+    pub fn deepseek() -> Self {
+        Self::preset(
+            "deepseek",
+            "https://api.deepseek.com/v1",
+            Some("DEEPSEEK_API_KEY"),
+            true,
+            Dialect::compatible(),
+        )
+    }
+
+    /// Mistral (`MISTRAL_API_KEY`, required; `any` for a required tool call, usage not
+    /// requested in streams).
+    pub fn mistral() -> Self {
+        Self::preset(
+            "mistral",
+            "https://api.mistral.ai/v1",
+            Some("MISTRAL_API_KEY"),
+            true,
+            Dialect::compatible().stream_usage(false).tool_choice_required("any"),
+        )
+    }
+
+    /// Another server: `base_url`, no key, the common [`Dialect::compatible`] dialect.
+    pub fn custom(base_url: impl Into<String>) -> Self {
+        Self {
+            base_url: base_url.into(),
+            ..Self::preset("custom", "", None, false, Dialect::compatible())
+        }
+    }
+
+    /// Sets the base URL.
+    pub fn base_url(mut self, base_url: impl Into<String>) -> Self {
+        self.base_url = base_url.into();
+        self
+    }
+
+    /// Sets the environment variable the API key is read from.
+    pub fn api_key_env(mut self, name: impl Into<String>) -> Self {
+        self.api_key_env = Some(name.into());
+        self
+    }
+
+    /// Sets whether a key is required.
+    pub fn require_api_key(mut self, required: bool) -> Self {
+        self.require_api_key = required;
+        self
+    }
+
+    /// Adds a header sent with every request.
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    /// Sets whether streamed requests reuse their connection.
+    pub fn close_streamed_connections(mut self, close: bool) -> Self {
+        self.close_streamed_connections = close;
+        self
+    }
+
+    /// Sets the dialect.
+    pub fn dialect(mut self, dialect: Dialect) -> Self {
+        self.dialect = dialect;
+        self
+    }
+
+    /// The HTTP configuration of this server for `model`, to adjust (an explicit key,
+    /// timeouts, the retry policy) before building with
+    /// [`OpenAi::chat_with`](super::OpenAi::chat_with) or
+    /// [`OpenAi::responses_with`](super::OpenAi::responses_with).
+    pub fn config(&self, model: impl Into<String>) -> HttpConfig {
+        let mut config = HttpConfig::new(self.base_url.clone(), model)
+            .require_api_key(self.require_api_key)
+            .close_streamed_connections(self.close_streamed_connections);
+        if let Some(env) = &self.api_key_env {
+            config = config.api_key_env(env.clone());
+        }
+        for (name, value) in &self.headers {
+            config = config.header(name.clone(), value.clone());
+        }
+        config
+    }
+}

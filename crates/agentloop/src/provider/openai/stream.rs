@@ -1,0 +1,222 @@
+//! Decoding a streamed chat completion: `chat.completion.chunk` events until `[DONE]`.
+
+use super::{finish_reason, stream_error, ChatMessage, WireUsage};
+use crate::message::FinishReason;
+use crate::provider::wire::StreamDecoder;
+use crate::provider::{ProviderError, StreamChunk};
+use serde::Deserialize;
+use serde_json::Value;
+
+#[derive(Debug, Deserialize)]
+struct ChatChunk {
+    choices: Option<Vec<ChunkChoice>>,
+    usage: Option<WireUsage>,
+    error: Option<Value>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ChunkChoice {
+    index: Option<u32>,
+    delta: Option<ChatMessage>,
+    finish_reason: Option<String>,
+}
+
+/// One streamed tool call. Its arguments arrive as deltas keyed by `index`; it starts (is
+/// announced) once its name is known.
+#[derive(Debug)]
+struct Call {
+    index: u32,
+    id: String,
+    name: Option<String>,
+    /// Argument text received before the call could start.
+    pending: String,
+    started: bool,
+}
+
+/// The chat stream decoder: maps tool-call `index` to call ids, turns `reasoning_content`
+/// into reasoning deltas, and emits the finish after the usage chunk, at `[DONE]`.
+#[derive(Debug, Default)]
+pub(super) struct ChatDecoder {
+    calls: Vec<Call>,
+    reasoning_open: bool,
+    /// The finish reason, once a choice reported one.
+    finish: Option<String>,
+    /// Tool calls and reasoning were closed (at the finish reason).
+    closed: bool,
+    done: bool,
+}
+
+impl ChatDecoder {
+    fn close_reasoning(&mut self, out: &mut Vec<StreamChunk>) {
+        if self.reasoning_open {
+            self.reasoning_open = false;
+            out.push(StreamChunk::ReasoningEnd { opaque: None });
+        }
+    }
+
+    /// Ends reasoning and every tool call (their arguments are complete).
+    fn close(&mut self, out: &mut Vec<StreamChunk>) -> Result<(), ProviderError> {
+        if self.closed {
+            return Ok(());
+        }
+        self.closed = true;
+        self.close_reasoning(out);
+        for call in &self.calls {
+            if !call.started {
+                return Err(ProviderError::protocol(
+                    "a streamed tool call without a name",
+                    &format!("index {}: {}", call.index, call.pending),
+                ));
+            }
+            out.push(StreamChunk::ToolCallEnd { id: call.id.clone() });
+        }
+        Ok(())
+    }
+
+    fn end(&mut self, out: &mut Vec<StreamChunk>) -> Result<(), ProviderError> {
+        self.close(out)?;
+        let reason: FinishReason = finish_reason(self.finish.as_deref(), !self.calls.is_empty());
+        out.push(StreamChunk::Finish { reason });
+        Ok(())
+    }
+
+    fn tool_call(
+        &mut self,
+        position: usize,
+        delta: &super::WireToolCall,
+        out: &mut Vec<StreamChunk>,
+    ) {
+        let id = delta.id.as_deref().filter(|id| !id.is_empty());
+        let slot = match (delta.index, id) {
+            (Some(index), _) => self.calls.iter().position(|c| c.index == index),
+            // Servers that leave out `index`: match by id, else continue the last call.
+            (None, Some(id)) => self.calls.iter().position(|c| c.id == id),
+            (None, None) => self.calls.len().checked_sub(1),
+        };
+        let slot = match slot {
+            Some(slot) => slot,
+            None => {
+                let index = delta.index.unwrap_or_else(|| {
+                    self.calls.iter().map(|c| c.index + 1).max().unwrap_or(position as u32)
+                });
+                self.calls.push(Call {
+                    index,
+                    id: String::new(),
+                    name: None,
+                    pending: String::new(),
+                    started: false,
+                });
+                self.calls.len() - 1
+            }
+        };
+        let call = &mut self.calls[slot];
+        if call.id.is_empty() {
+            if let Some(id) = id {
+                call.id = id.to_owned();
+            }
+        }
+        let function = delta.function.as_ref();
+        if call.name.is_none() {
+            call.name = function.and_then(|f| f.name.clone()).filter(|n| !n.is_empty());
+        }
+        let arguments = match function.and_then(|f| f.arguments.as_ref()) {
+            Some(Value::String(text)) => text.clone(),
+            Some(Value::Null) | None => String::new(),
+            Some(other) => other.to_string(),
+        };
+        if call.started {
+            if !arguments.is_empty() {
+                out.push(StreamChunk::ToolCallDelta { id: call.id.clone(), delta: arguments });
+            }
+            return;
+        }
+        call.pending.push_str(&arguments);
+        if let Some(name) = call.name.clone() {
+            if call.id.is_empty() {
+                call.id = format!("call_{}", call.index);
+            }
+            call.started = true;
+            out.push(StreamChunk::ToolCallStart { id: call.id.clone(), name });
+            if !call.pending.is_empty() {
+                let delta = std::mem::take(&mut call.pending);
+                out.push(StreamChunk::ToolCallDelta { id: call.id.clone(), delta });
+            }
+        }
+    }
+}
+
+impl StreamDecoder for ChatDecoder {
+    fn decode(
+        &mut self,
+        _event: &str,
+        data: &str,
+        out: &mut Vec<StreamChunk>,
+    ) -> Result<(), ProviderError> {
+        let data = data.trim();
+        if data.is_empty() {
+            return Ok(());
+        }
+        if data == "[DONE]" {
+            if !self.done {
+                self.done = true;
+                self.end(out)?;
+            }
+            return Ok(());
+        }
+        let chunk: ChatChunk = serde_json::from_str(data).map_err(|e| {
+            ProviderError::protocol(format!("invalid chat completion chunk: {e}"), data)
+        })?;
+        if let Some(error) = chunk.error {
+            return Err(stream_error(&error));
+        }
+        for choice in chunk.choices.unwrap_or_default() {
+            if choice.index.unwrap_or(0) != 0 {
+                continue;
+            }
+            if let Some(delta) = choice.delta {
+                if let Some(text) = delta.reasoning_text() {
+                    self.reasoning_open = true;
+                    out.push(StreamChunk::ReasoningDelta { text });
+                }
+                let text = delta
+                    .content
+                    .as_ref()
+                    .and_then(Value::as_str)
+                    .filter(|t| !t.is_empty())
+                    .or(delta.refusal.as_deref().filter(|t| !t.is_empty()));
+                if let Some(text) = text {
+                    self.close_reasoning(out);
+                    out.push(StreamChunk::TextDelta { text: text.to_owned() });
+                }
+                for (position, call) in delta.tool_calls.iter().flatten().enumerate() {
+                    self.close_reasoning(out);
+                    self.tool_call(position, call, out);
+                }
+            }
+            if let Some(reason) = choice.finish_reason.filter(|r| !r.is_empty()) {
+                self.finish = Some(reason);
+                self.close(out)?;
+            }
+        }
+        if let Some(usage) = chunk.usage {
+            out.push(StreamChunk::Usage { usage: usage.into_usage() });
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, out: &mut Vec<StreamChunk>) -> Result<(), ProviderError> {
+        if self.done {
+            return Ok(());
+        }
+        if self.finish.is_some() {
+            // A finish reason but no `[DONE]`: the answer is complete; accept it.
+            self.done = true;
+            return self.end(out);
+        }
+        Err(ProviderError::Network {
+            message: "the stream ended before the response was complete (no finish reason, \
+                      no [DONE])"
+                .into(),
+        })
+    }
+}

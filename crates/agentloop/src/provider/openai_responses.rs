@@ -1,0 +1,342 @@
+//! OpenAI's Responses API (`/responses`), stateless: every request carries the whole
+//! history as `input` items and never a `previous_response_id`. Reasoning items come back
+//! as [`Part::Reasoning`] with the item as `opaque`, and are sent back as they came.
+//! Build a provider with [`OpenAi::responses`](super::openai::OpenAi::responses).
+
+mod stream;
+
+use super::openai::{classify_openai_error, f32_json, media_url, stream_error, Dialect};
+use super::wire::{StreamDecoder, WireFormat, WireRequest};
+use super::{ModelRequest, ModelResponse, ProviderError, ToolChoice};
+use crate::message::{FinishReason, MediaSource, Message, Part, Reasoning, Role, ToolCall, Usage};
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+
+/// The Responses wire format.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenAiResponses {
+    model: String,
+    dialect: Dialect,
+}
+
+impl OpenAiResponses {
+    /// The format for `model` in `dialect` (see [`Dialect::responses_store`] and
+    /// [`Dialect::responses_encrypted_reasoning`]).
+    pub fn new(model: impl Into<String>, dialect: Dialect) -> Self {
+        Self { model: model.into(), dialect }
+    }
+
+    /// The dialect.
+    pub fn dialect(&self) -> &Dialect {
+        &self.dialect
+    }
+
+    fn input(&self, messages: &[Message]) -> Result<Vec<Value>, ProviderError> {
+        let mut items = Vec::new();
+        for message in messages {
+            match message.role {
+                Role::System | Role::Developer => {
+                    let role = match message.role {
+                        Role::Developer if self.dialect.developer_role => "developer",
+                        _ => "system",
+                    };
+                    items.push(json!({"type": "message", "role": role, "content": message.text()}));
+                }
+                Role::User => items.push(user_item(message)?),
+                Role::Assistant => assistant_items(message, &mut items),
+                Role::Tool => {}
+            }
+            for result in message.tool_results_iter() {
+                items.push(json!({
+                    "type": "function_call_output",
+                    "call_id": result.call_id,
+                    "output": result.content.to_text(),
+                }));
+            }
+        }
+        Ok(items)
+    }
+}
+
+fn user_item(message: &Message) -> Result<Value, ProviderError> {
+    let mut parts = Vec::new();
+    for part in &message.content {
+        match part {
+            Part::Text { text } => parts.push(json!({"type": "input_text", "text": text})),
+            Part::Image { source } => parts.push(json!({
+                "type": "input_image",
+                "image_url": media_url(source),
+                "detail": "auto",
+            })),
+            Part::File { source, filename } => {
+                let mut file = json!({"type": "input_file"});
+                match source {
+                    MediaSource::Url { url } => file["file_url"] = json!(url),
+                    MediaSource::Base64 { .. } => file["file_data"] = json!(media_url(source)),
+                }
+                if let Some(name) = filename {
+                    file["filename"] = json!(name);
+                }
+                parts.push(file);
+            }
+            Part::ToolCall(_) | Part::ToolResult(_) | Part::Reasoning(_) => {}
+        }
+    }
+    let content = match parts.as_slice() {
+        [single] if single["type"] == "input_text" => single["text"].clone(),
+        _ => Value::Array(parts),
+    };
+    Ok(json!({"type": "message", "role": "user", "content": content}))
+}
+
+/// An assistant message as items, in order: reasoning items (those this API produced,
+/// sent back as they came), output text messages, function calls.
+fn assistant_items(message: &Message, items: &mut Vec<Value>) {
+    let mut text = String::new();
+    let flush = |text: &mut String, items: &mut Vec<Value>| {
+        if !text.is_empty() {
+            items.push(json!({
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": std::mem::take(text)}],
+            }));
+        }
+    };
+    for part in &message.content {
+        match part {
+            Part::Text { text: more } => text.push_str(more),
+            Part::Reasoning(Reasoning { opaque: Some(item), .. })
+                if item.get("type").and_then(Value::as_str) == Some("reasoning") =>
+            {
+                flush(&mut text, items);
+                let mut item = item.clone();
+                if let Some(fields) = item.as_object_mut() {
+                    fields.remove("status");
+                }
+                items.push(item);
+            }
+            Part::ToolCall(call) => {
+                flush(&mut text, items);
+                let arguments =
+                    if call.arguments.trim().is_empty() { "{}" } else { &call.arguments };
+                items.push(json!({
+                    "type": "function_call",
+                    "call_id": call.id,
+                    "name": call.name,
+                    "arguments": arguments,
+                }));
+            }
+            // Reasoning from another provider (no item to send back), media, results.
+            _ => {}
+        }
+    }
+    flush(&mut text, items);
+}
+
+impl WireFormat for OpenAiResponses {
+    fn name(&self) -> &'static str {
+        "openai-responses"
+    }
+
+    fn encode(&self, request: &ModelRequest, stream: bool) -> Result<WireRequest, ProviderError> {
+        let mut body = Map::new();
+        body.insert("model".into(), json!(self.model));
+        if let Some(instructions) = request.instructions.as_deref().filter(|i| !i.is_empty()) {
+            body.insert("instructions".into(), json!(instructions));
+        }
+        body.insert("input".into(), Value::Array(self.input(&request.messages)?));
+        if !request.tools.is_empty() {
+            let tools = request
+                .tools
+                .iter()
+                .map(|tool| {
+                    json!({
+                        "type": "function",
+                        "name": tool.name,
+                        "description": tool.description,
+                        "parameters": tool.parameters,
+                        // The API's default is strict schemas, which our schemas need not
+                        // satisfy (every property required, no additional properties).
+                        "strict": false,
+                    })
+                })
+                .collect();
+            body.insert("tools".into(), Value::Array(tools));
+            let choice = match &request.tool_choice {
+                ToolChoice::Auto => None,
+                ToolChoice::None => Some(json!("none")),
+                ToolChoice::Required => Some(json!("required")),
+                ToolChoice::Named(name) => Some(json!({"type": "function", "name": name})),
+            };
+            if let Some(choice) = choice {
+                body.insert("tool_choice".into(), choice);
+            }
+        }
+        if let Some(temperature) = request.temperature {
+            body.insert("temperature".into(), f32_json(temperature));
+        }
+        if let Some(max_tokens) = request.max_tokens {
+            body.insert("max_output_tokens".into(), json!(max_tokens));
+        }
+        if let Some(store) = self.dialect.responses_store {
+            body.insert("store".into(), json!(store));
+        }
+        if self.dialect.responses_encrypted_reasoning {
+            body.insert("include".into(), json!(["reasoning.encrypted_content"]));
+        }
+        body.insert("stream".into(), json!(stream));
+        Ok(WireRequest { path: "/responses".into(), body: Value::Object(body), headers: vec![] })
+    }
+
+    fn stream_decoder(&self) -> Box<dyn StreamDecoder> {
+        Box::new(stream::ResponsesDecoder::default())
+    }
+
+    fn decode_response(&self, body: &[u8]) -> Result<ModelResponse, ProviderError> {
+        let text = String::from_utf8_lossy(body);
+        let response: WireResponse = serde_json::from_slice(body)
+            .map_err(|e| ProviderError::protocol(format!("invalid response object: {e}"), &text))?;
+        response.into_model_response(&text)
+    }
+
+    fn classify_error(&self, status: u16, body: &str, generic: ProviderError) -> ProviderError {
+        classify_openai_error(status, body, generic)
+    }
+}
+
+/// A response object (the body of a non-streamed response, and of `response.completed`).
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct WireResponse {
+    status: Option<String>,
+    output: Option<Vec<Value>>,
+    usage: Option<ResponsesUsage>,
+    error: Option<Value>,
+    incomplete_details: Option<Value>,
+}
+
+impl WireResponse {
+    /// The finish reason of a finished response (`status` and `incomplete_details`).
+    fn finish_reason(&self, has_calls: bool) -> FinishReason {
+        match self.status.as_deref() {
+            Some("incomplete") => {
+                let reason = self
+                    .incomplete_details
+                    .as_ref()
+                    .and_then(|d| d.get("reason"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("incomplete");
+                match reason {
+                    "max_output_tokens" => FinishReason::Length,
+                    "content_filter" => FinishReason::ContentFilter,
+                    other => FinishReason::Other(other.to_owned()),
+                }
+            }
+            _ if has_calls => FinishReason::ToolCalls,
+            _ => FinishReason::Stop,
+        }
+    }
+
+    fn into_model_response(self, raw: &str) -> Result<ModelResponse, ProviderError> {
+        if self.status.as_deref() == Some("failed")
+            || self.error.as_ref().is_some_and(|e| !e.is_null())
+        {
+            return Err(self
+                .error
+                .as_ref()
+                .map(stream_error)
+                .unwrap_or(ProviderError::Other { message: "the response failed".into() }));
+        }
+        let mut content = Vec::new();
+        for item in self.output.iter().flatten() {
+            match item.get("type").and_then(Value::as_str) {
+                Some("message") => {
+                    let text = message_text(item);
+                    if !text.is_empty() {
+                        content.push(Part::text(text));
+                    }
+                }
+                Some("function_call") => content.push(Part::ToolCall(function_call(item, raw)?)),
+                Some("reasoning") => content.push(Part::Reasoning(Reasoning {
+                    text: reasoning_text(item),
+                    opaque: Some(item.clone()),
+                })),
+                _ => {}
+            }
+        }
+        let has_calls = content.iter().any(|p| matches!(p, Part::ToolCall(_)));
+        Ok(ModelResponse {
+            finish_reason: self.finish_reason(has_calls),
+            message: Message { role: Role::Assistant, content },
+            usage: self.usage.map(ResponsesUsage::into_usage).unwrap_or_default(),
+        })
+    }
+}
+
+/// The texts (and refusals) of an output message item.
+fn message_text(item: &Value) -> String {
+    item.get("content")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c.get("text").or_else(|| c.get("refusal")).and_then(Value::as_str))
+        .collect()
+}
+
+/// The summary (or, from open models, the raw reasoning) text of a reasoning item.
+fn reasoning_text(item: &Value) -> String {
+    let texts = |field: &str| -> Vec<&str> {
+        item.get(field)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|s| s.get("text").and_then(Value::as_str))
+            .collect()
+    };
+    let summary = texts("summary");
+    if summary.is_empty() {
+        texts("content").join("")
+    } else {
+        summary.join("\n\n")
+    }
+}
+
+/// A `function_call` item as a tool call (its `call_id` is the id results refer to).
+fn function_call(item: &Value, raw: &str) -> Result<ToolCall, ProviderError> {
+    let text = |field: &str| item.get(field).and_then(Value::as_str).filter(|s| !s.is_empty());
+    let id = text("call_id")
+        .or(text("id"))
+        .ok_or_else(|| ProviderError::protocol("a function call without a call_id", raw))?;
+    let name = text("name")
+        .ok_or_else(|| ProviderError::protocol("a function call without a name", raw))?;
+    Ok(ToolCall {
+        id: id.to_owned(),
+        name: name.to_owned(),
+        arguments: item.get("arguments").and_then(Value::as_str).unwrap_or_default().to_owned(),
+    })
+}
+
+/// Usage as the Responses API reports it.
+#[derive(Debug, Default, Deserialize)]
+struct ResponsesUsage {
+    input_tokens: Option<u64>,
+    output_tokens: Option<u64>,
+    input_tokens_details: Option<Value>,
+    output_tokens_details: Option<Value>,
+}
+
+impl ResponsesUsage {
+    fn into_usage(self) -> Usage {
+        let detail = |details: &Option<Value>, name: &str| {
+            details.as_ref().and_then(|d| d.get(name)).and_then(Value::as_u64).unwrap_or(0)
+        };
+        Usage {
+            input: self.input_tokens.unwrap_or(0),
+            output: self.output_tokens.unwrap_or(0),
+            cached_input: detail(&self.input_tokens_details, "cached_tokens"),
+            reasoning: detail(&self.output_tokens_details, "reasoning_tokens"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

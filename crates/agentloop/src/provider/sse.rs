@@ -1,0 +1,125 @@
+//! Server-sent events: bytes → events (the `eventsource-stream` crate) → [`StreamChunk`]s
+//! through a format's [`StreamDecoder`], with an idle timeout between bytes.
+
+use super::wire::StreamDecoder;
+use super::{ChunkStream, ModelResponse, ProviderError, StreamChunk};
+use crate::message::Part;
+use bytes::Bytes;
+use eventsource_stream::{EventStreamError, Eventsource};
+use futures::{Stream, StreamExt};
+use std::time::Duration;
+
+/// Decodes a byte stream of server-sent events with `decoder`.
+///
+/// - No byte for `idle_timeout` → [`ProviderError::Timeout`].
+/// - A transport error (the connection dropped) → `map_err` of it (the HTTP provider maps
+///   it to [`ProviderError::Network`]).
+/// - Bytes that are not UTF-8 or not SSE → [`ProviderError::Protocol`] with an excerpt; what
+///   the decoder rejects → its error.
+/// - The end of the bytes → the decoder's [`finish`](StreamDecoder::finish) (which fails
+///   when the stream ended before its terminal event).
+///
+/// The stream ends after the first error.
+pub fn chunk_stream<S, E, F>(
+    bytes: S,
+    idle_timeout: Duration,
+    mut decoder: Box<dyn StreamDecoder>,
+    map_err: F,
+) -> ChunkStream
+where
+    S: Stream<Item = Result<Bytes, E>> + Send + 'static,
+    E: Send + 'static,
+    F: Fn(E) -> ProviderError + Send + 'static,
+{
+    let timed = async_stream::stream! {
+        let mut bytes = std::pin::pin!(bytes);
+        loop {
+            match tokio::time::timeout(idle_timeout, bytes.next()).await {
+                Err(_) => {
+                    yield Err(ProviderError::Timeout {
+                        message: format!("the stream was idle for {idle_timeout:?}"),
+                    });
+                    break;
+                }
+                Ok(None) => break,
+                Ok(Some(Ok(chunk))) => yield Ok(chunk),
+                Ok(Some(Err(error))) => {
+                    yield Err(map_err(error));
+                    break;
+                }
+            }
+        }
+    };
+    Box::pin(async_stream::stream! {
+        let mut events = std::pin::pin!(timed.eventsource());
+        let mut out = Vec::new();
+        loop {
+            let result = match events.next().await {
+                None => {
+                    let finished = decoder.finish(&mut out);
+                    for chunk in out.drain(..) {
+                        yield Ok(chunk);
+                    }
+                    if let Err(error) = finished {
+                        yield Err(error);
+                    }
+                    break;
+                }
+                Some(Ok(event)) => {
+                    // The crate names unnamed events "message"; decoders get "" for those.
+                    let name = if event.event == "message" { "" } else { event.event.as_str() };
+                    decoder.decode(name, &event.data, &mut out)
+                }
+                Some(Err(EventStreamError::Transport(error))) => Err(error),
+                Some(Err(EventStreamError::Utf8(error))) => Err(ProviderError::protocol(
+                    "the event stream is not valid UTF-8",
+                    &String::from_utf8_lossy(error.as_bytes()),
+                )),
+                Some(Err(EventStreamError::Parser(error))) => {
+                    Err(ProviderError::protocol("malformed server-sent event", &error.input))
+                }
+            };
+            for chunk in out.drain(..) {
+                yield Ok(chunk);
+            }
+            if let Err(error) = result {
+                yield Err(error);
+                break;
+            }
+        }
+    })
+}
+
+/// A whole response as the chunks that stream it (for a server that answered a streamed
+/// request with one JSON body).
+pub fn response_chunks(response: ModelResponse) -> Vec<StreamChunk> {
+    let mut chunks = Vec::new();
+    for part in response.message.content {
+        match part {
+            Part::Text { text } => chunks.push(StreamChunk::TextDelta { text }),
+            Part::Reasoning(reasoning) => {
+                if !reasoning.text.is_empty() {
+                    chunks.push(StreamChunk::ReasoningDelta { text: reasoning.text });
+                }
+                chunks.push(StreamChunk::ReasoningEnd { opaque: reasoning.opaque });
+            }
+            Part::ToolCall(call) => {
+                chunks.push(StreamChunk::ToolCallStart { id: call.id.clone(), name: call.name });
+                if !call.arguments.is_empty() {
+                    chunks.push(StreamChunk::ToolCallDelta {
+                        id: call.id.clone(),
+                        delta: call.arguments,
+                    });
+                }
+                chunks.push(StreamChunk::ToolCallEnd { id: call.id });
+            }
+            Part::Image { .. } | Part::File { .. } | Part::ToolResult(_) => {}
+        }
+    }
+    chunks.push(StreamChunk::Usage { usage: response.usage });
+    chunks.push(StreamChunk::Finish { reason: response.finish_reason });
+    chunks
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,165 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use super::*;
+use crate::message::{FinishReason, Message, Reasoning, Role, ToolCall, Usage};
+use crate::provider::ResponseAssembler;
+use futures::stream;
+
+/// Echoes each event as `name|data` text and needs an event named `end` to finish cleanly.
+#[derive(Default)]
+struct Echo {
+    ended: bool,
+}
+
+impl StreamDecoder for Echo {
+    fn decode(
+        &mut self,
+        event: &str,
+        data: &str,
+        out: &mut Vec<StreamChunk>,
+    ) -> Result<(), ProviderError> {
+        if data == "bad" {
+            return Err(ProviderError::protocol("bad data", data));
+        }
+        self.ended |= event == "end";
+        out.push(StreamChunk::TextDelta { text: format!("{event}|{data}") });
+        Ok(())
+    }
+
+    fn finish(&mut self, out: &mut Vec<StreamChunk>) -> Result<(), ProviderError> {
+        if self.ended {
+            out.push(StreamChunk::Finish { reason: FinishReason::Stop });
+            Ok(())
+        } else {
+            Err(ProviderError::Network { message: "cut short".into() })
+        }
+    }
+}
+
+fn from_pieces(pieces: &[&[u8]]) -> impl Stream<Item = Result<Bytes, String>> + Send + 'static {
+    let items: Vec<Result<Bytes, String>> =
+        pieces.iter().map(|p| Ok(Bytes::copy_from_slice(p))).collect();
+    stream::iter(items)
+}
+
+async fn run<S>(bytes: S) -> Vec<Result<StreamChunk, ProviderError>>
+where
+    S: Stream<Item = Result<Bytes, String>> + Send + 'static,
+{
+    chunk_stream(bytes, Duration::from_secs(5), Box::<Echo>::default(), |e| {
+        ProviderError::Network { message: e }
+    })
+    .collect()
+    .await
+}
+
+fn text(chunk: &Result<StreamChunk, ProviderError>) -> String {
+    match chunk {
+        Ok(StreamChunk::TextDelta { text }) => text.clone(),
+        other => format!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn events_split_anywhere_decode_with_their_names() {
+    let whole = "data: one\n\nevent: response.created\ndata: {\"a\":1}\n\n: keep-alive\n\r\ndata: multi\ndata: line\r\n\r\nevent: end\ndata: x\n\n";
+    // Every split point of the byte stream gives the same events.
+    for split in 0..whole.len() {
+        let (a, b) = whole.as_bytes().split_at(split);
+        let out = run(from_pieces(&[a, b])).await;
+        let texts: Vec<String> = out.iter().map(text).collect();
+        assert_eq!(
+            texts,
+            [
+                "|one",
+                "response.created|{\"a\":1}",
+                "|multi\nline",
+                "end|x",
+                "Ok(Finish { reason: Stop })"
+            ],
+            "split at {split}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_stream_without_its_terminal_event_fails_after_what_it_delivered() {
+    let out = run(from_pieces(&[b"data: one\n\n"])).await;
+    assert_eq!(text(&out[0]), "|one");
+    assert_eq!(out[1], Err(ProviderError::Network { message: "cut short".into() }));
+    assert_eq!(out.len(), 2);
+}
+
+#[tokio::test]
+async fn a_decoder_error_ends_the_stream() {
+    let out = run(from_pieces(&[b"data: bad\n\ndata: more\n\n"])).await;
+    assert_eq!(out.len(), 1);
+    assert!(matches!(&out[0], Err(ProviderError::Protocol { excerpt, .. }) if excerpt == "bad"));
+}
+
+#[tokio::test]
+async fn a_transport_error_is_mapped_and_ends_the_stream() {
+    let items: Vec<Result<Bytes, String>> = vec![
+        Ok(Bytes::from_static(b"data: one\n\n")),
+        Err("connection reset".into()),
+        Ok(Bytes::from_static(b"data: two\n\n")),
+    ];
+    let out = run(stream::iter(items)).await;
+    assert_eq!(text(&out[0]), "|one");
+    assert_eq!(out[1], Err(ProviderError::Network { message: "connection reset".into() }));
+    assert_eq!(out.len(), 2);
+}
+
+#[tokio::test]
+async fn bytes_that_are_not_utf8_are_a_protocol_error() {
+    let out = run(from_pieces(&[b"data: one\n\n", b"data: \xff\xfe\n\n"])).await;
+    assert_eq!(text(&out[0]), "|one");
+    assert!(
+        matches!(&out[1], Err(ProviderError::Protocol { message, .. }) if message.contains("UTF-8")),
+        "{out:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn silence_longer_than_the_idle_timeout_is_a_timeout() {
+    let first = stream::iter(vec![Ok::<_, String>(Bytes::from_static(b"data: one\n\n"))]);
+    let bytes = first.chain(stream::pending());
+    let started = tokio::time::Instant::now();
+    let out: Vec<_> =
+        chunk_stream(bytes, Duration::from_secs(3), Box::<Echo>::default(), |e: String| {
+            ProviderError::Network { message: e }
+        })
+        .collect()
+        .await;
+    assert_eq!(text(&out[0]), "|one");
+    assert!(matches!(&out[1], Err(ProviderError::Timeout { .. })), "{out:?}");
+    assert_eq!(started.elapsed(), Duration::from_secs(3));
+}
+
+#[test]
+fn a_whole_response_streams_back_into_itself() {
+    let response = ModelResponse {
+        message: Message {
+            role: Role::Assistant,
+            content: vec![
+                Part::Reasoning(Reasoning {
+                    text: "think".into(),
+                    opaque: Some(serde_json::json!({"id": "rs_1"})),
+                }),
+                Part::text("Hello"),
+                Part::ToolCall(ToolCall {
+                    id: "c1".into(),
+                    name: "add".into(),
+                    arguments: "{}".into(),
+                }),
+            ],
+        },
+        finish_reason: FinishReason::ToolCalls,
+        usage: Usage { input: 3, output: 4, cached_input: 1, reasoning: 2 },
+    };
+    let mut assembler = ResponseAssembler::default();
+    for chunk in response_chunks(response.clone()) {
+        assembler.push(chunk).unwrap();
+    }
+    assert_eq!(assembler.finish(), response);
+}
