@@ -209,6 +209,7 @@ pub struct AgentBuilder {
     config: RunConfig,
     concurrency: usize,
     tool_timeout: Duration,
+    retry: Option<Option<crate::provider::RetryPolicy>>,
     hooks: HookSet,
     errors: Vec<String>,
 }
@@ -222,6 +223,7 @@ impl AgentBuilder {
             config: RunConfig::default(),
             concurrency: 5,
             tool_timeout: Duration::from_secs(30),
+            retry: None,
             hooks: HookSet::new(Duration::from_secs(5)),
             errors: Vec::new(),
         }
@@ -322,6 +324,13 @@ impl AgentBuilder {
     /// Adds run metadata (passed to providers and tools).
     pub fn metadata(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
         self.config.metadata.insert(key.into(), value.into());
+        self
+    }
+
+    /// How failed model calls are retried (before any content arrived); `None` turns retries
+    /// off. Default: the provider's own policy (`Provider::retry_policy`).
+    pub fn retry_policy(mut self, policy: Option<crate::provider::RetryPolicy>) -> Self {
+        self.retry = Some(policy);
         self
     }
 
@@ -445,8 +454,10 @@ impl AgentBuilder {
         sets.extend(self.sets);
         let tools = ToolExecutor::new(sets, self.tool_timeout)?;
         self.config.tools = Arc::new(tools.specs().to_vec());
+        let retry = self.retry.unwrap_or_else(|| self.provider.retry_policy());
         Ok(Agent {
             driver: Driver {
+                retry,
                 provider: self.provider,
                 tools: Arc::new(tools),
                 hooks: Arc::new(self.hooks),

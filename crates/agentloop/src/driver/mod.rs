@@ -35,6 +35,8 @@ pub(crate) struct Driver {
     pub(crate) provider: Arc<dyn Provider>,
     pub(crate) tools: Arc<ToolExecutor>,
     pub(crate) hooks: Arc<HookSet>,
+    /// How failed model calls are retried before any content arrived.
+    pub(crate) retry: Option<crate::provider::RetryPolicy>,
     /// Tool calls of one model turn that may run at once.
     pub(crate) concurrency: usize,
 }

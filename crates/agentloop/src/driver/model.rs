@@ -47,29 +47,52 @@ impl Driver {
                 // A hook answered instead of the model.
                 Err(response) => ModelCall::Responded(response),
                 Ok(request) => {
-                    let mut chunks = self.provider.stream(request);
-                    let mut assembler = ResponseAssembler::default();
+                    let mut attempt = 1u32;
                     loop {
-                        let next = tokio::select! {
-                            biased;
-                            () = scope.control.cancel.cancelled() => break ModelCall::Cancelled,
-                            next = chunks.next() => next,
-                        };
-                        match next {
-                            None => break ModelCall::Responded(std::mem::take(&mut assembler).finish()),
-                            Some(Err(error)) => break ModelCall::Failed(error),
-                            Some(Ok(chunk)) => {
-                                if let Some(event) = delta_event(&chunk) {
-                                    yield event;
-                                }
-                                if let Err(error) = assembler.push(chunk) {
-                                    break ModelCall::Failed(error);
+                        let mut chunks = self.provider.stream(request.clone());
+                        let mut assembler = ResponseAssembler::default();
+                        let mut delivered = false;
+                        let ended = loop {
+                            let next = tokio::select! {
+                                biased;
+                                () = scope.control.cancel.cancelled() => break ModelCall::Cancelled,
+                                next = chunks.next() => next,
+                            };
+                            match next {
+                                None => break ModelCall::Responded(std::mem::take(&mut assembler).finish()),
+                                Some(Err(error)) => break ModelCall::Failed(error),
+                                Some(Ok(chunk)) => {
+                                    if let Some(event) = delta_event(&chunk) {
+                                        delivered = true;
+                                        yield event;
+                                    }
+                                    if let Err(error) = assembler.push(chunk) {
+                                        break ModelCall::Failed(error);
+                                    }
                                 }
                             }
+                        };
+                        // `chunks` (and the request it holds) is dropped before the run
+                        // appends to the history it shares.
+                        drop(chunks);
+                        // Retry only what nothing was delivered from: a stream that already
+                        // streamed content to the caller is not silently re-sent (the run
+                        // decides).
+                        let delay = match &ended {
+                            ModelCall::Failed(error) if !delivered => {
+                                self.retry.as_ref().and_then(|policy| policy.next_delay(attempt, error))
+                            }
+                            _ => None,
+                        };
+                        let (Some(delay), ModelCall::Failed(error)) = (delay, &ended) else { break ended };
+                        yield Event::ModelRetrying { attempt, delay_ms: crate::run::millis(delay), error: error.clone() };
+                        tokio::select! {
+                            biased;
+                            () = scope.control.cancel.cancelled() => break ModelCall::Cancelled,
+                            () = tokio::time::sleep(delay) => {}
                         }
+                        attempt += 1;
                     }
-                    // `chunks` (and the request it holds) is dropped here, before the run
-                    // appends to the history it shares.
                 }
             };
             scope.tick(run);

@@ -389,6 +389,10 @@ fn is_json(response: &reqwest::Response) -> bool {
 }
 
 impl<W: WireFormat> Provider for HttpProvider<W> {
+    fn retry_policy(&self) -> Option<RetryPolicy> {
+        Some(HttpProvider::retry_policy(self).clone())
+    }
+
     fn stream(&self, request: ModelRequest) -> ChunkStream {
         let shared = self.shared.clone();
         Box::pin(async_stream::stream! {

@@ -162,9 +162,18 @@ pub trait Provider: Send + Sync {
     fn name(&self) -> &str {
         "provider"
     }
+
+    /// How the driver retries this provider's failed calls (before any content arrived).
+    /// `None`: no retries (the agent's own policy, if set, still applies).
+    fn retry_policy(&self) -> Option<RetryPolicy> {
+        None
+    }
 }
 
 impl<P: Provider + ?Sized> Provider for Arc<P> {
+    fn retry_policy(&self) -> Option<RetryPolicy> {
+        (**self).retry_policy()
+    }
     fn stream(&self, request: ModelRequest) -> ChunkStream {
         (**self).stream(request)
     }
@@ -180,6 +189,9 @@ impl<P: Provider + ?Sized> Provider for Arc<P> {
 }
 
 impl<P: Provider + ?Sized> Provider for Box<P> {
+    fn retry_policy(&self) -> Option<RetryPolicy> {
+        (**self).retry_policy()
+    }
     fn stream(&self, request: ModelRequest) -> ChunkStream {
         (**self).stream(request)
     }
