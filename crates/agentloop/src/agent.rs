@@ -210,6 +210,7 @@ pub struct AgentBuilder {
     concurrency: usize,
     tool_timeout: Duration,
     retry: Option<Option<crate::provider::RetryPolicy>>,
+    counter: Option<Arc<dyn crate::context::TokenCounter>>,
     hooks: HookSet,
     errors: Vec<String>,
 }
@@ -224,6 +225,7 @@ impl AgentBuilder {
             concurrency: 5,
             tool_timeout: Duration::from_secs(30),
             retry: None,
+            counter: None,
             hooks: HookSet::new(Duration::from_secs(5)),
             errors: Vec::new(),
         }
@@ -331,6 +333,27 @@ impl AgentBuilder {
     /// off. Default: the provider's own policy (`Provider::retry_policy`).
     pub fn retry_policy(mut self, policy: Option<crate::provider::RetryPolicy>) -> Self {
         self.retry = Some(policy);
+        self
+    }
+
+    /// Context management: window, trimming, compaction. The context window defaults to the
+    /// model's from [`context_window_for`](crate::context::context_window_for) (by the
+    /// provider's name).
+    pub fn context(mut self, context: crate::context::ContextConfig) -> Self {
+        self.config.context = context;
+        self
+    }
+
+    /// The model's context window in tokens.
+    pub fn context_window(mut self, tokens: u32) -> Self {
+        self.config.context.context_window = Some(tokens);
+        self
+    }
+
+    /// The token counter (default: exact tiktoken counts for OpenAI model names, an estimate
+    /// otherwise).
+    pub fn token_counter(mut self, counter: Arc<dyn crate::context::TokenCounter>) -> Self {
+        self.counter = Some(counter);
         self
     }
 
@@ -455,9 +478,21 @@ impl AgentBuilder {
         let tools = ToolExecutor::new(sets, self.tool_timeout)?;
         self.config.tools = Arc::new(tools.specs().to_vec());
         let retry = self.retry.unwrap_or_else(|| self.provider.retry_policy());
+        let model = self.provider.name().to_owned();
+        if self.config.context.context_window.is_none() {
+            self.config.context.context_window = crate::context::context_window_for(&model);
+        }
+        let counter = match self.counter {
+            Some(counter) => Some(counter),
+            None if crate::context::tokens::openai_encoding(&model).is_some() => {
+                Some(crate::context::counter_for_model(&model))
+            }
+            None => None,
+        };
         Ok(Agent {
             driver: Driver {
                 retry,
+                counter,
                 provider: self.provider,
                 tools: Arc::new(tools),
                 hooks: Arc::new(self.hooks),

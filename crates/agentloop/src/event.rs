@@ -128,6 +128,34 @@ pub enum Event {
         /// The user message added.
         prompt: String,
     },
+    /// A compaction began: the history before `cut` is being summarised.
+    CompactionStarted {
+        /// Why.
+        reason: crate::context::CompactionReason,
+        /// Where the kept history begins.
+        cut: usize,
+        /// Estimated input tokens before.
+        tokens_before: u64,
+    },
+    /// A compaction finished: the model's view shows `summary` instead of the history before
+    /// `cut` (which stays in the journal).
+    CompactionCompleted {
+        /// Where the kept history begins.
+        cut: usize,
+        /// The summary.
+        summary: String,
+        /// Estimated input tokens before.
+        tokens_before: u64,
+        /// Estimated input tokens after.
+        tokens_after: u64,
+        /// Tokens the summarisation call used.
+        usage: Usage,
+    },
+    /// A compaction failed.
+    CompactionFailed {
+        /// What went wrong.
+        error: String,
+    },
     /// A tool call began.
     ToolStarted {
         /// The call.
@@ -292,6 +320,9 @@ impl Event {
                 | Self::Paused { .. }
                 | Self::Resumed
                 | Self::ContinuationRequested { .. }
+                | Self::CompactionStarted { .. }
+                | Self::CompactionCompleted { .. }
+                | Self::CompactionFailed { .. }
                 | Self::RunFinished { .. }
                 | Self::RunFailed { .. }
                 | Self::RunSuspended { .. }
@@ -334,6 +365,9 @@ impl Event {
             Self::Resumed => "resumed",
             Self::ContinuationRequested { .. } => "continuation_requested",
             Self::ModelRetrying { .. } => "model_retrying",
+            Self::CompactionStarted { .. } => "compaction_started",
+            Self::CompactionCompleted { .. } => "compaction_completed",
+            Self::CompactionFailed { .. } => "compaction_failed",
             Self::HookFailed { .. } => "hook_failed",
             Self::TextDelta { .. } => "text_delta",
             Self::ReasoningDelta { .. } => "reasoning_delta",

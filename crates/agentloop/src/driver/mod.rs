@@ -35,6 +35,8 @@ pub(crate) struct Driver {
     pub(crate) provider: Arc<dyn Provider>,
     pub(crate) tools: Arc<ToolExecutor>,
     pub(crate) hooks: Arc<HookSet>,
+    /// Counts tokens for the window and compaction (`None`: the run's estimate).
+    pub(crate) counter: Option<Arc<dyn crate::context::TokenCounter>>,
     /// How failed model calls are retried before any content arrived.
     pub(crate) retry: Option<crate::provider::RetryPolicy>,
     /// Tool calls of one model turn that may run at once.
@@ -94,6 +96,9 @@ impl Driver {
                     }
                 }
             };
+            if let Some(counter) = &self.counter {
+                run.set_token_counter(counter.clone());
+            }
             let scope = Scope {
                 run_id: Arc::from(run.run_id()),
                 metadata: Arc::new(run.config().metadata.clone()),
@@ -168,6 +173,26 @@ impl Driver {
                     Step::CallModel(request) => {
                         let mut step = pin!(self.model_call(&mut run, &scope, request));
                         while let Some(event) = step.next().await {
+                            yield event;
+                        }
+                    }
+                    Step::Compact(request) => {
+                        let summary = tokio::select! {
+                            biased;
+                            () = scope.control.cancel.cancelled() => None,
+                            summary = self.provider.complete(request) => Some(summary),
+                        };
+                        scope.tick(&mut run);
+                        let fed = match summary {
+                            Some(Ok(response)) => run.compacted(response),
+                            Some(Err(error)) => run.compaction_failed(error.to_string()),
+                            None => {
+                                run.cancel(scope.control.cancel_reason());
+                                Ok(())
+                            }
+                        };
+                        fail_on_error(&mut run, fed);
+                        for event in run.drain_events() {
                             yield event;
                         }
                     }

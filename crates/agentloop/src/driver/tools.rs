@@ -54,7 +54,7 @@ impl Driver {
                     scope.tick(run);
                     match run.gate_tool(&call.id) {
                         Err(error) => fail_on_error(run, Err(error)),
-                        Ok(Gate::Refused) => {}
+                        Ok(Gate::Handled) => {}
                         Ok(Gate::Run) => {
                             let ctx = scope.hook_context(run);
                             let parsed = parse_arguments(&call.arguments);

@@ -18,9 +18,10 @@ use std::time::Duration;
 pub enum Gate {
     /// Run it.
     Run,
-    /// Do not: a limit or the stall rule refused it, and the run recorded why (the call has an
-    /// error result, or the run is ending).
-    Refused,
+    /// Do not: the run handled it. A limit or the stall rule refused it (the call has an
+    /// error result, or the run is ending), or it is a run-internal tool (`read_tool_output`)
+    /// that the run answered itself.
+    Handled,
 }
 
 impl Run {
@@ -31,6 +32,7 @@ impl Run {
         duration: Duration,
     ) -> Result<(), RunError> {
         self.expect_awaiting_model("model_responded")?;
+        self.calibrate(response.usage.input);
         let message = response.message;
         let reasoning = message.reasoning_text();
         let text = message.text();
@@ -56,6 +58,38 @@ impl Run {
         Ok(())
     }
 
+    /// Feeds the summary of a compaction (see [`Step::Compact`](super::Step::Compact)).
+    pub fn compacted(&mut self, response: ModelResponse) -> Result<(), RunError> {
+        let Phase::Compacting { cut, tokens_before, .. } = self.phase else {
+            return Err(RunError::Unexpected { what: "compacted", phase: self.phase.name() });
+        };
+        let summary = response.message.text().trim().to_owned();
+        if summary.is_empty() {
+            return self.compaction_failed("the summarisation call returned no text".into());
+        }
+        let tokens_after = self.estimate_after(cut, &summary);
+        self.record(Event::CompactionCompleted {
+            cut,
+            summary,
+            tokens_before,
+            tokens_after,
+            usage: response.usage,
+        });
+        Ok(())
+    }
+
+    /// Feeds a failed compaction.
+    pub fn compaction_failed(&mut self, error: String) -> Result<(), RunError> {
+        if !matches!(self.phase, Phase::Compacting { .. }) {
+            return Err(RunError::Unexpected {
+                what: "compaction_failed",
+                phase: self.phase.name(),
+            });
+        }
+        self.record(Event::CompactionFailed { error });
+        Ok(())
+    }
+
     /// Feeds a failed model call (after the driver's retries).
     pub fn model_failed(&mut self, error: ProviderError) -> Result<(), RunError> {
         self.expect_awaiting_model("model_failed")?;
@@ -69,6 +103,17 @@ impl Run {
     pub fn gate_tool(&mut self, call_id: &str) -> Result<Gate, RunError> {
         let pending = self.pending(call_id)?;
         let (name, key) = (pending.call.name.clone(), pending.key.clone());
+        if self.is_internal_tool(&name) {
+            let call = pending.call.clone();
+            let arguments = crate::tool::parse_arguments(&call.arguments).ok();
+            self.tool_started(call_id, arguments)?;
+            let result = self
+                .read_tool_output(&call.arguments)
+                .map(|page| ToolOutput::Value(page.into()))
+                .map_err(ToolError::Failed);
+            self.tool_finished(call_id, result, Duration::ZERO)?;
+            return Ok(Gate::Handled);
+        }
         if let Some(limit) =
             self.config.limits.before_tool_call(&name, &self.spent, self.elapsed_ms)
         {
@@ -77,7 +122,7 @@ impl Run {
             }
             let error = ToolError::NotRun(format!("the run reached its {limit}"));
             self.tool_finished(call_id, Err(error), Duration::ZERO)?;
-            return Ok(Gate::Refused);
+            return Ok(Gate::Handled);
         }
         // Peek: the breaker records the call only when it starts.
         let breaker = &self.config.breaker;
@@ -85,7 +130,7 @@ impl Run {
             let action = breaker.stall_action;
             self.record(Event::StallDetected { tool: name, count, action });
             if action == StallAction::Stop {
-                return Ok(Gate::Refused);
+                return Ok(Gate::Handled);
             }
         }
         Ok(Gate::Run)

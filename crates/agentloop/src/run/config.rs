@@ -48,6 +48,8 @@ pub struct RunConfig {
     pub price: Option<Price>,
     /// Circuit breaker, stall detection and tool failure mode.
     pub breaker: BreakerConfig,
+    /// Context management: window, trimming, compaction.
+    pub context: crate::context::ContextConfig,
     /// How many times hooks may ask the model to continue instead of ending (see
     /// `Hooks::on_incomplete_work`). Default 3.
     pub max_continuations: u32,
@@ -76,6 +78,7 @@ impl Default for RunConfig {
             limits: Limits::default(),
             price: None,
             breaker: BreakerConfig::default(),
+            context: crate::context::ContextConfig::default(),
             max_continuations: 3,
             require_done_tool: false,
             done_tool_nudge: Some(DEFAULT_DONE_TOOL_NUDGE.to_owned()),

@@ -24,6 +24,7 @@ impl Run {
                 }
                 self.run_id.clone_from(run_id);
                 self.config = (**config).clone();
+                self.context.pinned = Run::pinned_of(input);
                 self.history = Arc::new(input.clone());
                 self.phase = Phase::NeedModel;
             }
@@ -42,7 +43,10 @@ impl Run {
             }
             Event::LimitReached { limit } => self.wind_down = Some(limit.clone()),
             Event::ModelRequested { purpose, .. } => match self.phase {
-                Phase::NeedModel => self.phase = Phase::AwaitingModel { purpose: purpose.clone() },
+                Phase::NeedModel => {
+                    self.context.redo_iteration = false;
+                    self.phase = Phase::AwaitingModel { purpose: purpose.clone() };
+                }
                 _ => return Err(unexpected("model_requested", &self.phase)),
             },
             Event::ModelResponded { message, finish_reason, usage, duration_ms, .. } => {
@@ -130,6 +134,43 @@ impl Run {
                 let error = ToolError::Timeout(*timeout_ms);
                 self.on_tool_result(name, result, *timeout_ms, Some(&error), None)?;
             }
+            Event::CompactionStarted { reason, cut, tokens_before } => {
+                if !matches!(self.phase, Phase::NeedModel) {
+                    return Err(unexpected("compaction_started", &self.phase));
+                }
+                self.context.compactions += 1;
+                self.context.pending_compaction = None;
+                self.phase =
+                    Phase::Compacting { reason: *reason, cut: *cut, tokens_before: *tokens_before };
+            }
+            Event::CompactionCompleted { cut, summary, usage, .. } => {
+                let Phase::Compacting { reason, .. } = self.phase else {
+                    return Err(unexpected("compaction_completed", &self.phase));
+                };
+                self.spent.usage += *usage;
+                if let Some(price) = &self.config.price {
+                    self.spent.cost_usd += price.cost(usage);
+                }
+                self.context.compaction =
+                    Some(crate::context::Compaction { cut: *cut, summary: summary.clone() });
+                self.context.redo_iteration = reason != crate::context::CompactionReason::Threshold;
+                self.invalidate_from(self.history.len());
+                self.phase = Phase::NeedModel;
+            }
+            Event::CompactionFailed { error } => {
+                let Phase::Compacting { reason, .. } = self.phase else {
+                    return Err(unexpected("compaction_failed", &self.phase));
+                };
+                self.phase = match reason {
+                    // Going on without the compaction is still possible.
+                    crate::context::CompactionReason::Threshold => Phase::NeedModel,
+                    _ => {
+                        let answer =
+                            format!("{} (compaction failed: {error})", super::CONTEXT_LIMIT_TEXT);
+                        self.finishing(answer, StopReason::ContextLimit)
+                    }
+                };
+            }
             Event::Paused { reason } => self.paused = Some(reason.clone()),
             Event::Resumed => self.paused = None,
             Event::ContinuationRequested { prompt } => {
@@ -209,6 +250,8 @@ impl Run {
         // A call that started has its audit entry already; others (refused, skipped,
         // rejected) are audited with the arguments the model sent.
         let raw = (!started).then(|| pending.call.arguments.clone());
+        let result = &self.trim_result(name, result.clone());
+        let pending = self.pending_mut(&result.call_id)?;
         pending.result = Some(result.clone());
         pending.signal = signal;
 

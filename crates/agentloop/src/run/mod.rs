@@ -11,6 +11,7 @@
 mod breaker;
 mod commands;
 mod config;
+mod context;
 mod fold;
 mod limits;
 mod metrics;
@@ -21,6 +22,7 @@ pub use commands::Gate;
 pub use config::{
     RunConfig, DEFAULT_DONE_TOOL_NUDGE, DEFAULT_WIND_DOWN_FALLBACK, DEFAULT_WIND_DOWN_PROMPT,
 };
+pub use context::CONTEXT_LIMIT_TEXT;
 pub use limits::{LimitKind, Limits, Price, PriceTable, Spent};
 pub use metrics::{ApprovalRecord, AuditEntry, IterationMetrics, Metrics};
 pub use stop::{Decision, Outcome, Signal, StopReason, ToolFailureMode};
@@ -55,6 +57,9 @@ pub enum Step {
     /// Carry out these calls: for each, [`Run::gate_tool`], then [`Run::tool_started`] and
     /// [`Run::tool_finished`] (or [`Run::tool_deferred`] for a human decision).
     CallTools(Vec<ToolInvocation>),
+    /// Summarise the history with this request (no tools), then call [`Run::compacted`]
+    /// with the summary or [`Run::compaction_failed`].
+    Compact(ModelRequest),
     /// The run wants to end with this outcome. If [`Run::is_finishing`], confirm with
     /// [`Run::finish`] (possibly with a changed outcome) or continue with
     /// [`Run::continue_with`]; otherwise it is over (or suspended) already.
@@ -148,6 +153,8 @@ enum Phase {
     NeedModel,
     /// A model call was issued and has no answer yet.
     AwaitingModel { purpose: ModelPurpose },
+    /// A compaction was started; the summary has not come back yet.
+    Compacting { reason: crate::context::CompactionReason, cut: usize, tokens_before: u64 },
     /// Tool calls of the current iteration are open; `suspended` once `run_suspended` is
     /// recorded for the deferred ones.
     AwaitingTools { calls: Vec<PendingCall>, suspended: bool },
@@ -163,6 +170,7 @@ impl Phase {
             Self::New => "new",
             Self::NeedModel => "ready for a model call",
             Self::AwaitingModel { .. } => "awaiting the model",
+            Self::Compacting { .. } => "compacting",
             Self::AwaitingTools { .. } => "awaiting tools",
             Self::Finishing { .. } => "finishing",
             Self::Finished { .. } => "finished",
@@ -195,6 +203,11 @@ pub struct Run {
     paused: Option<String>,
     /// Continuations requested by hooks so far.
     continuations: u32,
+    /// Context management state.
+    #[serde(default)]
+    context: context::ContextState,
+    #[serde(skip)]
+    cache: context::ContextCache,
     #[serde(skip)]
     outbox: Vec<Event>,
 }
@@ -224,6 +237,8 @@ impl Run {
             note: None,
             paused: None,
             continuations: 0,
+            context: context::ContextState::default(),
+            cache: context::ContextCache::default(),
             outbox: Vec::new(),
         }
     }
@@ -363,9 +378,16 @@ impl Run {
     pub fn next_step(&mut self) -> Step {
         match &self.phase {
             Phase::New | Phase::NeedModel => {
+                if let Some(reason) = self.context.pending_compaction {
+                    if let Some(step) = self.begin_compaction(reason) {
+                        return step;
+                    }
+                }
                 let next = self.iteration + 1;
+                let redo = self.context.redo_iteration;
                 let limit = match &self.wind_down {
                     Some(limit) => Some(limit.clone()),
+                    None if redo => None,
                     None => {
                         let limit = self.config.limits.before_model_call(
                             next,
@@ -378,8 +400,17 @@ impl Run {
                         limit
                     }
                 };
+                if limit.is_none() && !redo && self.over_threshold().is_some() && self.can_compact()
+                {
+                    if let Some(step) =
+                        self.begin_compaction(crate::context::CompactionReason::Threshold)
+                    {
+                        return step;
+                    }
+                }
                 let purpose = match limit {
                     Some(limit) => ModelPurpose::WindDown { limit },
+                    None if redo => ModelPurpose::Iteration,
                     None => {
                         self.record(Event::IterationStarted {
                             iteration: next,
@@ -388,11 +419,21 @@ impl Run {
                         ModelPurpose::Iteration
                     }
                 };
-                let request = self.request(&purpose);
+                let request = match self.request(&purpose) {
+                    Ok(request) => request,
+                    Err(error) => return self.out_of_context(error),
+                };
                 self.record(Event::ModelRequested { iteration: self.iteration, purpose });
                 Step::CallModel(request)
             }
-            Phase::AwaitingModel { purpose } => Step::CallModel(self.request(purpose)),
+            Phase::Compacting { cut, .. } => Step::Compact(self.compaction_request(*cut)),
+            Phase::AwaitingModel { purpose } => {
+                let purpose = purpose.clone();
+                match self.request(&purpose) {
+                    Ok(request) => Step::CallModel(request),
+                    Err(error) => self.out_of_context(error),
+                }
+            }
             Phase::AwaitingTools { calls, suspended } => {
                 let runnable: Vec<ToolInvocation> = calls
                     .iter()
@@ -431,13 +472,20 @@ impl Run {
         }
     }
 
-    /// The request for a model call of this purpose.
-    fn request(&self, purpose: &ModelPurpose) -> ModelRequest {
+    /// The request for a model call of this purpose: the window of the history (see
+    /// `run/context.rs`), the tools, and for a wind-down the summary request.
+    fn request(
+        &mut self,
+        purpose: &ModelPurpose,
+    ) -> Result<ModelRequest, crate::context::window::WindowError> {
+        let plan = self.plan()?;
+        let messages = self.view(&plan);
+        let tools = self.request_tools();
         let config = &self.config;
         let mut request = ModelRequest {
             instructions: config.instructions.clone(),
-            messages: Arc::clone(&self.history),
-            tools: Arc::clone(&config.tools),
+            messages,
+            tools,
             tool_choice: config.tool_choice.clone(),
             temperature: config.temperature,
             max_tokens: config.max_tokens,
@@ -454,7 +502,19 @@ impl Run {
             request.tools = Arc::default();
             request.tool_choice = ToolChoice::None;
         }
-        request
+        Ok(request)
+    }
+
+    /// The required messages do not fit: compact if that can help, else end.
+    fn out_of_context(&mut self, error: crate::context::window::WindowError) -> Step {
+        if self.can_compact() {
+            if let Some(step) = self.begin_compaction(crate::context::CompactionReason::Threshold) {
+                return step;
+            }
+        }
+        let answer = format!("{CONTEXT_LIMIT_TEXT} ({error})");
+        self.phase = self.finishing(answer, StopReason::ContextLimit);
+        self.next_step()
     }
 
     /// The history for appending (copies it only if a request still shares it).

@@ -225,6 +225,7 @@ impl Run {
         if !self.history.last().is_some_and(Message::has_tool_calls) {
             return;
         }
+        self.invalidate_from(self.history.len() - 1);
         let history = self.history_mut();
         if let Some(last) = history.last_mut() {
             last.content.retain(|part| !matches!(part, Part::ToolCall(_)));
@@ -248,6 +249,15 @@ impl Run {
                 if text.is_empty() { self.config.wind_down_fallback.clone() } else { text };
             return self.finishing(answer, StopReason::LimitReached { limit: limit.clone() });
         }
+        if *finish == FinishReason::Length && self.can_compact_after_popping() {
+            // Forced compaction: the cut-off answer leaves the history (it stays in the
+            // journal), the history is compacted, and the same request is sent again.
+            let last = self.history.len() - 1;
+            self.invalidate_from(last);
+            self.history_mut().pop();
+            self.context.pending_compaction = Some(crate::context::CompactionReason::Length);
+            return Phase::NeedModel;
+        }
         let terminal = match finish {
             FinishReason::Error => {
                 Some(self.failing("the model finished with reason 'error'".into()))
@@ -255,7 +265,6 @@ impl Run {
             FinishReason::ContentFilter => {
                 Some(self.finishing(text.clone(), StopReason::ContentFiltered))
             }
-            // Compaction (forced on `length`) plugs in here; until then the run ends.
             FinishReason::Length => Some(self.finishing(text.clone(), StopReason::ContextLimit)),
             _ => None,
         };
@@ -285,10 +294,16 @@ impl Run {
         self.finishing(text, StopReason::Completed)
     }
 
+    /// Whether a compaction could help once the last (cut-off) message is set aside.
+    fn can_compact_after_popping(&self) -> bool {
+        let len = self.history.len().saturating_sub(1);
+        self.can_compact_in(&self.history[..len])
+    }
+
     /// What follows a failed model call: a non-retryable error fails the run; a retryable
     /// one is tried again in a new iteration until `max_consecutive_model_errors`.
     pub(super) fn after_model_failure(
-        &self,
+        &mut self,
         purpose: &ModelPurpose,
         error: &ProviderError,
     ) -> Phase {
@@ -297,6 +312,15 @@ impl Run {
                 self.config.wind_down_fallback.clone(),
                 StopReason::LimitReached { limit: limit.clone() },
             );
+        }
+        if let ProviderError::ContextLengthExceeded { message } = error {
+            if self.can_compact() {
+                self.context.pending_compaction =
+                    Some(crate::context::CompactionReason::ContextLengthExceeded);
+                return Phase::NeedModel;
+            }
+            let answer = format!("{} ({message})", super::CONTEXT_LIMIT_TEXT);
+            return self.finishing(answer, StopReason::ContextLimit);
         }
         if !error.is_retryable() {
             return self.failing(error.to_string());

@@ -34,7 +34,7 @@ fn wind_down_limit(run: &mut Run) -> LimitKind {
 fn tool_call_limit_refuses_the_call_and_winds_down() {
     let mut run = run_with(Limits { max_tool_calls: Some(1), ..Limits::default() });
     assert_eq!(tool_turn(&mut run, "a", "{}"), Gate::Run);
-    assert_eq!(tool_turn(&mut run, "b", "{}"), Gate::Refused);
+    assert_eq!(tool_turn(&mut run, "b", "{}"), Gate::Handled);
     let results: Vec<_> = run.history().last().unwrap().tool_results_iter().cloned().collect();
     assert_eq!(
         results,
@@ -58,7 +58,7 @@ fn per_tool_limit() {
     let mut run = run_with(limits);
     assert_eq!(tool_turn(&mut run, "a", r#"{"n":1}"#), Gate::Run);
     assert_eq!(tool_turn(&mut run, "b", r#"{"n":2}"#), Gate::Run);
-    assert_eq!(tool_turn(&mut run, "c", r#"{"n":3}"#), Gate::Refused);
+    assert_eq!(tool_turn(&mut run, "c", r#"{"n":3}"#), Gate::Handled);
     assert_eq!(wind_down_limit(&mut run), LimitKind::ToolCallsOf { tool: "add".into() });
 }
 
@@ -78,7 +78,7 @@ fn token_limits_are_checked_before_the_next_model_call() {
             let gate = tool_turn(&mut run, &format!("c{i}"), &format!("{{\"i\":{i}}}"));
             assert_eq!(
                 gate,
-                if i == iterations { Gate::Refused } else { Gate::Run },
+                if i == iterations { Gate::Handled } else { Gate::Run },
                 "{expected:?} {i}"
             );
         }
@@ -94,7 +94,7 @@ fn cost_limit_uses_the_price() {
     // 10 input tokens at $1/Mtok and 5 output at $2/Mtok = $0.00002 per call.
     cfg.price = Some(Price::per_million(1.0, 2.0));
     let mut run = Run::new("r", cfg, vec![Message::user("x")]);
-    assert_eq!(tool_turn(&mut run, "a", "{}"), Gate::Refused, "the first call spent the budget");
+    assert_eq!(tool_turn(&mut run, "a", "{}"), Gate::Handled, "the first call spent the budget");
     assert_eq!(wind_down_limit(&mut run), LimitKind::Cost);
     assert!((run.spent().cost_usd - 0.000_02).abs() < 1e-12);
 }
@@ -230,7 +230,7 @@ fn repeated_identical_calls_warn_note_or_stop() {
                 run.model_responded(text_response("ok"), ms(1)).unwrap();
             }
             StallAction::Stop => {
-                assert_eq!(gate, Gate::Refused);
+                assert_eq!(gate, Gate::Handled);
                 let outcome = expect_finish(&mut run);
                 assert_eq!(
                     outcome.stop_reason,
