@@ -89,6 +89,7 @@ proptest! {
         max_iterations in 1u32..8,
         concurrency in 1usize..4,
         require_done in any::<bool>(),
+        max_input_messages in prop::option::of(2usize..12),
     ) {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
         let model = Arc::new(ScriptedModel::new(turns.iter().map(scripted)));
@@ -100,6 +101,7 @@ proptest! {
             .max_iterations(max_iterations)
             .tool_concurrency(concurrency)
             .require_done_tool(require_done)
+            .context(agentloop::context::ContextConfig { max_input_messages, ..Default::default() })
             .build()
             .unwrap();
         let events = runtime.block_on(collect(agent.run_stream("start")));
@@ -108,7 +110,9 @@ proptest! {
         prop_assert_eq!(terminal, 1);
         prop_assert!(events.last().and_then(|e| e.outcome()).is_some());
         for request in model.requests() {
+            // The window may start after the task message (pinned first), never mid-pair.
             assert_valid_history(&request.messages);
+            prop_assert_eq!(&request.messages[0], &Message::user("start"));
             prop_assert!(request.instructions.is_none());
         }
         // Iterations never exceed the limit; the wind-down call is the only extra one.

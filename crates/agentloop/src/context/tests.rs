@@ -134,3 +134,112 @@ fn counters_and_windows_by_model() {
     assert_eq!(config.input_budget(None), Some(10_000 - 4096 - 512));
     assert_eq!(config.input_budget(Some(1000)), Some(10_000 - 1000 - 512));
 }
+
+mod window_properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Debug, Clone)]
+    enum Segment {
+        User,
+        Text,
+        Calls(usize),
+    }
+
+    fn segment() -> impl Strategy<Value = Segment> {
+        prop_oneof![1 => Just(Segment::User), 1 => Just(Segment::Text), 3 => (1usize..4).prop_map(Segment::Calls)]
+    }
+
+    /// A valid history: optional system messages, then segments; optionally a pending call
+    /// at the end.
+    fn build(systems: usize, segments: &[Segment], pending: bool) -> Vec<Message> {
+        let mut out: Vec<Message> =
+            (0..systems).map(|i| Message::system(format!("s{i}"))).collect();
+        out.push(Message::user("task"));
+        let mut n = 0;
+        for segment in segments {
+            match segment {
+                Segment::User => out.push(Message::user("more")),
+                Segment::Text => out.push(Message::assistant("thinking")),
+                Segment::Calls(k) => {
+                    let ids: Vec<String> = (0..*k)
+                        .map(|_| {
+                            n += 1;
+                            format!("c{n}")
+                        })
+                        .collect();
+                    out.push(Message {
+                        role: Role::Assistant,
+                        content: ids
+                            .iter()
+                            .map(|id| {
+                                Part::ToolCall(ToolCall {
+                                    id: id.clone(),
+                                    name: "t".into(),
+                                    arguments: "{}".into(),
+                                })
+                            })
+                            .collect(),
+                    });
+                    out.push(Message::tool_results(ids.iter().map(|id| ToolResult::ok(id, "r"))));
+                }
+            }
+        }
+        if pending {
+            out.push(call("pending"));
+        }
+        out
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 512, failure_persistence: None, ..ProptestConfig::default() })]
+
+        #[test]
+        fn windows_are_valid_and_within_limits(
+            systems in 0usize..3,
+            segments in prop::collection::vec(segment(), 0..40),
+            pending in any::<bool>(),
+            count_seed in prop::collection::vec(1usize..200, 200),
+            max_messages in prop::option::of(1usize..30),
+            max_tokens in prop::option::of(20usize..3000),
+        ) {
+            let messages = build(systems, &segments, pending);
+            let counts: Vec<usize> = (0..messages.len()).map(|i| count_seed[i % count_seed.len()]).collect();
+            let mut pinned: Vec<usize> = (0..systems).collect();
+            pinned.push(systems);
+            let policy = WindowPolicy { max_messages, max_tokens };
+            let required = current_interaction(&messages, 0);
+            let pinned_required: usize = pinned.iter().filter(|&&i| i < required).map(|&i| counts[i]).sum();
+            let required_tokens: usize = counts[required..].iter().sum::<usize>() + pinned_required;
+            match plan_window(&messages, &counts, &pinned, 0, (0, 0), policy) {
+                Err(error) => {
+                    prop_assert!(max_tokens.is_some_and(|max| required_tokens > max));
+                    prop_assert_eq!(error.needed, required_tokens);
+                }
+                Ok(plan) => {
+                    let view: Vec<&Message> = plan.pinned.iter().map(|&i| &messages[i]).chain(&messages[plan.start..]).collect();
+                    let owned: Vec<Message> = view.iter().map(|m| (*m).clone()).collect();
+                    // Valid for every provider: no orphan result, every call answered but the last.
+                    let tail_start = plan.pinned.len();
+                    prop_assert!(is_tool_boundary_safe(&owned[tail_start..], 0));
+                    prop_assert!(owned[..tail_start].iter().all(|m| m.tool_results_iter().next().is_none()));
+                    // System messages and the task are kept.
+                    prop_assert_eq!(owned.iter().filter(|m| m.role == Role::System).count(), systems);
+                    prop_assert!(owned.iter().any(|m| m.text() == "task"));
+                    // The current interaction is always sent.
+                    prop_assert!(plan.start <= required);
+                    // Within limits (the required part alone may exceed a message limit).
+                    let tokens: usize = plan.pinned.iter().map(|&i| counts[i]).sum::<usize>() + counts[plan.start..].iter().sum::<usize>();
+                    prop_assert_eq!(plan.tokens, tokens);
+                    if let Some(max) = max_tokens {
+                        prop_assert!(tokens <= max);
+                    }
+                    if let Some(max) = max_messages {
+                        let floor_len = pinned.iter().filter(|&&i| i < required).count() + messages.len() - required;
+                        prop_assert!(owned.len() <= max.max(floor_len), "{} > {}", owned.len(), max);
+                    }
+                }
+            }
+        }
+    }
+}

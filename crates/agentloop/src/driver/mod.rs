@@ -180,7 +180,7 @@ impl Driver {
                         let summary = tokio::select! {
                             biased;
                             () = scope.control.cancel.cancelled() => None,
-                            summary = self.provider.complete(request) => Some(summary),
+                            summary = crate::provider::collect(self.provider.stream(request)) => Some(summary),
                         };
                         scope.tick(&mut run);
                         let fed = match summary {

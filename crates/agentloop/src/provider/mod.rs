@@ -134,6 +134,15 @@ pub struct ModelResponse {
     pub usage: Usage,
 }
 
+/// Collects a streamed response into a whole one.
+pub async fn collect(mut stream: ChunkStream) -> Result<ModelResponse, ProviderError> {
+    let mut assembler = ResponseAssembler::default();
+    while let Some(chunk) = stream.next().await {
+        assembler.push(chunk?)?;
+    }
+    Ok(assembler.finish())
+}
+
 /// The stream a provider returns.
 pub type ChunkStream = BoxStream<'static, Result<StreamChunk, ProviderError>>;
 
@@ -148,14 +157,7 @@ pub trait Provider: Send + Sync {
         &self,
         request: ModelRequest,
     ) -> BoxFuture<'static, Result<ModelResponse, ProviderError>> {
-        let mut stream = self.stream(request);
-        Box::pin(async move {
-            let mut assembler = ResponseAssembler::default();
-            while let Some(chunk) = stream.next().await {
-                assembler.push(chunk?)?;
-            }
-            Ok(assembler.finish())
-        })
+        Box::pin(collect(self.stream(request)))
     }
 
     /// A short name for events and telemetry, e.g. the model id.
