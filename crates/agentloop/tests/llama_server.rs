@@ -1,5 +1,6 @@
-//! The OpenAI chat and Responses providers against a real llama.cpp `llama-server`
-//! (SmolLM2-135M with a Hermes-style tool template), when `AGENTLOOP_LLAMA_URL` is set
+//! The OpenAI chat, OpenAI Responses and Anthropic Messages providers against a real llama.cpp
+//! `llama-server` (SmolLM2-135M with a Hermes-style tool template; `/v1/chat/completions`,
+//! `/v1/responses`, `/v1/messages`), when `AGENTLOOP_LLAMA_URL` is set
 //! (`scripts/llama-server.sh start` prints it). When the server was started with
 //! `--api-key KEY`, set `AGENTLOOP_LLAMA_API_KEY=KEY` too: the runs send it, and a wrong key
 //! must be refused. Without the URL every test prints a notice and passes without checking.
@@ -16,7 +17,7 @@ use agentloop::message::{Role, ToolResultContent};
 use agentloop::prelude::*;
 use agentloop::provider::openai::{Compat, OpenAi};
 use agentloop::provider::sse::response_chunks;
-use agentloop::provider::{ChunkStream, RetryPolicy};
+use agentloop::provider::{Anthropic, ChunkStream, HttpConfig, RetryPolicy};
 use agentloop::tool::{DynTool, ToolSpec};
 use futures::StreamExt;
 use serde_json::{json, Value};
@@ -46,6 +47,17 @@ fn preset(url: &str, key: Option<&str>) -> Compat {
         Some(_) => preset.api_key_env("AGENTLOOP_LLAMA_API_KEY").require_api_key(true),
         None => preset,
     }
+}
+
+/// Our Anthropic provider on the server's `/v1/messages` (the base URL without `/v1`); the key,
+/// when the server has one, goes in `x-api-key`, read from the same environment variable.
+fn anthropic(url: &str, key: Option<&str>) -> agentloop::provider::HttpProvider<Anthropic> {
+    let config = HttpConfig::new(url, "local");
+    let config = match key {
+        Some(_) => config.api_key_env("AGENTLOOP_LLAMA_API_KEY").require_api_key(true),
+        None => config,
+    };
+    Anthropic::with_config(config, Anthropic::messages("local")).unwrap()
 }
 
 /// `add` with a plain hand-written schema: with the schema derived for the typed tool
@@ -282,4 +294,56 @@ async fn a_prompt_longer_than_the_context_is_context_length_exceeded() {
     let (_, error) =
         http_support::stream_all(&responses, http_support::simple_request(&long)).await;
     assert!(matches!(&error, Some(ProviderError::ContextLengthExceeded { .. })), "{error:?}");
+}
+
+#[tokio::test]
+async fn anthropic_streaming_agent_run() {
+    let Some((url, key)) = server() else { return };
+    agent_run(anthropic(&url, key.as_deref()), false).await;
+}
+
+#[tokio::test]
+async fn anthropic_non_streaming_agent_run() {
+    let Some((url, key)) = server() else { return };
+    agent_run(anthropic(&url, key.as_deref()), true).await;
+}
+
+#[tokio::test]
+async fn anthropic_wrong_key_is_an_auth_error() {
+    let Some((url, key)) = server() else { return };
+    if key.is_none() {
+        eprintln!("skipping: AGENTLOOP_LLAMA_API_KEY is not set (start the server with --api-key)");
+        return;
+    }
+    let wrong = Anthropic::with_config(
+        HttpConfig::new(&url, "local").api_key("wrong-key"),
+        Anthropic::messages("local"),
+    )
+    .unwrap();
+    let error = wrong.complete(http_support::simple_request("hi")).await.unwrap_err();
+    assert!(matches!(&error, ProviderError::Auth { status: 401, .. }), "{error:?}");
+    let (_, error) = http_support::stream_all(&wrong, http_support::simple_request("hi")).await;
+    assert!(matches!(&error, Some(ProviderError::Auth { status: 401, .. })), "{error:?}");
+    // No key at all is refused the same way.
+    let keyless = Anthropic::compatible(&url, "local").unwrap();
+    let error = keyless.complete(http_support::simple_request("hi")).await.unwrap_err();
+    assert!(matches!(&error, ProviderError::Auth { status: 401, .. }), "{error:?}");
+}
+
+#[tokio::test]
+async fn anthropic_prompt_longer_than_the_context_is_context_length_exceeded() {
+    let Some((url, key)) = server() else { return };
+    let n_ctx = context_size(&url, key.as_deref()).await;
+    let long = "hello ".repeat(2 * n_ctx as usize + 100);
+    let provider = anthropic(&url, key.as_deref());
+    let (chunks, error) =
+        http_support::stream_all(&provider, http_support::simple_request(&long)).await;
+    assert!(chunks.is_empty(), "{chunks:?}");
+    assert!(
+        matches!(&error, Some(ProviderError::ContextLengthExceeded { message }) if message.contains("context")),
+        "{error:?}"
+    );
+    let error = provider.complete(http_support::simple_request(&long)).await.unwrap_err();
+    assert!(matches!(error, ProviderError::ContextLengthExceeded { .. }), "{error:?}");
+    assert!(!error.is_retryable());
 }

@@ -1,8 +1,22 @@
 //! The Anthropic Messages wire format (`POST /v1/messages`), as spoken by Anthropic and by
 //! compatible servers (llama.cpp's `llama-server` serves it too).
 //!
-//! Pure conversion, no I/O: [`Anthropic`] implements [`WireFormat`] and plugs into the shared
-//! HTTP transport.
+//! [`Anthropic`] implements [`WireFormat`] (pure conversion, no I/O) and builds the HTTP
+//! providers that speak it over the shared transport ([`HttpProvider`]):
+//!
+//! ```no_run
+//! use agentloop::provider::http::HttpConfig;
+//! use agentloop::provider::Anthropic;
+//!
+//! let claude = Anthropic::provider("claude-sonnet-4-5")?; // ANTHROPIC_API_KEY
+//! let thinking = Anthropic::with_config(
+//!     Anthropic::config("claude-sonnet-4-5"),
+//!     Anthropic::messages("claude-sonnet-4-5").with_thinking(2048),
+//! )?;
+//! // llama.cpp's `llama-server` serves the Messages API at `/v1/messages`:
+//! let local = Anthropic::compatible("http://127.0.0.1:8080", "local")?;
+//! # Ok::<(), agentloop::provider::http::HttpConfigError>(())
+//! ```
 //!
 //! # Mapping
 //! - Instructions and every `System` / `Developer` message of the history (in order, joined by
@@ -34,6 +48,7 @@ mod tests;
 #[cfg(test)]
 pub(crate) mod testutil;
 
+use super::http::{HttpConfig, HttpConfigError, HttpProvider};
 use super::wire::{AuthStyle, StreamDecoder, WireFormat, WireRequest};
 use super::{ModelRequest, ModelResponse, ProviderError, ToolChoice};
 use crate::message::{MediaSource, Message, Part, Reasoning, Role, ToolCall, ToolResult};
@@ -45,6 +60,12 @@ pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 
 /// `max_tokens` sent when the request sets none (the API requires one).
 pub const DEFAULT_MAX_TOKENS: u32 = 4096;
+
+/// The base URL of Anthropic's API (request paths such as `/v1/messages` are appended).
+pub const BASE_URL: &str = "https://api.anthropic.com";
+
+/// The environment variable [`Anthropic::provider`] reads the API key from.
+pub const API_KEY_ENV: &str = "ANTHROPIC_API_KEY";
 
 /// The Anthropic Messages wire format for one model: what to send to `/v1/messages` and how
 /// to read what comes back.
@@ -78,6 +99,44 @@ impl Anthropic {
     /// The model id sent in every request.
     pub fn model(&self) -> &str {
         &self.model
+    }
+
+    /// Anthropic's API with `model`: the key comes from `ANTHROPIC_API_KEY` (required), the
+    /// other settings are [`config`](Self::config)'s.
+    pub fn provider(model: impl Into<String>) -> Result<HttpProvider<Anthropic>, HttpConfigError> {
+        let model = model.into();
+        Self::with_config(Self::config(model.clone()), Self::messages(model))
+    }
+
+    /// The HTTP configuration of Anthropic's API for `model`, to adjust (an explicit key,
+    /// timeouts, headers such as `anthropic-beta`, the retry policy) before building with
+    /// [`with_config`](Self::with_config): base URL [`BASE_URL`], the key from
+    /// [`API_KEY_ENV`] (required).
+    pub fn config(model: impl Into<String>) -> HttpConfig {
+        HttpConfig::new(BASE_URL, model).api_key_env(API_KEY_ENV).require_api_key(true)
+    }
+
+    /// An Anthropic-compatible server at `base_url`, the URL that `/v1/messages` is appended to
+    /// (e.g. `http://127.0.0.1:8080` for llama.cpp's `llama-server`), with no API key. For a
+    /// key, build with [`with_config`](Self::with_config) and
+    /// [`HttpConfig::api_key_env`] or [`HttpConfig::api_key`] (sent as `x-api-key`).
+    pub fn compatible(
+        base_url: impl Into<String>,
+        model: impl Into<String>,
+    ) -> Result<HttpProvider<Anthropic>, HttpConfigError> {
+        let model = model.into();
+        Self::with_config(HttpConfig::new(base_url, model.clone()), Self::messages(model))
+    }
+
+    /// A provider speaking `format` (its thinking budget and default `max_tokens`) as
+    /// `config` says. The model id is the configuration's: it replaces the format's, so the
+    /// two never disagree.
+    pub fn with_config(
+        config: HttpConfig,
+        format: Anthropic,
+    ) -> Result<HttpProvider<Anthropic>, HttpConfigError> {
+        let format = Self { model: config.model().to_owned(), ..format };
+        HttpProvider::new(format, config)
     }
 
     fn max_tokens(&self, request: &ModelRequest) -> u32 {

@@ -1,8 +1,20 @@
 //! The Gemini API wire format (`POST /v1beta/models/{model}:generateContent` and
 //! `:streamGenerateContent?alt=sse`).
 //!
-//! Pure conversion, no I/O: [`Gemini`] implements [`WireFormat`] and plugs into the shared
-//! HTTP transport.
+//! [`Gemini`] implements [`WireFormat`] (pure conversion, no I/O) and builds the HTTP
+//! providers that speak it over the shared transport ([`HttpProvider`]); the key goes in the
+//! `x-goog-api-key` header, never in the URL.
+//!
+//! ```no_run
+//! use agentloop::provider::Gemini;
+//!
+//! let flash = Gemini::provider("gemini-2.5-flash")?; // GEMINI_API_KEY
+//! let thinking = Gemini::with_config(
+//!     Gemini::config("gemini-2.5-pro"),
+//!     Gemini::new("gemini-2.5-pro").with_thoughts(true),
+//! )?;
+//! # Ok::<(), agentloop::provider::http::HttpConfigError>(())
+//! ```
 //!
 //! # Mapping
 //! - Instructions and every `System` / `Developer` message of the history become the parts of
@@ -43,6 +55,7 @@ mod schema;
 #[cfg(test)]
 mod tests;
 
+use super::http::{HttpConfig, HttpConfigError, HttpProvider};
 use super::wire::{AuthStyle, StreamDecoder, WireFormat, WireRequest};
 use super::{ModelRequest, ModelResponse, ProviderError, ToolChoice};
 use crate::message::{MediaSource, Message, Part, Role, ToolCall, ToolResult, ToolResultContent};
@@ -54,6 +67,13 @@ pub use schema::to_gemini_schema;
 
 /// Prefix of the call ids this module makes up for calls Gemini sent without one.
 pub const SYNTHETIC_ID_PREFIX: &str = "gemini_";
+
+/// The base URL of the Gemini API (request paths such as
+/// `/v1beta/models/{model}:generateContent` are appended).
+pub const BASE_URL: &str = "https://generativelanguage.googleapis.com";
+
+/// The environment variable [`Gemini::provider`] reads the API key from.
+pub const API_KEY_ENV: &str = "GEMINI_API_KEY";
 
 /// The Gemini `generateContent` wire format for one model.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,6 +106,32 @@ impl Gemini {
     /// The model id in the request path.
     pub fn model(&self) -> &str {
         &self.model
+    }
+
+    /// The Gemini API with `model`: the key comes from `GEMINI_API_KEY` (required), the other
+    /// settings are [`config`](Self::config)'s.
+    pub fn provider(model: impl Into<String>) -> Result<HttpProvider<Gemini>, HttpConfigError> {
+        let model = model.into();
+        Self::with_config(Self::config(model.clone()), Self::new(model))
+    }
+
+    /// The HTTP configuration of the Gemini API for `model`, to adjust (an explicit key,
+    /// timeouts, headers, the retry policy) before building with
+    /// [`with_config`](Self::with_config): base URL [`BASE_URL`], the key from
+    /// [`API_KEY_ENV`] (required).
+    pub fn config(model: impl Into<String>) -> HttpConfig {
+        HttpConfig::new(BASE_URL, model).api_key_env(API_KEY_ENV).require_api_key(true)
+    }
+
+    /// A provider speaking `format` (its thinking settings) as `config` says. The model id is
+    /// the configuration's (a leading `models/` is dropped): it replaces the format's, so the
+    /// two never disagree.
+    pub fn with_config(
+        config: HttpConfig,
+        format: Gemini,
+    ) -> Result<HttpProvider<Gemini>, HttpConfigError> {
+        let format = Self { model: Self::new(config.model()).model, ..format };
+        HttpProvider::new(format, config)
     }
 
     fn generation_config(&self, request: &ModelRequest) -> Map<String, Value> {

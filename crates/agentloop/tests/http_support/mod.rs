@@ -93,9 +93,19 @@ pub async fn error_for<P: Provider>(
     path: &str,
     response: ResponseTemplate,
 ) -> ProviderError {
+    error_for_matching(make, wiremock::matchers::path(path), response).await
+}
+
+/// The error of a request that `matcher` accepts and the server answers with `response`
+/// (for providers whose streamed and whole requests go to different paths).
+pub async fn error_for_matching<P: Provider>(
+    make: &impl Fn(&str) -> P,
+    matcher: impl wiremock::Match + 'static,
+    response: ResponseTemplate,
+) -> ProviderError {
     let server = MockServer::start().await;
     Mock::given(wiremock::matchers::method("POST"))
-        .and(wiremock::matchers::path(path))
+        .and(matcher)
         .respond_with(response)
         .mount(&server)
         .await;
