@@ -102,5 +102,54 @@ fn run_machine(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, run_machine, driver);
+/// Context bookkeeping as history grows: one full `Run` iteration (request with the window
+/// plan and view, response, tool call and result) on a run whose history already holds
+/// `messages` messages — both sizes are past the default 50-message window, so the cost must
+/// not depend on the size.
+fn context(c: &mut Criterion) {
+    fn iteration(run: &mut Run, id: &str) {
+        let Step::CallModel(request) = run.next_step() else { return };
+        drop(request);
+        let response = ModelResponse {
+            message: Message {
+                role: Role::Assistant,
+                content: vec![Part::ToolCall(ToolCall {
+                    id: id.into(),
+                    name: "add".into(),
+                    arguments: r#"{"a":1,"b":2}"#.into(),
+                })],
+            },
+            finish_reason: FinishReason::ToolCalls,
+            usage: USAGE,
+        };
+        let _ = run.model_responded(response, Duration::ZERO);
+        let _ = run.tool_started(id, Some(json!({"a": 1, "b": 2})));
+        let _ = run.tool_finished(id, Ok(ToolOutput::Value(json!(3))), Duration::ZERO);
+        black_box(run.drain_events().count());
+    }
+    let mut group = c.benchmark_group("context");
+    group.sample_size(30);
+    for messages in [1_000usize, 10_000] {
+        let mut config = RunConfig::default();
+        config.limits.max_iterations = u32::MAX;
+        let mut base = Run::new("bench", config, vec![Message::user("go")]);
+        for i in 0..messages / 2 {
+            iteration(&mut base, &format!("warm{i}"));
+        }
+        group.bench_function(BenchmarkId::new("iteration_at", messages), |b| {
+            b.iter_custom(|iters| {
+                let mut run = base.clone();
+                iteration(&mut run, "first"); // the clone's first request copies the shared view
+                let started = std::time::Instant::now();
+                for i in 0..iters {
+                    iteration(&mut run, &format!("c{i}"));
+                }
+                started.elapsed()
+            });
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, run_machine, context, driver);
 criterion_main!(benches);

@@ -6,7 +6,6 @@
 //! never cuts between a call and its result.
 
 use crate::message::{Message, Role};
-use std::collections::HashSet;
 
 /// Limits of the window. `None`: no limit of that kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -51,12 +50,16 @@ pub struct WindowError {
 /// message (still pending).
 pub fn is_tool_boundary_safe(messages: &[Message], start: usize) -> bool {
     let Some(window) = messages.get(start..) else { return true };
-    let mut open: HashSet<&str> = HashSet::new();
+    // Few calls are open at a time: a vector beats a hash set and allocates only for calls.
+    let mut open: Vec<&str> = Vec::new();
     let last = window.len().saturating_sub(1);
     for (i, message) in window.iter().enumerate() {
         for result in message.tool_results_iter() {
-            if !open.remove(result.call_id.as_str()) {
-                return false;
+            match open.iter().position(|id| *id == result.call_id) {
+                Some(index) => {
+                    open.swap_remove(index);
+                }
+                None => return false,
             }
         }
         if i != last && !open.is_empty() {
