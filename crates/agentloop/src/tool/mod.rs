@@ -1,12 +1,15 @@
 //! Tools: the typed [`Tool`] trait, its object-safe twin [`DynTool`], sources of tools
 //! ([`ToolSet`]), the local [`ToolRegistry`] and the executor the driver uses.
 
-mod builtin;
+pub mod builtin;
 mod exec;
 mod registry;
 mod schema;
 
-pub use builtin::{AskUser, AskUserArgs, TaskComplete, TaskCompleteArgs};
+pub use builtin::{
+    AskUser, AskUserArgs, Calculator, HttpGet, ListDir, ReadFile, Shell, TaskComplete,
+    TaskCompleteArgs, Workspace, WorkspaceError, WriteFile,
+};
 pub use exec::{ToolExecution, ToolExecutor, ToolSetupError};
 pub use registry::ToolRegistry;
 pub use schema::schema_for;

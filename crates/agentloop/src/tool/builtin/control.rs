@@ -1,7 +1,7 @@
 //! Built-in control tools: `task_complete` (ends the run with an answer) and `ask_user` (ends
 //! the turn waiting for the user).
 
-use super::{Control, Tool, ToolContext, ToolOutput};
+use crate::tool::{Control, Tool, ToolContext, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use std::convert::Infallible;
