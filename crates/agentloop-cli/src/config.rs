@@ -1,0 +1,216 @@
+//! `agentloop.toml`: found in the project directory or `~/.config/agentloop/config.toml`,
+//! overridden by the environment and by flags. Errors name the file, the line and what was
+//! expected.
+
+use anyhow::{bail, Context};
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+/// The whole file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// The agent.
+    pub agent: AgentSection,
+    /// The model provider.
+    pub provider: ProviderSection,
+    /// The budget.
+    pub limits: LimitsSection,
+    /// Built-in tools.
+    pub tools: ToolsSection,
+    /// Where runs are kept.
+    pub store: StoreSection,
+    /// Where the file came from (not in the file).
+    #[serde(skip)]
+    pub source: Option<PathBuf>,
+}
+
+/// `[agent]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AgentSection {
+    /// The agent's name.
+    pub name: Option<String>,
+    /// The system prompt.
+    pub instructions: Option<String>,
+    /// Sampling temperature.
+    pub temperature: Option<f32>,
+    /// Output tokens per model call.
+    pub max_tokens: Option<u32>,
+    /// Tool calls of one turn that may run at once.
+    pub tool_concurrency: Option<usize>,
+}
+
+/// Which provider family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProviderKind {
+    /// OpenAI Chat Completions.
+    Openai,
+    /// OpenAI Responses.
+    Responses,
+    /// An OpenAI-compatible server (`base_url` or `preset`).
+    OpenaiCompatible,
+    /// Anthropic Messages.
+    Anthropic,
+    /// Gemini.
+    Gemini,
+    /// A scripted model playing a JSON file of turns (demos and tests).
+    Scripted,
+}
+
+impl std::str::FromStr for ProviderKind {
+    type Err = anyhow::Error;
+    fn from_str(text: &str) -> anyhow::Result<Self> {
+        toml::Value::String(text.to_owned())
+            .try_into::<ProviderKind>()
+            .map_err(|_| anyhow::anyhow!("unknown provider '{text}' (expected openai, responses, openai-compatible, anthropic, gemini or scripted)"))
+    }
+}
+
+/// `[provider]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProviderSection {
+    /// The family.
+    pub kind: Option<ProviderKind>,
+    /// The model id.
+    pub model: Option<String>,
+    /// The server's base URL (OpenAI-compatible servers, proxies).
+    pub base_url: Option<String>,
+    /// The environment variable holding the API key.
+    pub api_key_env: Option<String>,
+    /// A preset for OpenAI-compatible servers: ollama, vllm, llama-cpp, lm-studio, litellm,
+    /// openrouter, groq, together, deepseek, mistral.
+    pub preset: Option<String>,
+    /// The script of the `scripted` provider (a JSON file).
+    pub script: Option<PathBuf>,
+}
+
+/// `[limits]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitsSection {
+    /// Model calls in the loop.
+    pub max_iterations: Option<u32>,
+    /// Tool calls in the run.
+    pub max_tool_calls: Option<u32>,
+    /// Input plus output tokens.
+    pub max_total_tokens: Option<u64>,
+    /// USD (needs prices).
+    pub max_cost_usd: Option<f64>,
+    /// Wall-clock seconds.
+    pub max_duration_secs: Option<u64>,
+    /// USD per million input tokens.
+    pub input_price_per_mtok: Option<f64>,
+    /// USD per million output tokens.
+    pub output_price_per_mtok: Option<f64>,
+}
+
+/// `[tools]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ToolsSection {
+    /// Built-in tools to offer: calculator, read_file, list_dir, write_file, http_get, shell.
+    pub enabled: Option<Vec<String>>,
+    /// The directory file tools and `shell` work in (default: the current directory).
+    pub workspace: Option<PathBuf>,
+    /// Hosts `http_get` may fetch.
+    pub http_allowed_hosts: Vec<String>,
+    /// Default tool timeout in seconds.
+    pub timeout_secs: Option<u64>,
+    /// Tools that ask before each call (`shell` always does).
+    pub require_approval: Vec<String>,
+}
+
+/// `[store]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreSection {
+    /// `sqlite` (default), `redis` or `memory`.
+    pub kind: Option<String>,
+    /// The SQLite file.
+    pub path: Option<PathBuf>,
+    /// The Redis URL.
+    pub url: Option<String>,
+}
+
+/// The built-in tools.
+pub const BUILTIN_TOOLS: &[&str] =
+    &["calculator", "read_file", "list_dir", "write_file", "http_get", "shell"];
+
+impl Config {
+    /// Parses a file's text; errors name the file, the line and what was expected.
+    pub fn parse(text: &str, path: &Path) -> anyhow::Result<Self> {
+        let mut config: Config = toml::from_str(text).map_err(|error| {
+            let location = error
+                .span()
+                .map(|span| {
+                    let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
+                    format!(":{line}")
+                })
+                .unwrap_or_default();
+            anyhow::anyhow!("{}{location}: {}", path.display(), error.message())
+        })?;
+        config.source = Some(path.to_owned());
+        config.validate()?;
+        Ok(config)
+    }
+
+    fn validate(&self) -> anyhow::Result<()> {
+        let where_ =
+            self.source.as_ref().map_or_else(String::new, |p| format!("{}: ", p.display()));
+        for tool in self.tools.enabled.iter().flatten() {
+            if !BUILTIN_TOOLS.contains(&tool.as_str()) {
+                bail!(
+                    "{where_}[tools] enabled: unknown tool '{tool}' (expected one of {})",
+                    BUILTIN_TOOLS.join(", ")
+                );
+            }
+        }
+        if let Some(kind) = &self.store.kind {
+            if !["sqlite", "redis", "memory"].contains(&kind.as_str()) {
+                bail!("{where_}[store] kind: '{kind}' (expected sqlite, redis or memory)");
+            }
+        }
+        if self.provider.kind == Some(ProviderKind::Scripted) && self.provider.script.is_none() {
+            bail!("{where_}[provider] kind = \"scripted\" needs script = \"<file.json>\"");
+        }
+        Ok(())
+    }
+
+    /// Loads `explicit`, else `./agentloop.toml`, else `~/.config/agentloop/config.toml`, else
+    /// the defaults.
+    pub fn load(explicit: Option<&Path>) -> anyhow::Result<Self> {
+        let candidates: Vec<PathBuf> = match explicit {
+            Some(path) => vec![path.to_owned()],
+            None => {
+                let mut paths = vec![PathBuf::from("agentloop.toml")];
+                let base = std::env::var_os("XDG_CONFIG_HOME").map(PathBuf::from).or_else(|| {
+                    std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".config"))
+                });
+                if let Some(base) = base {
+                    paths.push(base.join("agentloop").join("config.toml"));
+                }
+                paths
+            }
+        };
+        for path in candidates {
+            match std::fs::read_to_string(&path) {
+                Ok(text) => return Self::parse(&text, &path),
+                Err(error)
+                    if error.kind() == std::io::ErrorKind::NotFound && explicit.is_none() =>
+                {
+                    continue
+                }
+                Err(error) => {
+                    return Err(error).with_context(|| format!("reading {}", path.display()))
+                }
+            }
+        }
+        Ok(Self::default())
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,237 @@
+//! `agentloop`: run agents from the command line.
+
+mod chat;
+mod config;
+mod providers;
+mod render;
+mod tools;
+
+use agentloop::prelude::*;
+use agentloop::run::Price;
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+use config::{Config, ProviderKind, ProviderSection};
+use futures::StreamExt;
+use render::{Ending, Renderer};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Run LLM agents: model → tools → model → answer.
+#[derive(Debug, Parser)]
+#[command(name = "agentloop", version, about)]
+struct Cli {
+    /// The configuration file (default: ./agentloop.toml, then ~/.config/agentloop/config.toml).
+    #[arg(long, global = true, env = "AGENTLOOP_CONFIG")]
+    config: Option<PathBuf>,
+    #[command(flatten)]
+    provider: ProviderFlags,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Args)]
+struct ProviderFlags {
+    /// The provider: openai, responses, openai-compatible, anthropic, gemini, scripted.
+    #[arg(long, global = true, env = "AGENTLOOP_PROVIDER")]
+    provider: Option<ProviderKind>,
+    /// The model id.
+    #[arg(long, global = true)]
+    model: Option<String>,
+    /// The base URL of an OpenAI-compatible (or Anthropic-compatible) server.
+    #[arg(long, global = true)]
+    base_url: Option<String>,
+    /// The script of the `scripted` provider (JSON).
+    #[arg(long, global = true)]
+    script: Option<PathBuf>,
+}
+
+#[derive(Debug, Args, Clone)]
+struct AgentFlags {
+    /// Built-in tools to offer (comma separated): calculator, read_file, list_dir, write_file,
+    /// http_get, shell.
+    #[arg(long, value_delimiter = ',')]
+    tools: Option<Vec<String>>,
+    /// The directory file tools and shell work in.
+    #[arg(long)]
+    workspace: Option<PathBuf>,
+    /// The system prompt.
+    #[arg(long)]
+    instructions: Option<String>,
+    /// Model calls before the final answer.
+    #[arg(long)]
+    max_iterations: Option<u32>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// One run, streamed to the terminal.
+    Run {
+        /// The request.
+        prompt: String,
+        /// Print every event as a JSON line instead.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        agent: AgentFlags,
+    },
+    /// An interactive session (/reset, /tools, /exit; Ctrl-C cancels the current run).
+    Chat {
+        #[command(flatten)]
+        agent: AgentFlags,
+    },
+    /// Tools.
+    Tools {
+        #[command(subcommand)]
+        command: ToolsCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ToolsCommand {
+    /// Every tool the agent would offer, with its schema.
+    List {
+        #[command(flatten)]
+        agent: AgentFlags,
+    },
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let runtime =
+        match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+            Ok(runtime) => runtime,
+            Err(error) => {
+                eprintln!("error: could not start the runtime: {error}");
+                std::process::exit(1);
+            }
+        };
+    let code = match runtime.block_on(dispatch(cli)) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            2
+        }
+    };
+    std::process::exit(code);
+}
+
+async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
+    let config = Config::load(cli.config.as_deref())?;
+    match cli.command {
+        Command::Run { prompt, json, agent } => {
+            let agent = build_agent(&config, &cli.provider, &agent)?;
+            Ok(run_once(&agent, prompt, json).await.code())
+        }
+        Command::Chat { agent } => {
+            let agent = build_agent(&config, &cli.provider, &agent)?;
+            chat::chat(agent).await
+        }
+        Command::Tools { command: ToolsCommand::List { agent } } => {
+            let agent = build_agent(&config, &cli.provider, &agent)?;
+            for tool in agent.tools() {
+                println!("{}\n  {}\n  {}", tool.name, tool.description, tool.parameters);
+            }
+            Ok(0)
+        }
+    }
+}
+
+/// Builds the agent from the configuration, the environment and the flags.
+fn build_agent(
+    config: &Config,
+    flags: &ProviderFlags,
+    agent_flags: &AgentFlags,
+) -> anyhow::Result<Agent> {
+    let flag_section = ProviderSection {
+        kind: flags.provider,
+        model: flags.model.clone(),
+        base_url: flags.base_url.clone(),
+        script: flags.script.clone(),
+        ..ProviderSection::default()
+    };
+    let section = providers::merge(&flag_section, &config.provider)?;
+    let provider = providers::build(&section)?;
+    let mut builder = Agent::builder(provider);
+    let agent = &config.agent;
+    if let Some(name) = &agent.name {
+        builder = builder.name(name.clone());
+    }
+    if let Some(instructions) =
+        agent_flags.instructions.clone().or_else(|| agent.instructions.clone())
+    {
+        builder = builder.instructions(instructions);
+    }
+    if let Some(temperature) = agent.temperature {
+        builder = builder.temperature(temperature);
+    }
+    if let Some(max_tokens) = agent.max_tokens {
+        builder = builder.max_tokens(max_tokens);
+    }
+    if let Some(concurrency) = agent.tool_concurrency {
+        builder = builder.tool_concurrency(concurrency);
+    }
+    let limits = &config.limits;
+    if let Some(n) = agent_flags.max_iterations.or(limits.max_iterations) {
+        builder = builder.max_iterations(n);
+    }
+    if let Some(n) = limits.max_tool_calls {
+        builder = builder.max_tool_calls(n);
+    }
+    if let Some(n) = limits.max_total_tokens {
+        builder = builder.max_total_tokens(n);
+    }
+    if let Some(secs) = limits.max_duration_secs {
+        builder = builder.max_duration(Duration::from_secs(secs));
+    }
+    if let (Some(input), Some(output)) = (limits.input_price_per_mtok, limits.output_price_per_mtok)
+    {
+        builder = builder.price(Price::per_million(input, output));
+    }
+    if let Some(usd) = limits.max_cost_usd {
+        builder = builder.max_cost_usd(usd);
+    }
+    let mut tool_section = config.tools.clone();
+    if let Some(workspace) = &agent_flags.workspace {
+        tool_section.workspace = Some(workspace.clone());
+    }
+    let enabled: Vec<String> = agent_flags
+        .tools
+        .clone()
+        .or_else(|| tool_section.enabled.clone())
+        .unwrap_or_else(|| tools::DEFAULT_TOOLS.iter().map(|t| (*t).to_owned()).collect());
+    for name in &enabled {
+        if !config::BUILTIN_TOOLS.contains(&name.as_str()) {
+            anyhow::bail!(
+                "unknown tool '{name}' (expected one of {})",
+                config::BUILTIN_TOOLS.join(", ")
+            );
+        }
+    }
+    builder = tools::install(builder, &tool_section, &enabled)?;
+    builder.build().context("building the agent")
+}
+
+/// Runs once, rendering every event; Ctrl-C cancels the run.
+async fn run_once(agent: &Agent, input: impl Into<RunInput>, json: bool) -> Ending {
+    let (handle, mut events) = agent.start(input);
+    let mut renderer = Renderer::new(json);
+    let mut ending = Ending::Unknown;
+    let mut interrupted = false;
+    loop {
+        tokio::select! {
+            event = events.next() => match event {
+                Some(event) => {
+                    if let Some(end) = renderer.show(&event) {
+                        ending = end;
+                    }
+                }
+                None => break,
+            },
+            _ = tokio::signal::ctrl_c(), if !interrupted => {
+                interrupted = true;
+                handle.cancel("interrupted (Ctrl-C)");
+            }
+        }
+    }
+    ending
+}

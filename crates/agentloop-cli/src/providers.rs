@@ -1,0 +1,196 @@
+//! Which model to talk to: `--provider`/`--model` flags, else the config file, else the
+//! environment (`AGENTLOOP_BASE_URL`, `OPENAI_API_KEY`, `ANTHROPIC_API_KEY`,
+//! `GEMINI_API_KEY`), else an error that says how to set one up.
+
+use crate::config::{ProviderKind, ProviderSection};
+use agentloop::provider::openai::{Compat, OpenAi};
+use agentloop::provider::scripted::{ScriptedModel, ScriptedTurn};
+use agentloop::provider::{Anthropic, Gemini, HttpConfig, Provider, ProviderError};
+use anyhow::{bail, Context};
+use serde::Deserialize;
+use serde_json::Value;
+use std::path::Path;
+use std::sync::Arc;
+
+/// Default models when only a key is given.
+const OPENAI_MODEL: &str = "gpt-4o-mini";
+const ANTHROPIC_MODEL: &str = "claude-sonnet-4-5";
+const GEMINI_MODEL: &str = "gemini-2.5-flash";
+
+/// The provider settings after flags, file and environment are merged.
+pub fn merge(flags: &ProviderSection, file: &ProviderSection) -> anyhow::Result<ProviderSection> {
+    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+    let mut merged = ProviderSection {
+        kind: flags.kind.or(file.kind),
+        model: flags
+            .model
+            .clone()
+            .or_else(|| file.model.clone())
+            .or_else(|| env("AGENTLOOP_MODEL")),
+        base_url: flags.base_url.clone().or_else(|| file.base_url.clone()),
+        api_key_env: flags.api_key_env.clone().or_else(|| file.api_key_env.clone()),
+        preset: flags.preset.clone().or_else(|| file.preset.clone()),
+        script: flags.script.clone().or_else(|| file.script.clone()),
+    };
+    if merged.kind.is_none() {
+        merged.kind = if merged.base_url.is_some() || merged.preset.is_some() {
+            Some(ProviderKind::OpenaiCompatible)
+        } else if let Some(url) = env("AGENTLOOP_BASE_URL") {
+            merged.base_url = Some(url);
+            Some(ProviderKind::OpenaiCompatible)
+        } else if env("OPENAI_API_KEY").is_some() {
+            Some(ProviderKind::Openai)
+        } else if env("ANTHROPIC_API_KEY").is_some() {
+            Some(ProviderKind::Anthropic)
+        } else if env("GEMINI_API_KEY").is_some() {
+            Some(ProviderKind::Gemini)
+        } else {
+            None
+        };
+    }
+    if merged.kind == Some(ProviderKind::OpenaiCompatible) && merged.base_url.is_none() {
+        merged.base_url = env("AGENTLOOP_BASE_URL");
+    }
+    Ok(merged)
+}
+
+/// Builds the provider.
+pub fn build(section: &ProviderSection) -> anyhow::Result<Arc<dyn Provider>> {
+    let Some(kind) = section.kind else {
+        bail!(
+            "no model provider is configured: pass --provider and --model, add [provider] to \
+             agentloop.toml, or set OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY or \
+             AGENTLOOP_BASE_URL (an OpenAI-compatible server)"
+        );
+    };
+    let model = |default: &str| section.model.clone().unwrap_or_else(|| default.to_owned());
+    let keyed = |config: HttpConfig| match &section.api_key_env {
+        Some(name) => config.api_key_env(name.clone()),
+        None => config,
+    };
+    Ok(match kind {
+        ProviderKind::Openai => {
+            let compat = Compat::openai();
+            let config = keyed(compat.config(model(OPENAI_MODEL)));
+            Arc::new(OpenAi::chat_with(config, compat.dialect)?)
+        }
+        ProviderKind::Responses => {
+            let compat = Compat::openai();
+            let config = keyed(compat.config(model(OPENAI_MODEL)));
+            Arc::new(OpenAi::responses_with(config, compat.dialect)?)
+        }
+        ProviderKind::OpenaiCompatible => {
+            let mut compat = match section.preset.as_deref() {
+                Some(preset) => preset_named(preset)?,
+                None => Compat::custom(section.base_url.clone().unwrap_or_default()),
+            };
+            if let Some(url) = &section.base_url {
+                compat = compat.base_url(url.clone());
+            }
+            if let Some(name) = &section.api_key_env {
+                compat = compat.api_key_env(name.clone());
+            }
+            let config = compat.config(model("default"));
+            Arc::new(OpenAi::chat_with(config, compat.dialect)?)
+        }
+        ProviderKind::Anthropic => {
+            let model = model(ANTHROPIC_MODEL);
+            let config = keyed(Anthropic::config(model.clone()));
+            let config = match &section.base_url {
+                Some(url) => config.base_url(url.clone()),
+                None => config,
+            };
+            Arc::new(Anthropic::with_config(config, Anthropic::messages(model))?)
+        }
+        ProviderKind::Gemini => {
+            let model = model(GEMINI_MODEL);
+            let config = keyed(Gemini::config(model.clone()));
+            Arc::new(Gemini::with_config(config, Gemini::new(model))?)
+        }
+        ProviderKind::Scripted => {
+            let Some(path) = &section.script else {
+                bail!("the scripted provider needs --script <file.json>")
+            };
+            Arc::new(scripted(path)?)
+        }
+    })
+}
+
+fn preset_named(name: &str) -> anyhow::Result<Compat> {
+    Ok(match name {
+        "ollama" => Compat::ollama(),
+        "vllm" => Compat::vllm(),
+        "llama-cpp" | "llama.cpp" => Compat::llama_cpp(),
+        "lm-studio" => Compat::lm_studio(),
+        "litellm" => Compat::litellm(),
+        "openrouter" => Compat::openrouter(),
+        "groq" => Compat::groq(),
+        "together" => Compat::together(),
+        "deepseek" => Compat::deepseek(),
+        "mistral" => Compat::mistral(),
+        other => bail!(
+            "unknown preset '{other}' (expected ollama, vllm, llama-cpp, lm-studio, litellm, \
+             openrouter, groq, together, deepseek or mistral)"
+        ),
+    })
+}
+
+/// One turn of a script file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TurnSpec {
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    reasoning: Option<String>,
+    #[serde(default)]
+    tool_calls: Vec<CallSpec>,
+    #[serde(default)]
+    finish: Option<String>,
+    #[serde(default)]
+    chunk_delay_ms: Option<u64>,
+    #[serde(default)]
+    error: Option<ProviderError>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CallSpec {
+    name: String,
+    #[serde(default)]
+    arguments: Value,
+}
+
+/// A scripted model from a JSON file: `[{"text": …, "tool_calls": [{"name", "arguments"}],
+/// "reasoning", "finish", "chunk_delay_ms", "error"}, …]`.
+pub fn scripted(path: &Path) -> anyhow::Result<ScriptedModel> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the script {}", path.display()))?;
+    let turns: Vec<TurnSpec> = serde_json::from_str(&text)
+        .map_err(|e| anyhow::anyhow!("{}:{}: {e}", path.display(), e.line()))?;
+    let turns = turns.into_iter().map(|spec| {
+        if let Some(error) = spec.error {
+            return ScriptedTurn::error(error);
+        }
+        let mut turn = ScriptedTurn::default();
+        if let Some(text) = spec.text {
+            turn = turn.with_text(text);
+        }
+        if let Some(reasoning) = spec.reasoning {
+            turn = turn.with_reasoning(reasoning);
+        }
+        for call in spec.tool_calls {
+            let arguments =
+                if call.arguments.is_null() { serde_json::json!({}) } else { call.arguments };
+            turn = turn.with_tool_call(call.name, arguments);
+        }
+        if let Some(finish) = spec.finish {
+            turn = turn.with_finish(finish.into());
+        }
+        if let Some(ms) = spec.chunk_delay_ms {
+            turn = turn.with_chunk_delay(std::time::Duration::from_millis(ms));
+        }
+        turn
+    });
+    Ok(ScriptedModel::new(turns.collect::<Vec<_>>()))
+}

@@ -1,0 +1,240 @@
+//! Showing a run on the terminal: text as it arrives, each tool call and result on its own
+//! line (colored on a terminal, plain otherwise), a spinner while the model thinks, and a
+//! summary line; or, with `--json`, every event as a JSON line.
+
+use agentloop::{Event, Outcome, StopReason};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::{IsTerminal, Write};
+use std::time::{Duration, Instant};
+
+/// How the run ended, for the exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// An answer (or a question, or a limit's wind-down).
+    Answered,
+    /// Waiting for approvals.
+    Suspended,
+    /// Failed.
+    Failed,
+    /// Cancelled.
+    Cancelled,
+    /// The stream ended without a terminal event.
+    Unknown,
+}
+
+impl Ending {
+    /// The process exit code.
+    pub fn code(self) -> i32 {
+        match self {
+            Self::Answered | Self::Suspended => 0,
+            Self::Failed | Self::Unknown => 1,
+            Self::Cancelled => 130,
+        }
+    }
+}
+
+/// Renders events.
+pub struct Renderer {
+    json: bool,
+    color: bool,
+    spinner: Option<ProgressBar>,
+    started: Instant,
+    at_line_start: bool,
+    streamed_text: bool,
+    tool_calls: u32,
+}
+
+const DIM: &str = "\x1b[2m";
+const CYAN: &str = "\x1b[36m";
+const GREEN: &str = "\x1b[32m";
+const RED: &str = "\x1b[31m";
+const YELLOW: &str = "\x1b[33m";
+const RESET: &str = "\x1b[0m";
+
+/// A single line of a value, cut to `max` characters.
+fn one_line(text: &str, max: usize) -> String {
+    let flat: String = text.chars().map(|c| if c == '\n' { ' ' } else { c }).collect();
+    if flat.chars().count() > max {
+        format!("{}…", flat.chars().take(max).collect::<String>())
+    } else {
+        flat
+    }
+}
+
+impl Renderer {
+    /// A renderer for this terminal (or JSON lines).
+    pub fn new(json: bool) -> Self {
+        let tty = std::io::stdout().is_terminal();
+        let color = tty && std::env::var_os("NO_COLOR").is_none();
+        Self {
+            json,
+            color,
+            spinner: None,
+            started: Instant::now(),
+            at_line_start: true,
+            streamed_text: false,
+            tool_calls: 0,
+        }
+    }
+
+    fn paint(&self, color: &str, text: &str) -> String {
+        if self.color {
+            format!("{color}{text}{RESET}")
+        } else {
+            text.to_owned()
+        }
+    }
+
+    fn stop_spinner(&mut self) {
+        if let Some(spinner) = self.spinner.take() {
+            spinner.finish_and_clear();
+        }
+    }
+
+    fn line(&mut self, text: String) {
+        self.stop_spinner();
+        let mut out = std::io::stdout().lock();
+        if !self.at_line_start {
+            let _ = writeln!(out);
+        }
+        let _ = writeln!(out, "{text}");
+        self.at_line_start = true;
+    }
+
+    /// Shows one event; returns the ending once the run is over.
+    pub fn show(&mut self, event: &Event) -> Option<Ending> {
+        if self.json {
+            if let Ok(line) = serde_json::to_string(event) {
+                println!("{line}");
+            }
+            return ending_of(event);
+        }
+        match event {
+            Event::ModelRequested { .. } => {
+                self.streamed_text = false;
+                if self.color {
+                    let spinner = ProgressBar::new_spinner();
+                    spinner.set_style(
+                        ProgressStyle::with_template("{spinner} {msg}")
+                            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+                    );
+                    spinner.set_message("thinking…");
+                    spinner.enable_steady_tick(Duration::from_millis(100));
+                    self.spinner = Some(spinner);
+                }
+            }
+            Event::TextDelta { delta } => {
+                self.stop_spinner();
+                self.streamed_text = true;
+                let mut out = std::io::stdout().lock();
+                let _ = write!(out, "{delta}");
+                let _ = out.flush();
+                self.at_line_start = delta.ends_with('\n');
+            }
+            Event::ModelResponded { .. } | Event::ModelFailed { .. } => self.stop_spinner(),
+            Event::ToolStarted { call, arguments } => {
+                self.tool_calls += 1;
+                let text = format!("→ {}({})", call.name, one_line(&arguments.to_string(), 200));
+                self.line(self.paint(CYAN, &text));
+            }
+            Event::ToolCompleted { name, result, duration_ms, .. } => {
+                let text = format!(
+                    "← {name}: {} ({duration_ms} ms)",
+                    one_line(&result.content.to_text(), 200)
+                );
+                self.line(self.paint(GREEN, &text));
+            }
+            Event::ToolFailed { name, error, .. } => {
+                let text = format!("✗ {name}: {}", one_line(&error.to_string(), 200));
+                self.line(self.paint(RED, &text));
+            }
+            Event::ToolTimedOut { name, timeout_ms, .. } => {
+                self.line(self.paint(RED, &format!("✗ {name}: timed out after {timeout_ms} ms")));
+            }
+            Event::ModelRetrying { attempt, delay_ms, error } => {
+                let text =
+                    format!("↻ model call failed ({error}); retry {attempt} in {delay_ms} ms");
+                self.line(self.paint(YELLOW, &text));
+            }
+            Event::LimitReached { limit } => self
+                .line(self.paint(YELLOW, &format!("! {limit} reached, writing the final answer"))),
+            Event::StallDetected { tool, count, .. } => {
+                self.line(self.paint(
+                    YELLOW,
+                    &format!("! {tool} called {count} times with the same arguments"),
+                ));
+            }
+            Event::CompactionCompleted { tokens_before, tokens_after, .. } => {
+                self.line(self.paint(
+                    YELLOW,
+                    &format!("! context compacted: {tokens_before} → {tokens_after} tokens"),
+                ));
+            }
+            Event::HookFailed { hook, point, error, .. } => {
+                self.line(self.paint(YELLOW, &format!("! hook {hook} ({point}) failed: {error}")));
+            }
+            Event::RunFinished { outcome } | Event::RunSuspended { outcome } => {
+                self.finish(outcome)
+            }
+            Event::RunFailed { error, outcome } => {
+                self.finish(outcome);
+                eprintln!("{}", self.paint(RED, &format!("error: {error}")));
+            }
+            Event::RunCancelled { reason, outcome } => {
+                self.finish(outcome);
+                eprintln!("{}", self.paint(YELLOW, &format!("cancelled: {reason}")));
+            }
+            _ => {}
+        }
+        ending_of(event)
+    }
+
+    fn finish(&mut self, outcome: &Outcome) {
+        self.stop_spinner();
+        // The answer streamed as text unless a tool or a limit wrote it.
+        let streamed = self.streamed_text && matches!(outcome.stop_reason, StopReason::Completed);
+        if !streamed && !outcome.answer.is_empty() {
+            self.line(outcome.answer.clone());
+        }
+        if let StopReason::AwaitingApproval { calls } = &outcome.stop_reason {
+            let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
+            self.line(
+                self.paint(YELLOW, &format!("waiting for approval of: {}", names.join(", "))),
+            );
+        }
+        let usage = outcome.usage;
+        let mut summary = format!(
+            "[{} · {} iteration{} · {} tool call{} · {} tokens ({} in / {} out)",
+            stop_name(&outcome.stop_reason),
+            outcome.iterations,
+            if outcome.iterations == 1 { "" } else { "s" },
+            self.tool_calls,
+            if self.tool_calls == 1 { "" } else { "s" },
+            usage.total(),
+            usage.input,
+            usage.output,
+        );
+        if outcome.metrics.cost_usd > 0.0 {
+            summary.push_str(&format!(" · ${:.4}", outcome.metrics.cost_usd));
+        }
+        summary.push_str(&format!(" · {:.1} s]", self.started.elapsed().as_secs_f64()));
+        self.line(self.paint(DIM, &summary));
+    }
+}
+
+fn stop_name(reason: &StopReason) -> String {
+    serde_json::to_value(reason)
+        .ok()
+        .and_then(|v| v.get("kind").and_then(|k| k.as_str()).map(|k| k.replace('_', " ")))
+        .unwrap_or_else(|| "finished".into())
+}
+
+fn ending_of(event: &Event) -> Option<Ending> {
+    match event {
+        Event::RunFinished { .. } => Some(Ending::Answered),
+        Event::RunSuspended { .. } => Some(Ending::Suspended),
+        Event::RunFailed { .. } => Some(Ending::Failed),
+        Event::RunCancelled { .. } => Some(Ending::Cancelled),
+        _ => None,
+    }
+}

@@ -1,0 +1,223 @@
+//! The `agentloop` binary end to end: scripted and HTTP models, streamed and JSON output,
+//! exit codes, configuration errors, approvals on stdin.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use agentloop::Event;
+use assert_cmd::Command;
+use predicates::prelude::*;
+use serde_json::json;
+use std::path::Path;
+
+/// The binary in a clean directory, with no provider keys or user config in sight.
+fn agentloop(dir: &Path) -> Command {
+    let mut command = Command::cargo_bin("agentloop").unwrap();
+    command.current_dir(dir).env("HOME", dir).env("XDG_CONFIG_HOME", dir).env("NO_COLOR", "1");
+    for name in [
+        "OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+        "GEMINI_API_KEY",
+        "AGENTLOOP_BASE_URL",
+        "AGENTLOOP_PROVIDER",
+        "AGENTLOOP_MODEL",
+        "AGENTLOOP_CONFIG",
+    ] {
+        command.env_remove(name);
+    }
+    command
+}
+
+fn script(dir: &Path, turns: serde_json::Value) -> String {
+    let path = dir.join("script.json");
+    std::fs::write(&path, turns.to_string()).unwrap();
+    path.display().to_string()
+}
+
+fn calculator_script(dir: &Path) -> String {
+    script(
+        dir,
+        json!([
+            {"text": "Let me calculate.", "tool_calls": [{"name": "calculator", "arguments": {"expression": "17 * 23"}}]},
+            {"text": "17 multiplied by 23 is 391."}
+        ]),
+    )
+}
+
+#[test]
+fn run_streams_text_tool_lines_and_a_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = calculator_script(dir.path());
+    agentloop(dir.path())
+        .args([
+            "--provider",
+            "scripted",
+            "--script",
+            &script,
+            "run",
+            "What is 17 multiplied by 23?",
+        ])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("Let me calculate."))
+        .stdout(predicate::str::contains("→ calculator({\"expression\":\"17 * 23\"})"))
+        .stdout(predicate::str::contains("← calculator: 391.0"))
+        .stdout(predicate::str::contains("17 multiplied by 23 is 391."))
+        .stdout(
+            predicate::str::is_match(r"\[completed · 2 iterations · 1 tool call · \d+ tokens")
+                .unwrap(),
+        );
+}
+
+#[test]
+fn json_output_is_the_event_stream() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = calculator_script(dir.path());
+    let output = agentloop(dir.path())
+        .args(["--provider", "scripted", "--script", &script, "run", "--json", "17*23?"])
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let events: Vec<Event> = String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{line}: {e}")))
+        .collect();
+    assert_eq!(events.first().map(Event::kind), Some("run_started"));
+    let outcome = events.last().and_then(Event::outcome).unwrap();
+    assert_eq!(outcome.answer, "17 multiplied by 23 is 391.");
+    assert!(events
+        .iter()
+        .any(|e| matches!(e, Event::ToolCompleted { name, .. } if name == "calculator")));
+}
+
+#[test]
+fn a_failed_run_exits_non_zero_with_a_clear_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = script(
+        dir.path(),
+        json!([{"error": {"kind": "auth", "status": 401, "message": "invalid key"}}]),
+    );
+    agentloop(dir.path())
+        .args(["--provider", "scripted", "--script", &script, "run", "hi"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("error: authentication failed (401): invalid key"));
+}
+
+#[test]
+fn configuration_errors_name_the_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("agentloop.toml"),
+        "[agent]\nname = \"x\"\ninstructons = \"typo\"\n",
+    )
+    .unwrap();
+    agentloop(dir.path()).args(["run", "hi"]).assert().code(2).stderr(predicate::str::contains(
+        "agentloop.toml:3: unknown field `instructons`, expected one of",
+    ));
+}
+
+#[test]
+fn no_provider_explains_how_to_configure_one() {
+    let dir = tempfile::tempdir().unwrap();
+    agentloop(dir.path())
+        .args(["run", "hi"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("no model provider is configured"));
+}
+
+#[test]
+fn tools_list_shows_names_and_schemas() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = calculator_script(dir.path());
+    agentloop(dir.path())
+        .args([
+            "--provider",
+            "scripted",
+            "--script",
+            &script,
+            "tools",
+            "list",
+            "--tools",
+            "calculator,list_dir",
+        ])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("calculator\n"))
+        .stdout(predicate::str::contains("list_dir\n"))
+        .stdout(predicate::str::contains("\"expression\""));
+}
+
+#[test]
+fn tools_that_need_approval_ask_on_stdin() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("agentloop.toml"),
+        "[tools]\nenabled = [\"write_file\"]\nrequire_approval = [\"write_file\"]\n",
+    )
+    .unwrap();
+    let write = |file: &str| {
+        script(
+            dir.path(),
+            json!([
+                {"tool_calls": [{"name": "write_file", "arguments": {"path": file, "content": "hi"}}]},
+                {"text": "done"}
+            ]),
+        )
+    };
+    let path = write("yes.txt");
+    agentloop(dir.path())
+        .args(["--provider", "scripted", "--script", &path, "run", "write"])
+        .write_stdin("y\n")
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("Allow write_file("))
+        .stdout(predicate::str::contains("← write_file: wrote 2 bytes to yes.txt"));
+    assert!(dir.path().join("yes.txt").exists());
+    let path = write("no.txt");
+    agentloop(dir.path())
+        .args(["--provider", "scripted", "--script", &path, "run", "write"])
+        .write_stdin("n\n")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("✗ write_file: the call was rejected: the user declined"));
+    assert!(!dir.path().join("no.txt").exists());
+}
+
+#[tokio::test]
+async fn an_openai_compatible_server_from_the_environment() {
+    use wiremock::matchers::{method, path};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+    let server = MockServer::start().await;
+    let chunk = |delta: serde_json::Value, finish: serde_json::Value| {
+        format!(
+            "data: {}\n\n",
+            json!({"id": "1", "object": "chat.completion.chunk", "created": 1, "model": "m", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+        )
+    };
+    let body =
+        chunk(json!({"role": "assistant", "content": "Hello from the server."}), json!(null))
+            + &chunk(json!({}), json!("stop"))
+            + "data: [DONE]\n\n";
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(ResponseTemplate::new(200).set_body_raw(body, "text/event-stream"))
+        .mount(&server)
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let base = format!("{}/v1", server.uri());
+    let output = tokio::task::spawn_blocking(move || {
+        agentloop(dir.path())
+            .env("AGENTLOOP_BASE_URL", base)
+            .args(["--model", "local-model", "run", "hi"])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("Hello from the server."));
+    let requests = server.received_requests().await.unwrap();
+    let sent: serde_json::Value = serde_json::from_slice(&requests[0].body).unwrap();
+    assert_eq!(sent["model"], "local-model");
+}
