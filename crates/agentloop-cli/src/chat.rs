@@ -3,13 +3,15 @@
 //! cancels the current run without ending the session.
 
 use crate::render::{Ending, Renderer};
+use crate::tools::SharedLines;
 use agentloop::prelude::*;
 use futures::StreamExt;
 use std::io::Write;
+use std::sync::Arc;
 use tokio::sync::mpsc;
 
 /// Reads lines on a thread, so that input and Ctrl-C can be awaited together.
-fn lines() -> mpsc::Receiver<String> {
+pub fn lines() -> SharedLines {
     let (sender, receiver) = mpsc::channel(16);
     std::thread::spawn(move || {
         let stdin = std::io::stdin();
@@ -26,7 +28,7 @@ fn lines() -> mpsc::Receiver<String> {
             }
         }
     });
-    receiver
+    Arc::new(tokio::sync::Mutex::new(receiver))
 }
 
 fn prompt() {
@@ -35,15 +37,17 @@ fn prompt() {
 }
 
 /// Runs the session; returns the exit code.
-pub async fn chat(agent: Agent) -> anyhow::Result<i32> {
-    let mut input = lines();
+pub async fn chat(agent: Agent, input: SharedLines) -> anyhow::Result<i32> {
     let mut history: Vec<Message> = Vec::new();
     println!("agentloop chat — /tools, /reset, /exit; Ctrl-C cancels a running turn.");
     loop {
         prompt();
-        let line = tokio::select! {
-            line = input.recv() => line,
-            _ = tokio::signal::ctrl_c() => None,
+        let line = {
+            let mut input = input.lock().await;
+            tokio::select! {
+                line = input.recv() => line,
+                _ = tokio::signal::ctrl_c() => None,
+            }
         };
         let Some(line) = line else {
             println!();

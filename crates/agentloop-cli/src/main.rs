@@ -119,15 +119,16 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
     let config = Config::load(cli.config.as_deref())?;
     match cli.command {
         Command::Run { prompt, json, agent } => {
-            let agent = build_agent(&config, &cli.provider, &agent)?;
+            let agent = build_agent(&config, &cli.provider, &agent, None)?;
             Ok(run_once(&agent, prompt, json).await.code())
         }
         Command::Chat { agent } => {
-            let agent = build_agent(&config, &cli.provider, &agent)?;
-            chat::chat(agent).await
+            let lines = chat::lines();
+            let agent = build_agent(&config, &cli.provider, &agent, Some(lines.clone()))?;
+            chat::chat(agent, lines).await
         }
         Command::Tools { command: ToolsCommand::List { agent } } => {
-            let agent = build_agent(&config, &cli.provider, &agent)?;
+            let agent = build_agent(&config, &cli.provider, &agent, None)?;
             for tool in agent.tools() {
                 println!("{}\n  {}\n  {}", tool.name, tool.description, tool.parameters);
             }
@@ -141,6 +142,7 @@ fn build_agent(
     config: &Config,
     flags: &ProviderFlags,
     agent_flags: &AgentFlags,
+    lines: Option<tools::SharedLines>,
 ) -> anyhow::Result<Agent> {
     let flag_section = ProviderSection {
         kind: flags.provider,
@@ -207,7 +209,7 @@ fn build_agent(
             );
         }
     }
-    builder = tools::install(builder, &tool_section, &enabled)?;
+    builder = tools::install(builder, &tool_section, &enabled, lines)?;
     builder.build().context("building the agent")
 }
 

@@ -17,11 +17,16 @@ use std::time::Duration;
 /// The tools enabled when the configuration names none.
 pub const DEFAULT_TOOLS: &[&str] = &["calculator"];
 
+/// Lines typed at the terminal, shared by the chat loop and the approval prompt so that an
+/// answer to a prompt is never taken as the next chat message.
+pub type SharedLines = Arc<tokio::sync::Mutex<tokio::sync::mpsc::Receiver<String>>>;
+
 /// Adds the enabled built-in tools and, for those that need it, the approval prompt.
 pub fn install(
     mut builder: AgentBuilder,
     section: &ToolsSection,
     enabled: &[String],
+    lines: Option<SharedLines>,
 ) -> anyhow::Result<AgentBuilder> {
     let workspace_dir = section.workspace.clone().unwrap_or_else(|| ".".into());
     let workspace =
@@ -52,15 +57,21 @@ pub fn install(
         builder = builder.tool_timeout(Duration::from_secs(secs));
     }
     if !approval.is_empty() {
-        builder =
-            builder.hook(AskBeforeCalling(approval)).hook_timeout(Duration::from_secs(24 * 3600));
+        builder = builder
+            .hook(AskBeforeCalling { tools: approval, lines })
+            .hook_timeout(Duration::from_secs(24 * 3600));
     }
     Ok(builder)
 }
 
 /// Asks on the terminal before each call of the listed tools. `y` runs the call; anything
 /// else rejects it with that text as the reason. Without a terminal (stdin closed), rejects.
-pub struct AskBeforeCalling(pub BTreeSet<String>);
+pub struct AskBeforeCalling {
+    /// The tools that ask.
+    pub tools: BTreeSet<String>,
+    /// Where answers come from (stdin when `None`).
+    pub lines: Option<SharedLines>,
+}
 
 #[async_trait]
 impl Hooks for AskBeforeCalling {
@@ -74,21 +85,23 @@ impl Hooks for AskBeforeCalling {
         call: &ToolCall,
         arguments: &Value,
     ) -> HookResult<Approval> {
-        if !self.0.contains(&call.name) {
+        if !self.tools.contains(&call.name) {
             return Ok(Approval::Approve);
         }
-        let prompt = format!("\nAllow {}({arguments})? [y/N] ", call.name);
-        let answer = tokio::task::spawn_blocking(move || {
-            eprint!("{prompt}");
-            let _ = std::io::stderr().flush();
-            let mut line = String::new();
-            match std::io::stdin().read_line(&mut line) {
-                Ok(0) | Err(_) => None,
-                Ok(_) => Some(line.trim().to_owned()),
-            }
-        })
-        .await
-        .map_err(|e| e.to_string())?;
+        eprint!("\nAllow {}({arguments})? [y/N] ", call.name);
+        let _ = std::io::stderr().flush();
+        let answer = match &self.lines {
+            Some(lines) => lines.lock().await.recv().await.map(|line| line.trim().to_owned()),
+            None => tokio::task::spawn_blocking(|| {
+                let mut line = String::new();
+                match std::io::stdin().read_line(&mut line) {
+                    Ok(0) | Err(_) => None,
+                    Ok(_) => Some(line.trim().to_owned()),
+                }
+            })
+            .await
+            .map_err(|e| e.to_string())?,
+        };
         Ok(match answer.as_deref() {
             Some("y" | "Y" | "yes") => Approval::Approve,
             Some("" | "n" | "N" | "no") => Approval::Reject("the user declined".into()),
