@@ -31,6 +31,7 @@ impl Run {
                 Phase::NeedModel => {
                     self.iteration = *iteration;
                     self.iteration_started_ms = Some(*at_ms);
+                    self.awaiting_request = true;
                 }
                 _ => return Err(unexpected("iteration_started", &self.phase)),
             },
@@ -42,7 +43,10 @@ impl Run {
             }
             Event::LimitReached { limit } => self.wind_down = Some(limit.clone()),
             Event::ModelRequested { purpose, .. } => match self.phase {
-                Phase::NeedModel => self.phase = Phase::AwaitingModel { purpose: purpose.clone() },
+                Phase::NeedModel => {
+                    self.awaiting_request = false;
+                    self.phase = Phase::AwaitingModel { purpose: purpose.clone() };
+                }
                 _ => return Err(unexpected("model_requested", &self.phase)),
             },
             Event::ModelResponded { message, finish_reason, usage, duration_ms, .. } => {
