@@ -5,6 +5,7 @@ pub mod anthropic;
 mod assemble;
 mod error;
 pub mod gemini;
+pub mod replay;
 #[cfg(any(test, feature = "test-util"))]
 pub mod scripted;
 pub mod wire;
