@@ -332,3 +332,32 @@ async fn two_processes_resuming_one_run_never_interleave_its_journal() {
     );
     Run::from_journal(journal.iter().map(|e| &e.event)).unwrap();
 }
+
+/// `continue_run` with a store appends after the store's journal of the run.
+#[tokio::test]
+async fn continue_run_appends_after_the_stored_journal() {
+    let source = Arc::new(MemoryStore::new());
+    let probe = Probe::default();
+    let first = agent(ScriptedModel::new(turns()), &probe, source.clone());
+    let options = RunOptions { run_id: Some("run_continue".into()), ..RunOptions::default() };
+    outcome_of_stream(first.run_stream_with("go", options)).await;
+    let clean = source.load("run_continue").await.unwrap();
+
+    let store = Arc::new(MemoryStore::new());
+    let cut = clean.iter().position(|e| e.event.kind() == "tool_completed").unwrap() + 1;
+    store.append_entries("run_continue", 0, &clean[..cut]).await.unwrap();
+    let run = Run::from_journal(clean[..cut].iter().map(|e| &e.event)).unwrap();
+    let second = agent(ScriptedModel::new(turns().into_iter().skip(1)), &probe, store.clone());
+    let events = collect(second.continue_run(run, None)).await;
+    let first_checkpoint = events.iter().find_map(|e| match e {
+        Event::Checkpointed { seq } => Some(*seq),
+        _ => None,
+    });
+    assert_eq!(first_checkpoint, Some(cut as u64), "the first new entry follows the stored ones");
+    let after = store.load("run_continue").await.unwrap();
+    assert_eq!(after.len(), clean.len());
+    assert_eq!(
+        after.iter().map(|e| e.event.kind()).collect::<Vec<_>>(),
+        clean.iter().map(|e| e.event.kind()).collect::<Vec<_>>()
+    );
+}
