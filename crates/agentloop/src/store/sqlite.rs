@@ -294,10 +294,8 @@ impl RunStore for SqliteStore {
             let tx =
                 conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
             let actual: u64 = tx
-                .query_row("SELECT next_seq FROM runs WHERE run_id = ?1", [&run_id], |row| {
-                    row.get::<_, i64>(0)
-                })
-                .optional()
+                .prepare_cached("SELECT next_seq FROM runs WHERE run_id = ?1")
+                .and_then(|mut s| s.query_row([&run_id], |row| row.get::<_, i64>(0)).optional())
                 .map_err(backend)?
                 .map_or(0, uint);
             if actual != expected_seq {
