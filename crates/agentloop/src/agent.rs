@@ -3,7 +3,7 @@
 
 use crate::control::{Control, RunHandle};
 use crate::driver::{Driver, EventStream, Start};
-use crate::error::{AgentError, BuildError};
+use crate::error::{AgentError, BuildError, ResumeError, SessionError};
 use crate::event::Event;
 use crate::hooks::{HookSet, Hooks, PermissionHook};
 use crate::message::{Message, ToolCall};
@@ -11,6 +11,8 @@ use crate::provider::{Provider, ToolChoice};
 use crate::run::{
     BreakerConfig, Decision, Limits, Outcome, Price, Run, RunConfig, RunError, ToolFailureMode,
 };
+use crate::session::Session;
+use crate::store::{journaled, RunStore, SessionStore};
 use crate::tool::{DynTool, TaskComplete, Tool, ToolExecutor, ToolRegistry, ToolSet, ToolSpec};
 use futures::StreamExt;
 use serde_json::Value;
@@ -72,6 +74,8 @@ pub struct RunOptions {
 pub struct Agent {
     driver: Driver,
     config: Arc<RunConfig>,
+    store: Option<Arc<dyn RunStore>>,
+    sessions: Option<Arc<dyn SessionStore>>,
 }
 
 impl std::fmt::Debug for Agent {
@@ -80,6 +84,8 @@ impl std::fmt::Debug for Agent {
             .field("provider", &self.driver.provider.name())
             .field("tools", &self.driver.tools)
             .field("config", &self.config)
+            .field("store", &self.store.is_some())
+            .field("session_store", &self.sessions.is_some())
             .finish()
     }
 }
@@ -130,14 +136,39 @@ impl Agent {
         let run_id = options.run_id.unwrap_or_else(new_run_id);
         let control = Control::new(options.cancel.unwrap_or_default());
         let handle = RunHandle { run_id: run_id.clone(), control: control.clone() };
-        let start =
-            Start::New { run_id, config: Box::new((*self.config).clone()), input: input.into().0 };
-        (handle, self.driver.clone().drive(start, control))
+        let config = Box::new((*self.config).clone());
+        let start = Start::New { run_id: run_id.clone(), config, input: input.into().0 };
+        let events = self.driver.clone().drive(start, control);
+        (handle, self.journal(events, run_id, Some(0)))
+    }
+
+    /// Journals `events` when the agent has a store.
+    fn journal(&self, events: EventStream, run_id: String, next_seq: Option<u64>) -> EventStream {
+        match &self.store {
+            Some(store) => journaled(events, store.clone(), run_id, next_seq),
+            None => events,
+        }
+    }
+
+    /// Drives an existing run, journaled from `next_seq` (`None`: the store's length).
+    fn drive_existing(
+        &self,
+        run: Run,
+        cancel: Option<CancellationToken>,
+        next_seq: Option<u64>,
+    ) -> (RunHandle, EventStream) {
+        let control = Control::new(cancel.unwrap_or_default());
+        let run_id = run.run_id().to_owned();
+        let handle = RunHandle { run_id: run_id.clone(), control: control.clone() };
+        let events = self.driver.clone().drive(Start::Existing(Box::new(run)), control);
+        (handle, self.journal(events, run_id, next_seq))
     }
 
     /// Continues a run rebuilt from its journal ([`Run::from_journal`]): a model call without
     /// a response is made again, tools without a result run again (with the same idempotency
-    /// key), tools with a result never run again.
+    /// key), tools with a result never run again. With a store, the new events are appended
+    /// after the store's last entry of the run: pass a run rebuilt from that journal (or use
+    /// [`resume`](Self::resume), which loads it).
     pub fn continue_run(&self, run: Run, cancel: Option<CancellationToken>) -> EventStream {
         self.continue_run_with_handle(run, cancel).1
     }
@@ -148,24 +179,108 @@ impl Agent {
         run: Run,
         cancel: Option<CancellationToken>,
     ) -> (RunHandle, EventStream) {
-        let control = Control::new(cancel.unwrap_or_default());
-        let handle = RunHandle { run_id: run.run_id().to_owned(), control: control.clone() };
-        (handle, self.driver.clone().drive(Start::Existing(Box::new(run)), control))
+        self.drive_existing(run, cancel, None)
     }
 
     /// Continues a run suspended for approvals (its journal, e.g. loaded from a store) with
     /// the human decisions: approved calls run, rejected ones get the reason as their error
-    /// result. Calls without a decision keep waiting (the run suspends again).
+    /// result. Calls without a decision keep waiting (the run suspends again). With a store,
+    /// the new events are appended after the given journal's durable events (they must be
+    /// the store's journal of the run: see [`decide`](Self::decide)).
     pub fn resume_with_decisions<'a>(
         &self,
         journal: impl IntoIterator<Item = &'a Event>,
         decisions: impl IntoIterator<Item = (String, Decision)>,
     ) -> Result<EventStream, RunError> {
-        let mut run = Run::from_journal(journal)?;
+        let journal: Vec<&Event> = journal.into_iter().filter(|e| e.is_durable()).collect();
+        let mut run = Run::from_journal(journal.iter().copied())?;
         for (call_id, decision) in decisions {
             run.decide(&call_id, decision)?;
         }
-        Ok(self.continue_run(run, None))
+        Ok(self.drive_existing(run, None, Some(journal.len() as u64)).1)
+    }
+
+    /// Resumes a run from the agent's store (after a crash, a restart, in another process):
+    /// loads its journal, folds it ([`Run::from_journal`]) and continues it, journaled. A tool
+    /// whose result is journaled never runs again; a tool that started without a journaled
+    /// result runs again with the same idempotency key (`run_id:call_id`); a model call
+    /// without a journaled response is made again. A run that is over, or suspended for
+    /// approval, yields its terminal event again (it is not journaled twice).
+    pub async fn resume(&self, run_id: &str) -> Result<EventStream, ResumeError> {
+        Ok(self.resume_with_handle(run_id, None).await?.1)
+    }
+
+    /// [`resume`](Self::resume), with a handle.
+    pub async fn resume_with_handle(
+        &self,
+        run_id: &str,
+        cancel: Option<CancellationToken>,
+    ) -> Result<(RunHandle, EventStream), ResumeError> {
+        let (run, next_seq, last) = self.load_run(run_id).await?;
+        Ok(self.continue_loaded(run, next_seq, last, cancel))
+    }
+
+    /// Continues a run suspended for approvals, loaded from the agent's store, with the human
+    /// decisions (see [`resume_with_decisions`](Self::resume_with_decisions)).
+    pub async fn decide(
+        &self,
+        run_id: &str,
+        decisions: impl IntoIterator<Item = (String, Decision)>,
+    ) -> Result<EventStream, ResumeError> {
+        let (mut run, next_seq, _) = self.load_run(run_id).await?;
+        for (call_id, decision) in decisions {
+            run.decide(&call_id, decision)?;
+        }
+        Ok(self.drive_existing(run, None, Some(next_seq)).1)
+    }
+
+    /// Loads and folds a run's journal: the run, the journal's length and its last event.
+    pub(crate) async fn load_run(
+        &self,
+        run_id: &str,
+    ) -> Result<(Run, u64, Option<Event>), ResumeError> {
+        let store = self.store.as_ref().ok_or(ResumeError::NoStore)?;
+        let mut entries = store.load(run_id).await?;
+        if entries.is_empty() {
+            return Err(ResumeError::NotFound(run_id.to_owned()));
+        }
+        let run = Run::from_journal(entries.iter().map(|e| &e.event))?;
+        let next_seq = entries.len() as u64;
+        Ok((run, next_seq, entries.pop().map(|e| e.event)))
+    }
+
+    /// Continues a loaded run; one that is over or suspended yields its terminal event.
+    pub(crate) fn continue_loaded(
+        &self,
+        run: Run,
+        next_seq: u64,
+        last: Option<Event>,
+        cancel: Option<CancellationToken>,
+    ) -> (RunHandle, EventStream) {
+        match last {
+            Some(last) if (run.is_finished() || run.is_suspended()) && last.outcome().is_some() => {
+                let control = Control::new(cancel.unwrap_or_default());
+                let handle = RunHandle { run_id: run.run_id().to_owned(), control };
+                (handle, Box::pin(futures::stream::iter([last])))
+            }
+            _ => self.drive_existing(run, cancel, Some(next_seq)),
+        }
+    }
+
+    /// The store runs are journaled in, if any.
+    pub fn store(&self) -> Option<&Arc<dyn RunStore>> {
+        self.store.as_ref()
+    }
+
+    /// Opens (creating it if needed) the multi-turn session `context_id`: its runs share the
+    /// conversation kept in the agent's session store.
+    pub async fn session(&self, context_id: impl Into<String>) -> Result<Session, SessionError> {
+        let store = self.sessions.clone().ok_or(SessionError::NoSessionStore)?;
+        let context_id = context_id.into();
+        let mut config = (*self.config).clone();
+        config.context_id = Some(context_id.clone());
+        let agent = Self { config: Arc::new(config), ..self.clone() };
+        Session::open(agent, store, context_id).await
     }
 
     /// Runs to the end and returns the outcome. A failed or cancelled run is an error that
@@ -178,8 +293,10 @@ impl Agent {
 /// Consumes an event stream and returns its outcome.
 pub async fn outcome_of(mut events: EventStream) -> Result<Outcome, AgentError> {
     let mut last = None;
+    let mut journal_error = None;
     while let Some(event) = events.next().await {
         match event {
+            Event::JournalFailed { error } => journal_error = Some(error),
             Event::RunFinished { .. }
             | Event::RunFailed { .. }
             | Event::RunCancelled { .. }
@@ -188,6 +305,9 @@ pub async fn outcome_of(mut events: EventStream) -> Result<Outcome, AgentError> 
             }
             _ => {}
         }
+    }
+    if let Some(error) = journal_error {
+        return Err(AgentError::Journal { error });
     }
     match last {
         Some(Event::RunFinished { outcome }) | Some(Event::RunSuspended { outcome }) => {
@@ -213,6 +333,8 @@ pub struct AgentBuilder {
     counter: Option<Arc<dyn crate::context::TokenCounter>>,
     hooks: HookSet,
     errors: Vec<String>,
+    store: Option<Arc<dyn RunStore>>,
+    sessions: Option<Arc<dyn SessionStore>>,
 }
 
 impl AgentBuilder {
@@ -228,6 +350,8 @@ impl AgentBuilder {
             counter: None,
             hooks: HookSet::new(Duration::from_secs(5)),
             errors: Vec::new(),
+            store: None,
+            sessions: None,
         }
     }
 
@@ -445,6 +569,19 @@ impl AgentBuilder {
         self
     }
 
+    /// Journals every run in this store (see [`crate::store`]): each durable event is
+    /// appended before it is streamed, and [`Agent::resume`] continues a run from it.
+    pub fn store(mut self, store: Arc<dyn RunStore>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// Keeps the conversations of multi-turn sessions ([`Agent::session`]) in this store.
+    pub fn session_store(mut self, store: Arc<dyn SessionStore>) -> Self {
+        self.sessions = Some(store);
+        self
+    }
+
     /// Checks the settings and builds the agent.
     pub fn build(mut self) -> Result<Agent, BuildError> {
         if let Some(error) = self.errors.first() {
@@ -499,6 +636,8 @@ impl AgentBuilder {
                 concurrency: self.concurrency,
             },
             config: Arc::new(self.config),
+            store: self.store,
+            sessions: self.sessions,
         })
     }
 }

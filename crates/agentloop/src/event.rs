@@ -296,6 +296,20 @@ pub enum Event {
         /// Whether the hook is critical (the run then fails).
         critical: bool,
     },
+    /// The durable event just before this one was appended to the run's store at `seq`
+    /// (journaled runs only: an agent with a store, see [`crate::store`]).
+    Checkpointed {
+        /// Its 0-based sequence number in the journal.
+        seq: u64,
+    },
+    /// Appending to the run's store failed: the run stopped at the last checkpoint (the
+    /// event that could not be journaled is not passed on, and the driver is dropped, which
+    /// cancels the model call and running tools). Resume it from the store once the store
+    /// is healthy again.
+    JournalFailed {
+        /// What went wrong.
+        error: String,
+    },
 }
 
 impl Event {
@@ -379,6 +393,8 @@ impl Event {
             Self::StepStarted { .. } => "step_started",
             Self::StepCompleted { .. } => "step_completed",
             Self::IterationCompleted { .. } => "iteration_completed",
+            Self::Checkpointed { .. } => "checkpointed",
+            Self::JournalFailed { .. } => "journal_failed",
         }
     }
 }

@@ -43,14 +43,17 @@ pub mod message;
 pub mod prelude;
 pub mod provider;
 pub mod run;
+pub mod session;
+pub mod store;
 pub mod tool;
 
 pub use agent::{Agent, AgentBuilder, RunInput, RunOptions};
 pub use control::RunHandle;
 pub use driver::EventStream;
-pub use error::{AgentError, BuildError};
+pub use error::{AgentError, BuildError, ResumeError, SessionError};
 pub use event::Event;
 pub use run::{Outcome, StopReason};
+pub use session::Session;
 
 /// `#[tool]`: turns a documented `async fn` into a [`tool::Tool`].
 pub use agentloop_macros::tool;

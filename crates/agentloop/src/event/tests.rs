@@ -38,10 +38,14 @@ fn every_kind_matches_its_serde_tag() {
             critical: false,
         },
         Event::ContinuationRequested { prompt: "p".into() },
+        Event::Checkpointed { seq: 3 },
+        Event::JournalFailed { error: "disk full".into() },
     ];
     for event in samples {
         assert_eq!(serde_json::to_value(&event).unwrap()["type"], event.kind());
     }
+    assert!(!Event::Checkpointed { seq: 0 }.is_durable());
+    assert!(!Event::JournalFailed { error: String::new() }.is_durable());
 }
 
 /// Every event is moved through the stream several times: keep the enum small (large

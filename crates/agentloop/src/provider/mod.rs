@@ -8,6 +8,7 @@ pub mod gemini;
 pub mod http;
 pub mod openai;
 pub mod openai_responses;
+pub mod replay;
 mod retry;
 #[cfg(any(test, feature = "test-util"))]
 pub mod scripted;

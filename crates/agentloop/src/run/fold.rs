@@ -32,6 +32,7 @@ impl Run {
                 Phase::NeedModel => {
                     self.iteration = *iteration;
                     self.iteration_started_ms = Some(*at_ms);
+                    self.awaiting_request = true;
                 }
                 _ => return Err(unexpected("iteration_started", &self.phase)),
             },
@@ -45,6 +46,7 @@ impl Run {
             Event::ModelRequested { purpose, .. } => match self.phase {
                 Phase::NeedModel => {
                     self.context.redo_iteration = false;
+                    self.awaiting_request = false;
                     self.phase = Phase::AwaitingModel { purpose: purpose.clone() };
                 }
                 _ => return Err(unexpected("model_requested", &self.phase)),

@@ -195,6 +195,10 @@ pub struct Run {
     elapsed_ms: u64,
     /// When the open iteration started (`None`: no iteration is open).
     iteration_started_ms: Option<u64>,
+    /// The open iteration's model call is not requested yet (only in a journal cut between
+    /// `iteration_started` and `model_requested`, by a crash).
+    #[serde(default)]
+    awaiting_request: bool,
     /// A limit was reached: the next model call is the wind-down.
     wind_down: Option<LimitKind>,
     /// A note for the next request only (stall detection).
@@ -233,6 +237,7 @@ impl Run {
             metrics: Metrics::default(),
             elapsed_ms: 0,
             iteration_started_ms: None,
+            awaiting_request: false,
             wind_down: None,
             note: None,
             paused: None,
@@ -376,7 +381,24 @@ impl Run {
     /// Decides the next step. Calling it again without feeding a result returns the same
     /// step (which is how a resumed run repeats an unanswered model call or unfinished tools).
     pub fn next_step(&mut self) -> Step {
+        // A run rebuilt from a journal cut by a crash between two events of one step: an
+        // iteration whose last result has no `iteration_completed` is closed first; an
+        // iteration started without its model request gets the request.
+        if matches!(self.phase, Phase::NeedModel | Phase::Finishing { .. })
+            && !self.awaiting_request
+        {
+            self.close_iteration();
+        }
         match &self.phase {
+            Phase::NeedModel if self.awaiting_request => {
+                let purpose = ModelPurpose::Iteration;
+                let request = match self.request(&purpose) {
+                    Ok(request) => request,
+                    Err(error) => return self.out_of_context(error),
+                };
+                self.record(Event::ModelRequested { iteration: self.iteration, purpose });
+                Step::CallModel(request)
+            }
             Phase::New | Phase::NeedModel => {
                 if let Some(reason) = self.context.pending_compaction {
                     if let Some(step) = self.begin_compaction(reason) {

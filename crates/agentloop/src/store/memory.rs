@@ -1,0 +1,276 @@
+//! [`MemoryStore`]: every store in memory, for tests and single-process use. Entries are kept
+//! as the JSON a durable store would write, so the memory store reads and rejects schema
+//! versions exactly like the others.
+
+use super::{
+    check_batch, check_dense, decode_parts, new_artifact_id, now_ms, Artifact, ArtifactMeta,
+    ArtifactStore, JournalEntry, NewArtifact, RunFilter, RunState, RunStore, RunSummary,
+    SessionInfo, SessionState, SessionStore, StoreError, SummaryUpdate,
+};
+use crate::message::Message;
+use async_trait::async_trait;
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+/// A stored entry: its header and its event as JSON.
+struct Stored {
+    seq: u64,
+    at_ms: u64,
+    schema_version: u32,
+    event: serde_json::Value,
+}
+
+struct RunRecord {
+    summary: RunSummary,
+    entries: Vec<Stored>,
+}
+
+struct SessionRecord {
+    info: SessionInfo,
+    messages: Vec<Message>,
+}
+
+#[derive(Default)]
+struct Inner {
+    runs: HashMap<String, RunRecord>,
+    sessions: HashMap<String, SessionRecord>,
+    artifacts: HashMap<String, Artifact>,
+}
+
+/// Runs, sessions and artifacts in memory (lost with the process).
+#[derive(Default)]
+pub struct MemoryStore {
+    inner: Mutex<Inner>,
+}
+
+impl std::fmt::Debug for MemoryStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let inner = self.lock();
+        f.debug_struct("MemoryStore")
+            .field("runs", &inner.runs.len())
+            .field("sessions", &inner.sessions.len())
+            .field("artifacts", &inner.artifacts.len())
+            .finish()
+    }
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[async_trait]
+impl RunStore for MemoryStore {
+    async fn append_entries(
+        &self,
+        run_id: &str,
+        expected_seq: u64,
+        entries: &[JournalEntry],
+    ) -> Result<u64, StoreError> {
+        check_batch(expected_seq, entries)?;
+        let mut stored = Vec::with_capacity(entries.len());
+        for entry in entries {
+            let event = serde_json::to_value(&entry.event)
+                .map_err(|e| StoreError::Invalid(format!("event not serializable: {e}")))?;
+            stored.push(Stored {
+                seq: entry.seq,
+                at_ms: entry.at_ms,
+                schema_version: entry.schema_version,
+                event,
+            });
+        }
+        let mut inner = self.lock();
+        let actual = inner.runs.get(run_id).map_or(0, |r| r.summary.entries);
+        if actual != expected_seq {
+            return Err(StoreError::Conflict {
+                run_id: run_id.to_owned(),
+                expected: expected_seq,
+                actual,
+            });
+        }
+        let Some(update) = SummaryUpdate::of(entries) else { return Ok(expected_seq) };
+        let record = inner.runs.entry(run_id.to_owned()).or_insert_with(|| RunRecord {
+            summary: RunSummary {
+                run_id: run_id.to_owned(),
+                agent: None,
+                context_id: None,
+                state: RunState::Running,
+                created_ms: update.first_ms,
+                updated_ms: update.first_ms,
+                entries: 0,
+            },
+            entries: Vec::new(),
+        });
+        record.entries.extend(stored);
+        let summary = &mut record.summary;
+        if let Some((agent, context_id)) = update.started {
+            summary.agent = agent;
+            summary.context_id = context_id;
+        }
+        summary.state = update.state;
+        summary.updated_ms = update.last_ms;
+        summary.entries = record.entries.len() as u64;
+        Ok(summary.entries)
+    }
+
+    async fn load(&self, run_id: &str) -> Result<Vec<JournalEntry>, StoreError> {
+        let inner = self.lock();
+        let Some(record) = inner.runs.get(run_id) else { return Ok(Vec::new()) };
+        let entries = record
+            .entries
+            .iter()
+            .map(|s| decode_parts(run_id, s.seq, s.at_ms, s.schema_version, s.event.clone()))
+            .collect::<Result<Vec<_>, _>>()?;
+        check_dense(run_id, &entries)?;
+        Ok(entries)
+    }
+
+    async fn next_seq(&self, run_id: &str) -> Result<u64, StoreError> {
+        Ok(self.lock().runs.get(run_id).map_or(0, |r| r.summary.entries))
+    }
+
+    async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, StoreError> {
+        let inner = self.lock();
+        let mut runs: Vec<RunSummary> = inner
+            .runs
+            .values()
+            .map(|r| &r.summary)
+            .filter(|s| filter.matches(s))
+            .cloned()
+            .collect();
+        runs.sort_by(|a, b| b.created_ms.cmp(&a.created_ms).then_with(|| b.run_id.cmp(&a.run_id)));
+        runs.truncate(filter.limit.unwrap_or(usize::MAX));
+        Ok(runs)
+    }
+
+    async fn delete_run(&self, run_id: &str) -> Result<bool, StoreError> {
+        Ok(self.lock().runs.remove(run_id).is_some())
+    }
+}
+
+fn session<'a>(inner: &'a mut Inner, context_id: &str) -> &'a mut SessionRecord {
+    inner
+        .sessions
+        .entry(context_id.to_owned())
+        .or_insert_with(|| SessionRecord { info: SessionInfo::new(context_id), messages: vec![] })
+}
+
+#[async_trait]
+impl SessionStore for MemoryStore {
+    async fn open_session(&self, context_id: &str) -> Result<SessionInfo, StoreError> {
+        Ok(session(&mut self.lock(), context_id).info.clone())
+    }
+
+    async fn get_session(&self, context_id: &str) -> Result<Option<SessionInfo>, StoreError> {
+        Ok(self.lock().sessions.get(context_id).map(|s| s.info.clone()))
+    }
+
+    async fn begin_turn(&self, context_id: &str, run_id: &str) -> Result<Vec<Message>, StoreError> {
+        let mut inner = self.lock();
+        let record = session(&mut inner, context_id);
+        if record.info.state == SessionState::Busy {
+            return Err(StoreError::SessionBusy {
+                context_id: context_id.to_owned(),
+                run_id: record.info.run_id.clone().unwrap_or_default(),
+            });
+        }
+        record.info.state = SessionState::Busy;
+        record.info.run_id = Some(run_id.to_owned());
+        record.info.updated_ms = now_ms();
+        Ok(record.messages.clone())
+    }
+
+    async fn end_turn(
+        &self,
+        context_id: &str,
+        run_id: &str,
+        new_messages: &[Message],
+    ) -> Result<SessionInfo, StoreError> {
+        let mut inner = self.lock();
+        let record = inner
+            .sessions
+            .get_mut(context_id)
+            .ok_or_else(|| StoreError::NotFound { what: "session", id: context_id.to_owned() })?;
+        let info = &mut record.info;
+        if info.state != SessionState::Busy || info.run_id.as_deref() != Some(run_id) {
+            return Err(StoreError::NotInTurn {
+                context_id: context_id.to_owned(),
+                run_id: run_id.to_owned(),
+                state: info.state,
+            });
+        }
+        record.messages.extend_from_slice(new_messages);
+        info.state = SessionState::Ready;
+        info.turns += 1;
+        info.messages = record.messages.len() as u64;
+        info.updated_ms = now_ms();
+        Ok(info.clone())
+    }
+
+    async fn session_messages(&self, context_id: &str) -> Result<Vec<Message>, StoreError> {
+        Ok(self.lock().sessions.get(context_id).map(|s| s.messages.clone()).unwrap_or_default())
+    }
+
+    async fn delete_session(&self, context_id: &str) -> Result<bool, StoreError> {
+        Ok(self.lock().sessions.remove(context_id).is_some())
+    }
+}
+
+#[async_trait]
+impl ArtifactStore for MemoryStore {
+    async fn create_artifact(&self, artifact: NewArtifact<'_>) -> Result<ArtifactMeta, StoreError> {
+        let now = now_ms();
+        let meta = ArtifactMeta {
+            id: new_artifact_id(),
+            run_id: artifact.run_id.to_owned(),
+            name: artifact.name.to_owned(),
+            media_type: artifact.media_type.to_owned(),
+            size: artifact.data.len() as u64,
+            chunks: u64::from(!artifact.data.is_empty()),
+            created_ms: now,
+            updated_ms: now,
+        };
+        let stored = Artifact { meta: meta.clone(), data: artifact.data.to_vec() };
+        self.lock().artifacts.insert(meta.id.clone(), stored);
+        Ok(meta)
+    }
+
+    async fn append_chunk(&self, id: &str, chunk: &[u8]) -> Result<ArtifactMeta, StoreError> {
+        let mut inner = self.lock();
+        let artifact = inner
+            .artifacts
+            .get_mut(id)
+            .ok_or_else(|| StoreError::NotFound { what: "artifact", id: id.to_owned() })?;
+        artifact.data.extend_from_slice(chunk);
+        artifact.meta.size = artifact.data.len() as u64;
+        artifact.meta.chunks += 1;
+        artifact.meta.updated_ms = now_ms();
+        Ok(artifact.meta.clone())
+    }
+
+    async fn get_artifact(&self, id: &str) -> Result<Option<Artifact>, StoreError> {
+        Ok(self.lock().artifacts.get(id).cloned())
+    }
+
+    async fn list_artifacts(&self, run_id: &str) -> Result<Vec<ArtifactMeta>, StoreError> {
+        let inner = self.lock();
+        let mut metas: Vec<ArtifactMeta> = inner
+            .artifacts
+            .values()
+            .filter(|a| a.meta.run_id == run_id)
+            .map(|a| a.meta.clone())
+            .collect();
+        metas.sort_by(|a, b| a.created_ms.cmp(&b.created_ms).then_with(|| a.id.cmp(&b.id)));
+        Ok(metas)
+    }
+
+    async fn delete_artifact(&self, id: &str) -> Result<bool, StoreError> {
+        Ok(self.lock().artifacts.remove(id).is_some())
+    }
+}

@@ -1,0 +1,611 @@
+//! Durable stores: the run journal ([`RunStore`]), the conversation of multi-turn sessions
+//! ([`SessionStore`]) and artifacts ([`ArtifactStore`]).
+//!
+//! A run's journal is its durable [`Event`]s, in order, each stored as a [`JournalEntry`]
+//! (a dense 0-based sequence number, the time it was appended, the schema version and the
+//! event, as JSON). [`Run::from_journal`](crate::run::Run::from_journal) folds it back into
+//! the run, so a run survives a crash: [`Agent::resume`](crate::Agent::resume) continues it
+//! without running a tool whose result is journaled.
+//!
+//! Appends use optimistic concurrency: [`RunStore::append`] names the sequence number it
+//! expects the first new entry to get; if another writer appended first, it fails with
+//! [`StoreError::Conflict`] and writes nothing, so a journal is never interleaved. An append
+//! writes only the new entries.
+//!
+//! Implementations: [`MemoryStore`] (tests, one process), [`sqlite::SqliteStore`] (feature
+//! `sqlite`, on by default) and [`redis::RedisStore`] (feature `redis`). An agent built with
+//! [`AgentBuilder::store`](crate::AgentBuilder::store) journals every run through
+//! [`journaled`].
+
+mod journal;
+mod memory;
+#[cfg(feature = "redis")]
+pub mod redis;
+#[cfg(feature = "sqlite")]
+pub mod sqlite;
+
+pub use journal::journaled;
+pub use memory::MemoryStore;
+
+use crate::event::Event;
+use crate::message::Message;
+use crate::run::SCHEMA_VERSION;
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// One entry of a run journal.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JournalEntry {
+    /// Its position in the journal: 0 for `run_started`, then 1, 2, … without gaps.
+    pub seq: u64,
+    /// When it was appended (milliseconds since the Unix epoch).
+    pub at_ms: u64,
+    /// The journal format it was written with ([`SCHEMA_VERSION`] for this build).
+    pub schema_version: u32,
+    /// The durable event.
+    pub event: Event,
+}
+
+impl JournalEntry {
+    /// An entry for `event` at `seq`, stamped now with this build's schema version.
+    pub fn new(seq: u64, event: Event) -> Self {
+        Self { seq, at_ms: now_ms(), schema_version: SCHEMA_VERSION, event }
+    }
+}
+
+/// The current time in milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+/// What went wrong in a store.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// Another writer appended first: nothing was written.
+    #[error(
+        "journal conflict on run '{run_id}': expected to append at seq {expected}, but the \
+         journal has {actual} entries (another writer appended first)"
+    )]
+    Conflict {
+        /// The run.
+        run_id: String,
+        /// The sequence number the append expected.
+        expected: u64,
+        /// The journal's length (the next sequence number).
+        actual: u64,
+    },
+    /// A journal entry written by a build with another journal format.
+    #[error(
+        "run '{run_id}', entry {seq}: journal schema version {found} is not supported (this \
+         build reads version {supported}); read it with a matching agentloop version"
+    )]
+    UnsupportedSchema {
+        /// The run.
+        run_id: String,
+        /// The entry.
+        seq: u64,
+        /// The version found.
+        found: u32,
+        /// The version this build reads.
+        supported: u32,
+    },
+    /// A turn is already running in this session.
+    #[error("session '{context_id}' is busy with run '{run_id}': wait until its turn ends")]
+    SessionBusy {
+        /// The session.
+        context_id: String,
+        /// The run of the turn in progress.
+        run_id: String,
+    },
+    /// A turn ended that is not the session's turn in progress.
+    #[error("session '{context_id}' has no turn in progress for run '{run_id}' (it is {state})")]
+    NotInTurn {
+        /// The session.
+        context_id: String,
+        /// The run that tried to end the turn.
+        run_id: String,
+        /// The session's state.
+        state: SessionState,
+    },
+    /// The thing does not exist.
+    #[error("{what} '{id}' not found")]
+    NotFound {
+        /// What kind of thing (`artifact`, `session`, …).
+        what: &'static str,
+        /// Its id.
+        id: String,
+    },
+    /// The call's arguments are wrong (e.g. entries whose sequence numbers have gaps).
+    #[error("invalid store call: {0}")]
+    Invalid(String),
+    /// Stored data that cannot be read (bad JSON, a journal with gaps).
+    #[error("corrupt store data: {0}")]
+    Corrupt(String),
+    /// The backend failed (I/O, connection, SQL).
+    #[error("{backend} store error: {message}")]
+    Backend {
+        /// `sqlite`, `redis`, …
+        backend: &'static str,
+        /// What it said.
+        message: String,
+    },
+}
+
+/// Where a run stands, as derived from its journal's last event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunState {
+    /// No terminal event yet (or the run continued after a suspension).
+    Running,
+    /// `run_finished`.
+    Finished,
+    /// `run_failed`.
+    Failed,
+    /// `run_cancelled`.
+    Cancelled,
+    /// `run_suspended`: waiting for approval decisions.
+    Suspended,
+}
+
+impl RunState {
+    /// The state after `event` was journaled.
+    pub fn after(event: &Event) -> Self {
+        match event {
+            Event::RunFinished { .. } => Self::Finished,
+            Event::RunFailed { .. } => Self::Failed,
+            Event::RunCancelled { .. } => Self::Cancelled,
+            Event::RunSuspended { .. } => Self::Suspended,
+            _ => Self::Running,
+        }
+    }
+
+    /// Its name (`running`, `finished`, …), as stored.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Finished => "finished",
+            Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
+            Self::Suspended => "suspended",
+        }
+    }
+
+    /// Parses a stored name.
+    pub fn parse(name: &str) -> Option<Self> {
+        Some(match name {
+            "running" => Self::Running,
+            "finished" => Self::Finished,
+            "failed" => Self::Failed,
+            "cancelled" => Self::Cancelled,
+            "suspended" => Self::Suspended,
+            _ => return None,
+        })
+    }
+}
+
+impl std::fmt::Display for RunState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One run, as listed by [`RunStore::list_runs`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunSummary {
+    /// The run.
+    pub run_id: String,
+    /// The agent's name (`RunConfig::agent` in `run_started`).
+    pub agent: Option<String>,
+    /// The session (`RunConfig::context_id` in `run_started`).
+    pub context_id: Option<String>,
+    /// Where it stands.
+    pub state: RunState,
+    /// When its first entry was appended (ms since the Unix epoch).
+    pub created_ms: u64,
+    /// When its last entry was appended.
+    pub updated_ms: u64,
+    /// How many entries its journal has (the next sequence number).
+    pub entries: u64,
+}
+
+/// Which runs [`RunStore::list_runs`] returns: every set field must match. Runs come newest first
+/// (by creation time).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunFilter {
+    /// Only runs of this agent.
+    pub agent: Option<String>,
+    /// Only runs of this session.
+    pub context_id: Option<String>,
+    /// Only runs in this state.
+    pub state: Option<RunState>,
+    /// Only runs created at or after this time (ms since the Unix epoch).
+    pub created_from_ms: Option<u64>,
+    /// Only runs created before this time.
+    pub created_before_ms: Option<u64>,
+    /// At most this many runs.
+    pub limit: Option<usize>,
+}
+
+impl RunFilter {
+    /// Every run.
+    pub fn all() -> Self {
+        Self::default()
+    }
+
+    /// Only runs of this agent.
+    pub fn agent(mut self, agent: impl Into<String>) -> Self {
+        self.agent = Some(agent.into());
+        self
+    }
+
+    /// Only runs of this session.
+    pub fn context_id(mut self, context_id: impl Into<String>) -> Self {
+        self.context_id = Some(context_id.into());
+        self
+    }
+
+    /// Only runs in this state.
+    pub fn state(mut self, state: RunState) -> Self {
+        self.state = Some(state);
+        self
+    }
+
+    /// Only runs created in `[from_ms, before_ms)`.
+    pub fn created_between(mut self, from_ms: u64, before_ms: u64) -> Self {
+        self.created_from_ms = Some(from_ms);
+        self.created_before_ms = Some(before_ms);
+        self
+    }
+
+    /// At most this many runs.
+    pub fn limit(mut self, limit: usize) -> Self {
+        self.limit = Some(limit);
+        self
+    }
+
+    /// Whether a run matches (every field but `limit`).
+    pub fn matches(&self, run: &RunSummary) -> bool {
+        self.agent.as_ref().is_none_or(|a| run.agent.as_ref() == Some(a))
+            && self.context_id.as_ref().is_none_or(|c| run.context_id.as_ref() == Some(c))
+            && self.state.is_none_or(|s| run.state == s)
+            && self.created_from_ms.is_none_or(|from| run.created_ms >= from)
+            && self.created_before_ms.is_none_or(|before| run.created_ms < before)
+    }
+}
+
+/// Where run journals live.
+#[async_trait]
+pub trait RunStore: Send + Sync {
+    /// Appends entries built elsewhere (their `seq`s must be `expected_seq`, `expected_seq +
+    /// 1`, …): imports, copies between stores. Fails with [`StoreError::Conflict`], writing
+    /// nothing, unless the journal has exactly `expected_seq` entries. Returns the next
+    /// sequence number.
+    async fn append_entries(
+        &self,
+        run_id: &str,
+        expected_seq: u64,
+        entries: &[JournalEntry],
+    ) -> Result<u64, StoreError>;
+
+    /// Appends durable events at `expected_seq` (stamped now, with this build's schema
+    /// version). Same conflict rule as [`append_entries`](Self::append_entries).
+    async fn append(
+        &self,
+        run_id: &str,
+        expected_seq: u64,
+        events: &[Event],
+    ) -> Result<u64, StoreError> {
+        let entries: Vec<JournalEntry> = (expected_seq..)
+            .zip(events)
+            .map(|(seq, event)| JournalEntry::new(seq, event.clone()))
+            .collect();
+        self.append_entries(run_id, expected_seq, &entries).await
+    }
+
+    /// The whole journal of a run, in order (empty when the run is unknown). Fails with
+    /// [`StoreError::UnsupportedSchema`] on an entry of a schema version this build does not
+    /// read.
+    async fn load(&self, run_id: &str) -> Result<Vec<JournalEntry>, StoreError>;
+
+    /// The journal's length: the sequence number the next append must expect.
+    async fn next_seq(&self, run_id: &str) -> Result<u64, StoreError>;
+
+    /// Runs matching the filter, newest first.
+    async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, StoreError>;
+
+    /// Deletes a run's journal; returns whether it existed.
+    async fn delete_run(&self, run_id: &str) -> Result<bool, StoreError>;
+}
+
+/// Where a multi-turn session stands: created → ready → busy → ready → …
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionState {
+    /// Opened; no turn has run yet.
+    Created,
+    /// Between turns.
+    Ready,
+    /// A turn is running.
+    Busy,
+}
+
+impl SessionState {
+    /// Its name (`created`, `ready`, `busy`), as stored.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Created => "created",
+            Self::Ready => "ready",
+            Self::Busy => "busy",
+        }
+    }
+
+    /// Parses a stored name.
+    pub fn parse(name: &str) -> Option<Self> {
+        Some(match name {
+            "created" => Self::Created,
+            "ready" => Self::Ready,
+            "busy" => Self::Busy,
+            _ => return None,
+        })
+    }
+}
+
+impl std::fmt::Display for SessionState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A session, as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionInfo {
+    /// The session (`RunConfig::context_id` of its runs).
+    pub context_id: String,
+    /// Where it stands.
+    pub state: SessionState,
+    /// The run of the turn in progress (busy) or of the last turn.
+    pub run_id: Option<String>,
+    /// Turns ended so far.
+    pub turns: u64,
+    /// Messages in its conversation.
+    pub messages: u64,
+    /// When it was created (ms since the Unix epoch).
+    pub created_ms: u64,
+    /// When it last changed.
+    pub updated_ms: u64,
+}
+
+impl SessionInfo {
+    /// A new session, created now.
+    pub fn new(context_id: impl Into<String>) -> Self {
+        let now = now_ms();
+        Self {
+            context_id: context_id.into(),
+            state: SessionState::Created,
+            run_id: None,
+            turns: 0,
+            messages: 0,
+            created_ms: now,
+            updated_ms: now,
+        }
+    }
+}
+
+/// Where the conversations of multi-turn sessions live. Only the conversation is stored
+/// (user, assistant and tool messages), never the instructions: they are injected at call
+/// time. A turn is `begin_turn` (ready → busy, returns the history) … `end_turn` (appends the
+/// turn's new messages, busy → ready).
+#[async_trait]
+pub trait SessionStore: Send + Sync {
+    /// The session, created (state `created`) if it does not exist.
+    async fn open_session(&self, context_id: &str) -> Result<SessionInfo, StoreError>;
+
+    /// The session, if it exists.
+    async fn get_session(&self, context_id: &str) -> Result<Option<SessionInfo>, StoreError>;
+
+    /// Starts a turn for `run_id` (creating the session if needed) and returns the
+    /// conversation so far. Fails with [`StoreError::SessionBusy`] while another turn runs.
+    async fn begin_turn(&self, context_id: &str, run_id: &str) -> Result<Vec<Message>, StoreError>;
+
+    /// Ends the turn of `run_id`, appending its new messages (none for a turn that failed or
+    /// was cancelled). Fails with [`StoreError::NotInTurn`] if that turn is not in progress.
+    async fn end_turn(
+        &self,
+        context_id: &str,
+        run_id: &str,
+        new_messages: &[Message],
+    ) -> Result<SessionInfo, StoreError>;
+
+    /// The conversation so far.
+    async fn session_messages(&self, context_id: &str) -> Result<Vec<Message>, StoreError>;
+
+    /// Deletes the session and its conversation; returns whether it existed.
+    async fn delete_session(&self, context_id: &str) -> Result<bool, StoreError>;
+}
+
+/// An artifact's description.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArtifactMeta {
+    /// Its id (a new time-ordered id).
+    pub id: String,
+    /// The run it belongs to.
+    pub run_id: String,
+    /// Its name (e.g. a file name).
+    pub name: String,
+    /// Its MIME type.
+    pub media_type: String,
+    /// Its size in bytes.
+    pub size: u64,
+    /// How many chunks it was written in.
+    pub chunks: u64,
+    /// When it was created (ms since the Unix epoch).
+    pub created_ms: u64,
+    /// When it last grew.
+    pub updated_ms: u64,
+}
+
+/// An artifact with its content.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Artifact {
+    /// Its description.
+    pub meta: ArtifactMeta,
+    /// Its bytes (the chunks, concatenated).
+    pub data: Vec<u8>,
+}
+
+/// A new artifact, for [`ArtifactStore::create`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewArtifact<'a> {
+    /// The run it belongs to.
+    pub run_id: &'a str,
+    /// Its name.
+    pub name: &'a str,
+    /// Its MIME type.
+    pub media_type: &'a str,
+    /// Its first bytes (may be empty).
+    pub data: &'a [u8],
+}
+
+/// Where large outputs of a run live (trimmed tool outputs, files an agent produces).
+#[async_trait]
+pub trait ArtifactStore: Send + Sync {
+    /// Creates an artifact with its first bytes.
+    async fn create_artifact(&self, artifact: NewArtifact<'_>) -> Result<ArtifactMeta, StoreError>;
+
+    /// Appends a chunk; fails with [`StoreError::NotFound`] if the artifact does not exist.
+    async fn append_chunk(&self, id: &str, chunk: &[u8]) -> Result<ArtifactMeta, StoreError>;
+
+    /// The artifact with its content.
+    async fn get_artifact(&self, id: &str) -> Result<Option<Artifact>, StoreError>;
+
+    /// The artifacts of a run, oldest first.
+    async fn list_artifacts(&self, run_id: &str) -> Result<Vec<ArtifactMeta>, StoreError>;
+
+    /// Deletes an artifact; returns whether it existed.
+    async fn delete_artifact(&self, id: &str) -> Result<bool, StoreError>;
+}
+
+/// A new artifact id.
+pub(crate) fn new_artifact_id() -> String {
+    format!("art_{}", uuid::Uuid::now_v7().simple())
+}
+
+/// Checks that entries continue the journal at `expected`, without gaps.
+pub(crate) fn check_batch(expected: u64, entries: &[JournalEntry]) -> Result<(), StoreError> {
+    for (offset, entry) in (0u64..).zip(entries) {
+        if entry.seq != expected + offset {
+            return Err(StoreError::Invalid(format!(
+                "entry {offset} of the batch has seq {} but must have {}",
+                entry.seq,
+                expected + offset
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// What a batch of entries changes in a run's summary.
+pub(crate) struct SummaryUpdate {
+    /// `(agent, context_id)` when the batch holds `run_started`.
+    pub(crate) started: Option<(Option<String>, Option<String>)>,
+    /// The state after the batch.
+    pub(crate) state: RunState,
+    /// The first entry's time.
+    pub(crate) first_ms: u64,
+    /// The last entry's time.
+    pub(crate) last_ms: u64,
+}
+
+impl SummaryUpdate {
+    pub(crate) fn of(entries: &[JournalEntry]) -> Option<Self> {
+        let (first, last) = (entries.first()?, entries.last()?);
+        let started = entries.iter().find_map(|e| match &e.event {
+            Event::RunStarted { config, .. } => {
+                Some((config.agent.clone(), config.context_id.clone()))
+            }
+            _ => None,
+        });
+        Some(Self {
+            started,
+            state: RunState::after(&last.event),
+            first_ms: first.at_ms,
+            last_ms: last.at_ms,
+        })
+    }
+}
+
+/// An entry as stored: its version is checked before its event is parsed (a newer format's
+/// event may not parse at all).
+#[cfg(any(test, feature = "redis"))]
+#[derive(Deserialize)]
+pub(crate) struct StoredEntry {
+    seq: u64,
+    at_ms: u64,
+    schema_version: u32,
+    event: serde_json::Value,
+}
+
+/// Decodes one stored entry (the whole entry as JSON), checking its version.
+#[cfg(any(test, feature = "redis"))]
+pub(crate) fn decode_entry_json(run_id: &str, json: &[u8]) -> Result<JournalEntry, StoreError> {
+    let stored: StoredEntry = serde_json::from_slice(json).map_err(|e| {
+        StoreError::Corrupt(format!("run '{run_id}': a journal entry is not valid JSON: {e}"))
+    })?;
+    decode_parts(run_id, stored.seq, stored.at_ms, stored.schema_version, stored.event)
+}
+
+/// Decodes an entry from its parts, checking its version.
+pub(crate) fn decode_parts(
+    run_id: &str,
+    seq: u64,
+    at_ms: u64,
+    schema_version: u32,
+    event: serde_json::Value,
+) -> Result<JournalEntry, StoreError> {
+    if schema_version != SCHEMA_VERSION {
+        return Err(StoreError::UnsupportedSchema {
+            run_id: run_id.to_owned(),
+            seq,
+            found: schema_version,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    let event = serde_json::from_value(event).map_err(|e| {
+        StoreError::Corrupt(format!("run '{run_id}', entry {seq}: not a journal event: {e}"))
+    })?;
+    Ok(JournalEntry { seq, at_ms, schema_version, event })
+}
+
+/// Checks that a loaded journal has dense sequence numbers from 0.
+pub(crate) fn check_dense(run_id: &str, entries: &[JournalEntry]) -> Result<(), StoreError> {
+    for (expected, entry) in (0u64..).zip(entries) {
+        if entry.seq != expected {
+            return Err(StoreError::Corrupt(format!(
+                "run '{run_id}': journal entry {expected} has seq {}",
+                entry.seq
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Serializes to JSON, as a store error on failure.
+pub(crate) fn to_json<T: Serialize + ?Sized>(value: &T) -> Result<String, StoreError> {
+    serde_json::to_string(value).map_err(|e| StoreError::Invalid(format!("not serializable: {e}")))
+}
+
+/// Parses stored JSON, as a store error on failure.
+pub(crate) fn from_json<T: serde::de::DeserializeOwned>(
+    json: &str,
+    what: &str,
+) -> Result<T, StoreError> {
+    serde_json::from_str(json).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
+}
+
+#[cfg(test)]
+mod tests;

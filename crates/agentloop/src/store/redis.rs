@@ -1,0 +1,498 @@
+//! [`RedisStore`]: runs, sessions and artifacts in Redis (feature `redis`).
+//!
+//! Keys (all under a prefix, default `agentloop:`):
+//!
+//! | key | type | what |
+//! | --- | --- | --- |
+//! | `run:{id}:journal` | list | the journal entries, as JSON, in order |
+//! | `run:{id}:meta` | hash | agent, context, state, times, length (for `list`) |
+//! | `runs` | sorted set | run ids by creation time (the index `list` scans) |
+//! | `session:{context}` | hash | the session's state and counters |
+//! | `session:{context}:messages` | list | its conversation, as JSON |
+//! | `artifact:{id}` / `artifact:{id}:chunks` | hash / list | an artifact and its chunks |
+//! | `run:{id}:artifacts` | sorted set | a run's artifacts by creation time |
+//!
+//! Every write that must check something (the expected sequence number of an append, the
+//! state of a session) is one Lua script, so it is atomic: of two writers appending at the
+//! same sequence number, exactly one succeeds and the other gets
+//! [`StoreError::Conflict`]. With a TTL, every key a write touches gets it again (the `runs`
+//! index keeps expired ids until `list` meets and drops them). Redis Cluster is not
+//! supported (the scripts touch keys of several slots).
+
+use super::{
+    check_batch, check_dense, decode_entry_json, now_ms, to_json, JournalEntry, RunFilter,
+    RunState, RunStore, RunSummary, SessionInfo, SessionState, SessionStore, StoreError,
+    SummaryUpdate,
+};
+use crate::message::Message;
+use ::redis::aio::ConnectionManager;
+use ::redis::{Client, Script};
+use async_trait::async_trait;
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// Options of [`RedisStore::connect_with`].
+#[derive(Debug, Clone)]
+pub struct RedisOptions {
+    /// Prefix of every key (default `agentloop:`).
+    pub prefix: String,
+    /// Expire runs, sessions and artifacts this long after their last write (default: never).
+    pub ttl: Option<Duration>,
+}
+
+impl Default for RedisOptions {
+    fn default() -> Self {
+        Self { prefix: "agentloop:".into(), ttl: None }
+    }
+}
+
+impl RedisOptions {
+    /// Sets the key prefix.
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// Sets the TTL.
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = Some(ttl);
+        self
+    }
+}
+
+const APPEND: &str = r"
+local len = redis.call('LLEN', KEYS[1])
+if len ~= tonumber(ARGV[1]) then return {'conflict', tostring(len)} end
+local n = #ARGV - 9
+if n == 0 then return {'ok', tostring(len)} end
+for i = 10, #ARGV do redis.call('RPUSH', KEYS[1], ARGV[i]) end
+if len == 0 then
+  redis.call('HSET', KEYS[2], 'run_id', ARGV[3], 'created_ms', ARGV[4])
+  redis.call('ZADD', KEYS[3], ARGV[4], ARGV[3])
+end
+if ARGV[8] == '1' then redis.call('HSET', KEYS[2], 'agent', ARGV[6], 'context_id', ARGV[7]) end
+redis.call('HSET', KEYS[2], 'state', ARGV[9], 'updated_ms', ARGV[5], 'entries', len + n)
+local ttl = tonumber(ARGV[2])
+if ttl > 0 then
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('PEXPIRE', KEYS[2], ttl)
+end
+return {'ok', tostring(len + n)}
+";
+
+const DELETE_RUN: &str = r"
+local existed = redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('ZREM', KEYS[3], ARGV[1])
+return existed
+";
+
+const OPEN_SESSION: &str = r"
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('HSET', KEYS[1], 'state', 'created', 'turns', 0, 'messages', 0,
+    'created_ms', ARGV[1], 'updated_ms', ARGV[1])
+end
+local ttl = tonumber(ARGV[2])
+if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) end
+return redis.call('HGETALL', KEYS[1])
+";
+
+const BEGIN_TURN: &str = r"
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('HSET', KEYS[1], 'state', 'created', 'turns', 0, 'messages', 0,
+    'created_ms', ARGV[2], 'updated_ms', ARGV[2])
+end
+if redis.call('HGET', KEYS[1], 'state') == 'busy' then
+  return {'busy', redis.call('HGET', KEYS[1], 'run_id') or ''}
+end
+redis.call('HSET', KEYS[1], 'state', 'busy', 'run_id', ARGV[1], 'updated_ms', ARGV[2])
+local ttl = tonumber(ARGV[3])
+if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) end
+return {'ok'}
+";
+
+const END_TURN: &str = r"
+if redis.call('EXISTS', KEYS[1]) == 0 then return {'missing'} end
+local state = redis.call('HGET', KEYS[1], 'state')
+if state ~= 'busy' or redis.call('HGET', KEYS[1], 'run_id') ~= ARGV[1] then
+  return {'not_in_turn', state}
+end
+for i = 4, #ARGV do redis.call('RPUSH', KEYS[2], ARGV[i]) end
+redis.call('HSET', KEYS[1], 'state', 'ready', 'updated_ms', ARGV[2],
+  'messages', redis.call('LLEN', KEYS[2]))
+redis.call('HINCRBY', KEYS[1], 'turns', 1)
+local ttl = tonumber(ARGV[3])
+if ttl > 0 then
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('PEXPIRE', KEYS[2], ttl)
+end
+return {'ok'}
+";
+
+/// Runs, sessions and artifacts in Redis. Cheap to clone; reconnects on its own.
+#[derive(Clone)]
+pub struct RedisStore {
+    conn: ConnectionManager,
+    options: RedisOptions,
+    scripts: std::sync::Arc<Scripts>,
+}
+
+struct Scripts {
+    append: Script,
+    delete_run: Script,
+    open_session: Script,
+    begin_turn: Script,
+    end_turn: Script,
+    append_chunk: Script,
+}
+
+impl std::fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisStore").field("options", &self.options).finish()
+    }
+}
+
+fn backend(error: impl std::fmt::Display) -> StoreError {
+    StoreError::Backend { backend: "redis", message: error.to_string() }
+}
+
+fn corrupt(what: &str) -> StoreError {
+    StoreError::Corrupt(what.to_owned())
+}
+
+/// A number field of a hash.
+fn number(hash: &HashMap<String, String>, field: &str) -> u64 {
+    hash.get(field).and_then(|v| v.parse().ok()).unwrap_or(0)
+}
+
+impl RedisStore {
+    /// Connects with the default options.
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        Self::connect_with(url, RedisOptions::default()).await
+    }
+
+    /// Connects (`redis://host:port/db`).
+    pub async fn connect_with(url: &str, options: RedisOptions) -> Result<Self, StoreError> {
+        let client = Client::open(url).map_err(backend)?;
+        let conn = client.get_connection_manager().await.map_err(backend)?;
+        let scripts = Scripts {
+            append: Script::new(APPEND),
+            delete_run: Script::new(DELETE_RUN),
+            open_session: Script::new(OPEN_SESSION),
+            begin_turn: Script::new(BEGIN_TURN),
+            end_turn: Script::new(END_TURN),
+            append_chunk: Script::new(artifacts::APPEND_CHUNK),
+        };
+        Ok(Self { conn, options, scripts: std::sync::Arc::new(scripts) })
+    }
+
+    /// The options it was connected with.
+    pub fn options(&self) -> &RedisOptions {
+        &self.options
+    }
+
+    fn key(&self, parts: &[&str]) -> String {
+        let mut key = self.options.prefix.clone();
+        for part in parts {
+            key.push_str(part);
+        }
+        key
+    }
+
+    fn ttl_ms(&self) -> u64 {
+        self.options.ttl.map_or(0, |ttl| u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX))
+    }
+
+    fn conn(&self) -> ConnectionManager {
+        self.conn.clone()
+    }
+
+    async fn hash(&self, key: &str) -> Result<HashMap<String, String>, StoreError> {
+        ::redis::cmd("HGETALL").arg(key).query_async(&mut self.conn()).await.map_err(backend)
+    }
+}
+
+/// A JSON-encoded optional name, as the run meta stores it (`null` or a JSON string).
+fn optional_name(value: &Option<String>) -> Result<String, StoreError> {
+    to_json(value)
+}
+
+fn summary_of(run_id: &str, meta: &HashMap<String, String>) -> Result<RunSummary, StoreError> {
+    let name = |field: &str| -> Result<Option<String>, StoreError> {
+        match meta.get(field) {
+            None => Ok(None),
+            Some(json) => serde_json::from_str(json)
+                .map_err(|e| corrupt(&format!("run '{run_id}': field {field}: {e}"))),
+        }
+    };
+    let state = meta.get("state").map(String::as_str).unwrap_or("running");
+    Ok(RunSummary {
+        run_id: run_id.to_owned(),
+        agent: name("agent")?,
+        context_id: name("context_id")?,
+        state: RunState::parse(state)
+            .ok_or_else(|| corrupt(&format!("run '{run_id}': unknown state '{state}'")))?,
+        created_ms: number(meta, "created_ms"),
+        updated_ms: number(meta, "updated_ms"),
+        entries: number(meta, "entries"),
+    })
+}
+
+#[async_trait]
+impl RunStore for RedisStore {
+    async fn append_entries(
+        &self,
+        run_id: &str,
+        expected_seq: u64,
+        entries: &[JournalEntry],
+    ) -> Result<u64, StoreError> {
+        check_batch(expected_seq, entries)?;
+        let update = SummaryUpdate::of(entries);
+        let (first_ms, last_ms, state) =
+            update.as_ref().map_or((0, 0, RunState::Running), |u| (u.first_ms, u.last_ms, u.state));
+        let started = update.as_ref().and_then(|u| u.started.clone());
+        let (agent, context_id) = started.clone().unwrap_or_default();
+        let mut invocation = self.scripts.append.prepare_invoke();
+        invocation
+            .key(self.key(&["run:", run_id, ":journal"]))
+            .key(self.key(&["run:", run_id, ":meta"]))
+            .key(self.key(&["runs"]))
+            .arg(expected_seq)
+            .arg(self.ttl_ms())
+            .arg(run_id)
+            .arg(first_ms)
+            .arg(last_ms)
+            .arg(optional_name(&agent)?)
+            .arg(optional_name(&context_id)?)
+            .arg(if started.is_some() { "1" } else { "0" })
+            .arg(state.as_str());
+        for entry in entries {
+            invocation.arg(to_json(entry)?);
+        }
+        let reply: Vec<String> =
+            invocation.invoke_async(&mut self.conn()).await.map_err(backend)?;
+        let length = reply.get(1).and_then(|n| n.parse::<u64>().ok());
+        match (reply.first().map(String::as_str), length) {
+            (Some("ok"), Some(next)) => Ok(next),
+            (Some("conflict"), Some(actual)) => Err(StoreError::Conflict {
+                run_id: run_id.to_owned(),
+                expected: expected_seq,
+                actual,
+            }),
+            _ => Err(corrupt(&format!("unexpected reply of the append script: {reply:?}"))),
+        }
+    }
+
+    async fn load(&self, run_id: &str) -> Result<Vec<JournalEntry>, StoreError> {
+        let raw: Vec<Vec<u8>> = ::redis::cmd("LRANGE")
+            .arg(self.key(&["run:", run_id, ":journal"]))
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut self.conn())
+            .await
+            .map_err(backend)?;
+        let entries = raw
+            .iter()
+            .map(|json| decode_entry_json(run_id, json))
+            .collect::<Result<Vec<_>, _>>()?;
+        check_dense(run_id, &entries)?;
+        Ok(entries)
+    }
+
+    async fn next_seq(&self, run_id: &str) -> Result<u64, StoreError> {
+        ::redis::cmd("LLEN")
+            .arg(self.key(&["run:", run_id, ":journal"]))
+            .query_async(&mut self.conn())
+            .await
+            .map_err(backend)
+    }
+
+    async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, StoreError> {
+        let index = self.key(&["runs"]);
+        let max = filter.created_before_ms.map_or("+inf".to_owned(), |t| format!("({t}"));
+        let min = filter.created_from_ms.map_or("-inf".to_owned(), |t| t.to_string());
+        let ids: Vec<String> = ::redis::cmd("ZREVRANGEBYSCORE")
+            .arg(&index)
+            .arg(max)
+            .arg(min)
+            .query_async(&mut self.conn())
+            .await
+            .map_err(backend)?;
+        let limit = filter.limit.unwrap_or(usize::MAX);
+        let mut runs = Vec::new();
+        let mut expired = Vec::new();
+        // Read the metas in pages, so a small limit reads little.
+        for page in ids.chunks(100) {
+            let mut pipe = ::redis::pipe();
+            for id in page {
+                pipe.cmd("HGETALL").arg(self.key(&["run:", id, ":meta"]));
+            }
+            let metas: Vec<HashMap<String, String>> =
+                pipe.query_async(&mut self.conn()).await.map_err(backend)?;
+            for (id, meta) in page.iter().zip(metas) {
+                if meta.is_empty() {
+                    expired.push(id.clone());
+                    continue;
+                }
+                let summary = summary_of(id, &meta)?;
+                if filter.matches(&summary) {
+                    runs.push(summary);
+                }
+            }
+            if runs.len() >= limit {
+                break;
+            }
+        }
+        if !expired.is_empty() {
+            let _: i64 = ::redis::cmd("ZREM")
+                .arg(&index)
+                .arg(&expired)
+                .query_async(&mut self.conn())
+                .await
+                .map_err(backend)?;
+        }
+        // Same creation time: by run id, descending (as the other stores).
+        runs.sort_by(|a, b| b.created_ms.cmp(&a.created_ms).then_with(|| b.run_id.cmp(&a.run_id)));
+        runs.truncate(limit);
+        Ok(runs)
+    }
+
+    async fn delete_run(&self, run_id: &str) -> Result<bool, StoreError> {
+        let existed: i64 = self
+            .scripts
+            .delete_run
+            .key(self.key(&["run:", run_id, ":journal"]))
+            .key(self.key(&["run:", run_id, ":meta"]))
+            .key(self.key(&["runs"]))
+            .arg(run_id)
+            .invoke_async(&mut self.conn())
+            .await
+            .map_err(backend)?;
+        Ok(existed > 0)
+    }
+}
+
+fn session_of(context_id: &str, hash: &HashMap<String, String>) -> Result<SessionInfo, StoreError> {
+    let state = hash.get("state").map(String::as_str).unwrap_or_default();
+    Ok(SessionInfo {
+        context_id: context_id.to_owned(),
+        state: SessionState::parse(state)
+            .ok_or_else(|| corrupt(&format!("session '{context_id}': unknown state '{state}'")))?,
+        run_id: hash.get("run_id").cloned(),
+        turns: number(hash, "turns"),
+        messages: number(hash, "messages"),
+        created_ms: number(hash, "created_ms"),
+        updated_ms: number(hash, "updated_ms"),
+    })
+}
+
+#[async_trait]
+impl SessionStore for RedisStore {
+    async fn open_session(&self, context_id: &str) -> Result<SessionInfo, StoreError> {
+        let hash: HashMap<String, String> = self
+            .scripts
+            .open_session
+            .key(self.key(&["session:", context_id]))
+            .arg(now_ms())
+            .arg(self.ttl_ms())
+            .invoke_async(&mut self.conn())
+            .await
+            .map_err(backend)?;
+        session_of(context_id, &hash)
+    }
+
+    async fn get_session(&self, context_id: &str) -> Result<Option<SessionInfo>, StoreError> {
+        let hash = self.hash(&self.key(&["session:", context_id])).await?;
+        if hash.is_empty() {
+            return Ok(None);
+        }
+        session_of(context_id, &hash).map(Some)
+    }
+
+    async fn begin_turn(&self, context_id: &str, run_id: &str) -> Result<Vec<Message>, StoreError> {
+        let reply: Vec<String> = self
+            .scripts
+            .begin_turn
+            .key(self.key(&["session:", context_id]))
+            .arg(run_id)
+            .arg(now_ms())
+            .arg(self.ttl_ms())
+            .invoke_async(&mut self.conn())
+            .await
+            .map_err(backend)?;
+        match reply.first().map(String::as_str) {
+            Some("ok") => self.session_messages(context_id).await,
+            Some("busy") => Err(StoreError::SessionBusy {
+                context_id: context_id.to_owned(),
+                run_id: reply.get(1).cloned().unwrap_or_default(),
+            }),
+            _ => Err(corrupt(&format!("unexpected reply of the begin-turn script: {reply:?}"))),
+        }
+    }
+
+    async fn end_turn(
+        &self,
+        context_id: &str,
+        run_id: &str,
+        new_messages: &[Message],
+    ) -> Result<SessionInfo, StoreError> {
+        let key = self.key(&["session:", context_id]);
+        let mut invocation = self.scripts.end_turn.prepare_invoke();
+        invocation
+            .key(&key)
+            .key(self.key(&["session:", context_id, ":messages"]))
+            .arg(run_id)
+            .arg(now_ms())
+            .arg(self.ttl_ms());
+        for message in new_messages {
+            invocation.arg(to_json(message)?);
+        }
+        let reply: Vec<String> =
+            invocation.invoke_async(&mut self.conn()).await.map_err(backend)?;
+        match reply.first().map(String::as_str) {
+            Some("ok") => {
+                let hash = self.hash(&key).await?;
+                session_of(context_id, &hash)
+            }
+            Some("missing") => {
+                Err(StoreError::NotFound { what: "session", id: context_id.to_owned() })
+            }
+            Some("not_in_turn") => Err(StoreError::NotInTurn {
+                context_id: context_id.to_owned(),
+                run_id: run_id.to_owned(),
+                state: reply
+                    .get(1)
+                    .and_then(|s| SessionState::parse(s))
+                    .unwrap_or(SessionState::Ready),
+            }),
+            _ => Err(corrupt(&format!("unexpected reply of the end-turn script: {reply:?}"))),
+        }
+    }
+
+    async fn session_messages(&self, context_id: &str) -> Result<Vec<Message>, StoreError> {
+        let raw: Vec<Vec<u8>> = ::redis::cmd("LRANGE")
+            .arg(self.key(&["session:", context_id, ":messages"]))
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut self.conn())
+            .await
+            .map_err(backend)?;
+        raw.iter()
+            .map(|json| {
+                serde_json::from_slice(json)
+                    .map_err(|e| corrupt(&format!("session '{context_id}': a message: {e}")))
+            })
+            .collect()
+    }
+
+    async fn delete_session(&self, context_id: &str) -> Result<bool, StoreError> {
+        let deleted: i64 = ::redis::cmd("DEL")
+            .arg(self.key(&["session:", context_id]))
+            .arg(self.key(&["session:", context_id, ":messages"]))
+            .query_async(&mut self.conn())
+            .await
+            .map_err(backend)?;
+        Ok(deleted > 0)
+    }
+}
+
+mod artifacts;

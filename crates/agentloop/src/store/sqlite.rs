@@ -1,0 +1,797 @@
+//! [`SqliteStore`]: runs, sessions and artifacts in one SQLite file (WAL mode,
+//! `synchronous=NORMAL`, schema migrations with a version table). The default file is
+//! `./.agentloop/agentloop.db`.
+//!
+//! SQLite calls block, so they run on a dedicated connection thread; the async methods send
+//! it a job and await the answer. Several processes may share one file: every write is an
+//! `IMMEDIATE` transaction (a `busy_timeout` waits for the other writer), and the
+//! expected-sequence check runs inside it, so two writers never interleave a journal.
+//!
+//! With `synchronous=NORMAL` in WAL mode a commit survives a crash of the process (the
+//! crash test kills it with SIGKILL); the last commits may be lost if the machine loses
+//! power. Set [`SqliteOptions::synchronous_full`] to pay an fsync per append instead.
+
+use super::{
+    check_batch, check_dense, decode_parts, from_json, new_artifact_id, now_ms, to_json, Artifact,
+    ArtifactMeta, ArtifactStore, JournalEntry, NewArtifact, RunFilter, RunState, RunStore,
+    RunSummary, SessionInfo, SessionState, SessionStore, StoreError, SummaryUpdate,
+};
+use crate::message::Message;
+use async_trait::async_trait;
+use rusqlite::types::Value as SqlValue;
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// The default database file.
+pub const DEFAULT_PATH: &str = ".agentloop/agentloop.db";
+
+/// The schema migrations, in order; the version table records how many were applied.
+const MIGRATIONS: &[&str] = &[r"
+CREATE TABLE runs (
+    run_id     TEXT PRIMARY KEY,
+    agent      TEXT,
+    context_id TEXT,
+    state      TEXT NOT NULL,
+    created_ms INTEGER NOT NULL,
+    updated_ms INTEGER NOT NULL,
+    next_seq   INTEGER NOT NULL
+);
+CREATE INDEX runs_by_created ON runs (created_ms);
+CREATE INDEX runs_by_agent ON runs (agent, created_ms);
+CREATE INDEX runs_by_context ON runs (context_id, created_ms);
+CREATE TABLE journal (
+    run_id         TEXT NOT NULL,
+    seq            INTEGER NOT NULL,
+    at_ms          INTEGER NOT NULL,
+    schema_version INTEGER NOT NULL,
+    event          TEXT NOT NULL,
+    PRIMARY KEY (run_id, seq)
+) WITHOUT ROWID;
+CREATE TABLE sessions (
+    context_id TEXT PRIMARY KEY,
+    state      TEXT NOT NULL,
+    run_id     TEXT,
+    turns      INTEGER NOT NULL,
+    messages   INTEGER NOT NULL,
+    created_ms INTEGER NOT NULL,
+    updated_ms INTEGER NOT NULL
+);
+CREATE TABLE session_messages (
+    context_id TEXT NOT NULL,
+    seq        INTEGER NOT NULL,
+    message    TEXT NOT NULL,
+    PRIMARY KEY (context_id, seq)
+) WITHOUT ROWID;
+CREATE TABLE artifacts (
+    artifact_id TEXT PRIMARY KEY,
+    run_id      TEXT NOT NULL,
+    name        TEXT NOT NULL,
+    media_type  TEXT NOT NULL,
+    size        INTEGER NOT NULL,
+    chunks      INTEGER NOT NULL,
+    created_ms  INTEGER NOT NULL,
+    updated_ms  INTEGER NOT NULL
+);
+CREATE INDEX artifacts_by_run ON artifacts (run_id, created_ms);
+CREATE TABLE artifact_chunks (
+    artifact_id TEXT NOT NULL,
+    idx         INTEGER NOT NULL,
+    data        BLOB NOT NULL,
+    PRIMARY KEY (artifact_id, idx)
+) WITHOUT ROWID;
+"];
+
+/// Options of [`SqliteStore::open_with`].
+#[derive(Debug, Clone)]
+pub struct SqliteOptions {
+    /// How long a write waits for another process's write (default 5 s).
+    pub busy_timeout: Duration,
+    /// `synchronous=FULL` (an fsync per commit) instead of `NORMAL`.
+    pub synchronous_full: bool,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        Self { busy_timeout: Duration::from_secs(5), synchronous_full: false }
+    }
+}
+
+type Job = Box<dyn FnOnce(&mut Connection) + Send>;
+
+/// Runs, sessions and artifacts in a SQLite file. Cheap to share (`Arc`); one connection
+/// thread per store.
+pub struct SqliteStore {
+    jobs: mpsc::Sender<Job>,
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore").field("path", &self.path).finish()
+    }
+}
+
+fn backend(error: impl std::fmt::Display) -> StoreError {
+    StoreError::Backend { backend: "sqlite", message: error.to_string() }
+}
+
+fn closed() -> StoreError {
+    backend("the connection thread has stopped")
+}
+
+/// A stored integer as u64 (SQLite integers are signed).
+fn int(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+fn uint(value: i64) -> u64 {
+    u64::try_from(value).unwrap_or(0)
+}
+
+impl SqliteStore {
+    /// Opens (creating it and its directory if needed) the default file,
+    /// `./.agentloop/agentloop.db`.
+    pub fn open_default() -> Result<Self, StoreError> {
+        Self::open(DEFAULT_PATH)
+    }
+
+    /// Opens (creating if needed) a database file and brings its schema up to date.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        Self::open_with(path, SqliteOptions::default())
+    }
+
+    /// [`open`](Self::open) with options.
+    pub fn open_with(path: impl AsRef<Path>, options: SqliteOptions) -> Result<Self, StoreError> {
+        let path = path.as_ref().to_path_buf();
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| backend(format!("cannot create directory {}: {e}", dir.display())))?;
+        }
+        let mut conn = Connection::open(&path).map_err(backend)?;
+        conn.busy_timeout(options.busy_timeout).map_err(backend)?;
+        let synchronous = if options.synchronous_full { "FULL" } else { "NORMAL" };
+        conn.execute_batch(&format!(
+            "PRAGMA journal_mode = WAL; PRAGMA synchronous = {synchronous};"
+        ))
+        .map_err(backend)?;
+        migrate(&mut conn)?;
+        let (jobs, receiver) = mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name("agentloop-sqlite".into())
+            .spawn(move || {
+                while let Ok(job) = receiver.recv() {
+                    job(&mut conn);
+                }
+            })
+            .map_err(|e| backend(format!("cannot start the connection thread: {e}")))?;
+        Ok(Self { jobs, path })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The schema version of the file (the number of migrations applied).
+    pub async fn schema_version(&self) -> Result<u32, StoreError> {
+        self.call(|conn| current_version(conn)).await
+    }
+
+    /// Runs `job` on the connection thread.
+    async fn call<T: Send + 'static>(
+        &self,
+        job: impl FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        self.jobs
+            .send(Box::new(move |conn| {
+                let _ = reply.send(job(conn));
+            }))
+            .map_err(|_| closed())?;
+        answer.await.map_err(|_| closed())?
+    }
+}
+
+fn current_version(conn: &Connection) -> Result<u32, StoreError> {
+    conn.query_row("SELECT version FROM agentloop_schema", [], |row| row.get::<_, u32>(0))
+        .map_err(backend)
+}
+
+/// Applies the migrations the file lacks, in one transaction.
+fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
+    tx.execute_batch("CREATE TABLE IF NOT EXISTS agentloop_schema (version INTEGER NOT NULL)")
+        .map_err(backend)?;
+    let version: Option<u32> = tx
+        .query_row("SELECT version FROM agentloop_schema", [], |row| row.get(0))
+        .optional()
+        .map_err(backend)?;
+    let version = match version {
+        Some(version) => version,
+        None => {
+            tx.execute("INSERT INTO agentloop_schema (version) VALUES (0)", []).map_err(backend)?;
+            0
+        }
+    };
+    let known = MIGRATIONS.len();
+    let applied = usize::try_from(version).unwrap_or(usize::MAX);
+    if applied > known {
+        return Err(backend(format!(
+            "the database has schema version {version}; this build knows versions up to {known}"
+        )));
+    }
+    for migration in &MIGRATIONS[applied..] {
+        tx.execute_batch(migration).map_err(backend)?;
+    }
+    tx.execute(
+        "UPDATE agentloop_schema SET version = ?1",
+        [i64::try_from(known).unwrap_or(i64::MAX)],
+    )
+    .map_err(backend)?;
+    tx.commit().map_err(backend)
+}
+
+/// An entry ready to insert.
+struct Row {
+    seq: u64,
+    at_ms: u64,
+    schema_version: u32,
+    event: String,
+}
+
+fn summary_of(row: &rusqlite::Row<'_>) -> rusqlite::Result<(RunSummary, String)> {
+    let state: String = row.get(3)?;
+    Ok((
+        RunSummary {
+            run_id: row.get(0)?,
+            agent: row.get(1)?,
+            context_id: row.get(2)?,
+            state: RunState::Running,
+            created_ms: uint(row.get(4)?),
+            updated_ms: uint(row.get(5)?),
+            entries: uint(row.get(6)?),
+        },
+        state,
+    ))
+}
+
+#[async_trait]
+impl RunStore for SqliteStore {
+    async fn append_entries(
+        &self,
+        run_id: &str,
+        expected_seq: u64,
+        entries: &[JournalEntry],
+    ) -> Result<u64, StoreError> {
+        check_batch(expected_seq, entries)?;
+        let Some(update) = SummaryUpdate::of(entries) else {
+            let actual = self.next_seq(run_id).await?;
+            return if actual == expected_seq {
+                Ok(actual)
+            } else {
+                Err(StoreError::Conflict {
+                    run_id: run_id.to_owned(),
+                    expected: expected_seq,
+                    actual,
+                })
+            };
+        };
+        let rows = entries
+            .iter()
+            .map(|e| {
+                Ok(Row {
+                    seq: e.seq,
+                    at_ms: e.at_ms,
+                    schema_version: e.schema_version,
+                    event: to_json(&e.event)?,
+                })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        let run_id = run_id.to_owned();
+        self.call(move |conn| {
+            let tx =
+                conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
+            let actual: u64 = tx
+                .prepare_cached("SELECT next_seq FROM runs WHERE run_id = ?1")
+                .and_then(|mut s| s.query_row([&run_id], |row| row.get::<_, i64>(0)).optional())
+                .map_err(backend)?
+                .map_or(0, uint);
+            if actual != expected_seq {
+                return Err(StoreError::Conflict { run_id, expected: expected_seq, actual });
+            }
+            {
+                let mut insert = tx
+                    .prepare_cached(
+                        "INSERT INTO journal (run_id, seq, at_ms, schema_version, event) \
+                         VALUES (?1, ?2, ?3, ?4, ?5)",
+                    )
+                    .map_err(backend)?;
+                for row in &rows {
+                    insert
+                        .execute(params![
+                            run_id,
+                            int(row.seq),
+                            int(row.at_ms),
+                            row.schema_version,
+                            row.event
+                        ])
+                        .map_err(backend)?;
+                }
+            }
+            let next = expected_seq + rows.len() as u64;
+            let state = update.state.as_str();
+            if expected_seq == 0 {
+                let (agent, context_id) = update.started.clone().unwrap_or_default();
+                tx.prepare_cached(
+                    "INSERT INTO runs (run_id, agent, context_id, state, created_ms, updated_ms, \
+                     next_seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![
+                        run_id,
+                        agent,
+                        context_id,
+                        state,
+                        int(update.first_ms),
+                        int(update.last_ms),
+                        int(next)
+                    ])
+                })
+                .map_err(backend)?;
+            } else {
+                tx.prepare_cached(
+                    "UPDATE runs SET state = ?2, updated_ms = ?3, next_seq = ?4 WHERE run_id = ?1",
+                )
+                .and_then(|mut s| s.execute(params![run_id, state, int(update.last_ms), int(next)]))
+                .map_err(backend)?;
+                if let Some((agent, context_id)) = &update.started {
+                    tx.execute(
+                        "UPDATE runs SET agent = ?2, context_id = ?3 WHERE run_id = ?1",
+                        params![run_id, agent, context_id],
+                    )
+                    .map_err(backend)?;
+                }
+            }
+            tx.commit().map_err(backend)?;
+            Ok(next)
+        })
+        .await
+    }
+
+    async fn load(&self, run_id: &str) -> Result<Vec<JournalEntry>, StoreError> {
+        let run_id = run_id.to_owned();
+        self.call(move |conn| {
+            let mut select = conn
+                .prepare_cached(
+                    "SELECT seq, at_ms, schema_version, event FROM journal WHERE run_id = ?1 \
+                     ORDER BY seq",
+                )
+                .map_err(backend)?;
+            let rows = select
+                .query_map([&run_id], |row| {
+                    Ok((
+                        row.get::<_, i64>(0)?,
+                        row.get::<_, i64>(1)?,
+                        row.get::<_, u32>(2)?,
+                        row.get::<_, String>(3)?,
+                    ))
+                })
+                .map_err(backend)?;
+            let mut entries = Vec::new();
+            for row in rows {
+                let (seq, at_ms, version, event) = row.map_err(backend)?;
+                let event = from_json(&event, &format!("run '{run_id}', entry {seq}"))?;
+                entries.push(decode_parts(&run_id, uint(seq), uint(at_ms), version, event)?);
+            }
+            check_dense(&run_id, &entries)?;
+            Ok(entries)
+        })
+        .await
+    }
+
+    async fn next_seq(&self, run_id: &str) -> Result<u64, StoreError> {
+        let run_id = run_id.to_owned();
+        self.call(move |conn| {
+            conn.prepare_cached("SELECT next_seq FROM runs WHERE run_id = ?1")
+                .and_then(|mut s| s.query_row([&run_id], |row| row.get::<_, i64>(0)).optional())
+                .map(|n| n.map_or(0, uint))
+                .map_err(backend)
+        })
+        .await
+    }
+
+    async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, StoreError> {
+        let filter = filter.clone();
+        self.call(move |conn| {
+            let mut sql = String::from(
+                "SELECT run_id, agent, context_id, state, created_ms, updated_ms, next_seq \
+                 FROM runs WHERE 1 = 1",
+            );
+            let mut args: Vec<SqlValue> = Vec::new();
+            if let Some(agent) = &filter.agent {
+                sql.push_str(" AND agent = ?");
+                args.push(SqlValue::Text(agent.clone()));
+            }
+            if let Some(context_id) = &filter.context_id {
+                sql.push_str(" AND context_id = ?");
+                args.push(SqlValue::Text(context_id.clone()));
+            }
+            if let Some(state) = filter.state {
+                sql.push_str(" AND state = ?");
+                args.push(SqlValue::Text(state.as_str().to_owned()));
+            }
+            if let Some(from) = filter.created_from_ms {
+                sql.push_str(" AND created_ms >= ?");
+                args.push(SqlValue::Integer(int(from)));
+            }
+            if let Some(before) = filter.created_before_ms {
+                sql.push_str(" AND created_ms < ?");
+                args.push(SqlValue::Integer(int(before)));
+            }
+            sql.push_str(" ORDER BY created_ms DESC, run_id DESC");
+            if let Some(limit) = filter.limit {
+                sql.push_str(" LIMIT ?");
+                args.push(SqlValue::Integer(i64::try_from(limit).unwrap_or(i64::MAX)));
+            }
+            let mut select = conn.prepare(&sql).map_err(backend)?;
+            let rows =
+                select.query_map(rusqlite::params_from_iter(args), summary_of).map_err(backend)?;
+            let mut runs = Vec::new();
+            for row in rows {
+                let (mut summary, state) = row.map_err(backend)?;
+                summary.state = RunState::parse(&state).ok_or_else(|| {
+                    StoreError::Corrupt(format!(
+                        "run '{}': unknown state '{state}'",
+                        summary.run_id
+                    ))
+                })?;
+                runs.push(summary);
+            }
+            Ok(runs)
+        })
+        .await
+    }
+
+    async fn delete_run(&self, run_id: &str) -> Result<bool, StoreError> {
+        let run_id = run_id.to_owned();
+        self.call(move |conn| {
+            let tx =
+                conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
+            tx.execute("DELETE FROM journal WHERE run_id = ?1", [&run_id]).map_err(backend)?;
+            let deleted =
+                tx.execute("DELETE FROM runs WHERE run_id = ?1", [&run_id]).map_err(backend)?;
+            tx.commit().map_err(backend)?;
+            Ok(deleted > 0)
+        })
+        .await
+    }
+}
+
+fn session_info(conn: &Connection, context_id: &str) -> Result<Option<SessionInfo>, StoreError> {
+    conn.prepare_cached(
+        "SELECT state, run_id, turns, messages, created_ms, updated_ms FROM sessions \
+         WHERE context_id = ?1",
+    )
+    .and_then(|mut s| {
+        s.query_row([context_id], |row| {
+            Ok((
+                row.get::<_, String>(0)?,
+                row.get::<_, Option<String>>(1)?,
+                row.get::<_, i64>(2)?,
+                row.get::<_, i64>(3)?,
+                row.get::<_, i64>(4)?,
+                row.get::<_, i64>(5)?,
+            ))
+        })
+        .optional()
+    })
+    .map_err(backend)?
+    .map(|(state, run_id, turns, messages, created_ms, updated_ms)| {
+        Ok(SessionInfo {
+            context_id: context_id.to_owned(),
+            state: SessionState::parse(&state).ok_or_else(|| {
+                StoreError::Corrupt(format!("session '{context_id}': unknown state '{state}'"))
+            })?,
+            run_id,
+            turns: uint(turns),
+            messages: uint(messages),
+            created_ms: uint(created_ms),
+            updated_ms: uint(updated_ms),
+        })
+    })
+    .transpose()
+}
+
+/// The session, created if missing (inside the caller's transaction).
+fn open_session(conn: &Connection, context_id: &str) -> Result<SessionInfo, StoreError> {
+    if let Some(info) = session_info(conn, context_id)? {
+        return Ok(info);
+    }
+    let info = SessionInfo::new(context_id);
+    conn.execute(
+        "INSERT INTO sessions (context_id, state, run_id, turns, messages, created_ms, \
+         updated_ms) VALUES (?1, ?2, NULL, 0, 0, ?3, ?3)",
+        params![context_id, info.state.as_str(), int(info.created_ms)],
+    )
+    .map_err(backend)?;
+    Ok(info)
+}
+
+fn session_messages(conn: &Connection, context_id: &str) -> Result<Vec<Message>, StoreError> {
+    let mut select = conn
+        .prepare_cached("SELECT message FROM session_messages WHERE context_id = ?1 ORDER BY seq")
+        .map_err(backend)?;
+    let rows = select.query_map([context_id], |row| row.get::<_, String>(0)).map_err(backend)?;
+    let mut messages = Vec::new();
+    for row in rows {
+        let json = row.map_err(backend)?;
+        messages.push(from_json(&json, &format!("session '{context_id}': a message"))?);
+    }
+    Ok(messages)
+}
+
+#[async_trait]
+impl SessionStore for SqliteStore {
+    async fn open_session(&self, context_id: &str) -> Result<SessionInfo, StoreError> {
+        let context_id = context_id.to_owned();
+        self.call(move |conn| {
+            let tx =
+                conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
+            let info = open_session(&tx, &context_id)?;
+            tx.commit().map_err(backend)?;
+            Ok(info)
+        })
+        .await
+    }
+
+    async fn get_session(&self, context_id: &str) -> Result<Option<SessionInfo>, StoreError> {
+        let context_id = context_id.to_owned();
+        self.call(move |conn| session_info(conn, &context_id)).await
+    }
+
+    async fn begin_turn(&self, context_id: &str, run_id: &str) -> Result<Vec<Message>, StoreError> {
+        let (context_id, run_id) = (context_id.to_owned(), run_id.to_owned());
+        self.call(move |conn| {
+            let tx =
+                conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
+            let info = open_session(&tx, &context_id)?;
+            if info.state == SessionState::Busy {
+                return Err(StoreError::SessionBusy {
+                    context_id,
+                    run_id: info.run_id.unwrap_or_default(),
+                });
+            }
+            tx.execute(
+                "UPDATE sessions SET state = 'busy', run_id = ?2, updated_ms = ?3 \
+                 WHERE context_id = ?1",
+                params![context_id, run_id, int(now_ms())],
+            )
+            .map_err(backend)?;
+            let messages = session_messages(&tx, &context_id)?;
+            tx.commit().map_err(backend)?;
+            Ok(messages)
+        })
+        .await
+    }
+
+    async fn end_turn(
+        &self,
+        context_id: &str,
+        run_id: &str,
+        new_messages: &[Message],
+    ) -> Result<SessionInfo, StoreError> {
+        let (context_id, run_id) = (context_id.to_owned(), run_id.to_owned());
+        let messages = new_messages.iter().map(to_json).collect::<Result<Vec<_>, _>>()?;
+        self.call(move |conn| {
+            let tx =
+                conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
+            let mut info = session_info(&tx, &context_id)?
+                .ok_or_else(|| StoreError::NotFound { what: "session", id: context_id.clone() })?;
+            if info.state != SessionState::Busy || info.run_id.as_deref() != Some(&run_id) {
+                return Err(StoreError::NotInTurn { context_id, run_id, state: info.state });
+            }
+            {
+                let mut insert = tx
+                    .prepare_cached(
+                        "INSERT INTO session_messages (context_id, seq, message) \
+                         VALUES (?1, ?2, ?3)",
+                    )
+                    .map_err(backend)?;
+                for (seq, message) in (info.messages..).zip(&messages) {
+                    insert.execute(params![context_id, int(seq), message]).map_err(backend)?;
+                }
+            }
+            info.state = SessionState::Ready;
+            info.turns += 1;
+            info.messages += messages.len() as u64;
+            info.updated_ms = now_ms();
+            tx.execute(
+                "UPDATE sessions SET state = 'ready', turns = ?2, messages = ?3, updated_ms = ?4 \
+                 WHERE context_id = ?1",
+                params![context_id, int(info.turns), int(info.messages), int(info.updated_ms)],
+            )
+            .map_err(backend)?;
+            tx.commit().map_err(backend)?;
+            Ok(info)
+        })
+        .await
+    }
+
+    async fn session_messages(&self, context_id: &str) -> Result<Vec<Message>, StoreError> {
+        let context_id = context_id.to_owned();
+        self.call(move |conn| session_messages(conn, &context_id)).await
+    }
+
+    async fn delete_session(&self, context_id: &str) -> Result<bool, StoreError> {
+        let context_id = context_id.to_owned();
+        self.call(move |conn| {
+            let tx =
+                conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
+            tx.execute("DELETE FROM session_messages WHERE context_id = ?1", [&context_id])
+                .map_err(backend)?;
+            let deleted = tx
+                .execute("DELETE FROM sessions WHERE context_id = ?1", [&context_id])
+                .map_err(backend)?;
+            tx.commit().map_err(backend)?;
+            Ok(deleted > 0)
+        })
+        .await
+    }
+}
+
+fn artifact_meta(conn: &Connection, id: &str) -> Result<Option<ArtifactMeta>, StoreError> {
+    conn.prepare_cached(
+        "SELECT run_id, name, media_type, size, chunks, created_ms, updated_ms FROM artifacts \
+         WHERE artifact_id = ?1",
+    )
+    .and_then(|mut s| {
+        s.query_row([id], |row| {
+            Ok(ArtifactMeta {
+                id: id.to_owned(),
+                run_id: row.get(0)?,
+                name: row.get(1)?,
+                media_type: row.get(2)?,
+                size: uint(row.get(3)?),
+                chunks: uint(row.get(4)?),
+                created_ms: uint(row.get(5)?),
+                updated_ms: uint(row.get(6)?),
+            })
+        })
+        .optional()
+    })
+    .map_err(backend)
+}
+
+#[async_trait]
+impl ArtifactStore for SqliteStore {
+    async fn create_artifact(&self, artifact: NewArtifact<'_>) -> Result<ArtifactMeta, StoreError> {
+        let now = now_ms();
+        let meta = ArtifactMeta {
+            id: new_artifact_id(),
+            run_id: artifact.run_id.to_owned(),
+            name: artifact.name.to_owned(),
+            media_type: artifact.media_type.to_owned(),
+            size: artifact.data.len() as u64,
+            chunks: u64::from(!artifact.data.is_empty()),
+            created_ms: now,
+            updated_ms: now,
+        };
+        let data = artifact.data.to_vec();
+        let stored = meta.clone();
+        self.call(move |conn| {
+            let tx =
+                conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
+            tx.execute(
+                "INSERT INTO artifacts (artifact_id, run_id, name, media_type, size, chunks, \
+                 created_ms, updated_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)",
+                params![
+                    stored.id,
+                    stored.run_id,
+                    stored.name,
+                    stored.media_type,
+                    int(stored.size),
+                    int(stored.chunks),
+                    int(stored.created_ms)
+                ],
+            )
+            .map_err(backend)?;
+            if !data.is_empty() {
+                tx.execute(
+                    "INSERT INTO artifact_chunks (artifact_id, idx, data) VALUES (?1, 0, ?2)",
+                    params![stored.id, data],
+                )
+                .map_err(backend)?;
+            }
+            tx.commit().map_err(backend)
+        })
+        .await?;
+        Ok(meta)
+    }
+
+    async fn append_chunk(&self, id: &str, chunk: &[u8]) -> Result<ArtifactMeta, StoreError> {
+        let (id, chunk) = (id.to_owned(), chunk.to_vec());
+        self.call(move |conn| {
+            let tx =
+                conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
+            let mut meta = artifact_meta(&tx, &id)?
+                .ok_or_else(|| StoreError::NotFound { what: "artifact", id: id.clone() })?;
+            tx.execute(
+                "INSERT INTO artifact_chunks (artifact_id, idx, data) VALUES (?1, ?2, ?3)",
+                params![id, int(meta.chunks), chunk],
+            )
+            .map_err(backend)?;
+            meta.chunks += 1;
+            meta.size += chunk.len() as u64;
+            meta.updated_ms = now_ms();
+            tx.execute(
+                "UPDATE artifacts SET size = ?2, chunks = ?3, updated_ms = ?4 \
+                 WHERE artifact_id = ?1",
+                params![id, int(meta.size), int(meta.chunks), int(meta.updated_ms)],
+            )
+            .map_err(backend)?;
+            tx.commit().map_err(backend)?;
+            Ok(meta)
+        })
+        .await
+    }
+
+    async fn get_artifact(&self, id: &str) -> Result<Option<Artifact>, StoreError> {
+        let id = id.to_owned();
+        self.call(move |conn| {
+            let Some(meta) = artifact_meta(conn, &id)? else { return Ok(None) };
+            let mut select = conn
+                .prepare_cached(
+                    "SELECT data FROM artifact_chunks WHERE artifact_id = ?1 ORDER BY idx",
+                )
+                .map_err(backend)?;
+            let chunks =
+                select.query_map([&id], |row| row.get::<_, Vec<u8>>(0)).map_err(backend)?;
+            let mut data = Vec::with_capacity(usize::try_from(meta.size).unwrap_or(0));
+            for chunk in chunks {
+                data.extend(chunk.map_err(backend)?);
+            }
+            Ok(Some(Artifact { meta, data }))
+        })
+        .await
+    }
+
+    async fn list_artifacts(&self, run_id: &str) -> Result<Vec<ArtifactMeta>, StoreError> {
+        let run_id = run_id.to_owned();
+        self.call(move |conn| {
+            let mut select = conn
+                .prepare_cached(
+                    "SELECT artifact_id FROM artifacts WHERE run_id = ?1 \
+                     ORDER BY created_ms, artifact_id",
+                )
+                .map_err(backend)?;
+            let ids = select
+                .query_map([&run_id], |row| row.get::<_, String>(0))
+                .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+                .map_err(backend)?;
+            let mut metas = Vec::with_capacity(ids.len());
+            for id in ids {
+                metas.extend(artifact_meta(conn, &id)?);
+            }
+            Ok(metas)
+        })
+        .await
+    }
+
+    async fn delete_artifact(&self, id: &str) -> Result<bool, StoreError> {
+        let id = id.to_owned();
+        self.call(move |conn| {
+            let tx =
+                conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
+            tx.execute("DELETE FROM artifact_chunks WHERE artifact_id = ?1", [&id])
+                .map_err(backend)?;
+            let deleted = tx
+                .execute("DELETE FROM artifacts WHERE artifact_id = ?1", [&id])
+                .map_err(backend)?;
+            tx.commit().map_err(backend)?;
+            Ok(deleted > 0)
+        })
+        .await
+    }
+}

@@ -1,0 +1,363 @@
+//! Journaled runs in one process: resuming from every possible cut of a journal, deferred
+//! approvals across a restart, a failing store, two resumers racing.
+#![cfg(feature = "sqlite")]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use agentloop::prelude::*;
+use agentloop::provider::scripted::{ScriptedModel, ScriptedTurn};
+use agentloop::store::{JournalEntry, RunFilter, RunState, RunSummary};
+use agentloop::EventStream;
+use async_trait::async_trait;
+use common::*;
+use futures::StreamExt;
+use serde_json::{json, Value};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+fn turns() -> Vec<ScriptedTurn> {
+    vec![
+        ScriptedTurn::tool_call("probe", json!({"ms": 1, "tag": "a"}))
+            .with_call_id("call_a")
+            .with_tool_call("add", json!({"a": 1, "b": 2}))
+            .with_call_id("call_b")
+            .with_text("Two things first."),
+        ScriptedTurn::tool_call("probe", json!({"ms": 1, "tag": "c"})).with_call_id("call_c"),
+        ScriptedTurn::text("a, 3 and c."),
+    ]
+}
+
+fn agent(model: ScriptedModel, probe: &Probe, store: Arc<dyn RunStore>) -> Agent {
+    Agent::builder(model)
+        .tool(Add)
+        .tool(probe.clone())
+        .tool_concurrency(1)
+        .store(store)
+        .build()
+        .unwrap()
+}
+
+fn events_of(journal: &[JournalEntry]) -> Vec<Event> {
+    journal.iter().map(|e| e.event.clone()).collect()
+}
+
+/// Kinds without the `tool_started` of attempts that never finished.
+fn shape(journal: &[Event]) -> Vec<&'static str> {
+    let mut out = Vec::new();
+    for (index, event) in journal.iter().enumerate() {
+        if let Event::ToolStarted { call, .. } = event {
+            let again = journal[index + 1..]
+                .iter()
+                .any(|e| matches!(e, Event::ToolStarted { call: c, .. } if c.id == call.id));
+            if again {
+                continue;
+            }
+        }
+        out.push(event.kind());
+    }
+    out
+}
+
+/// A crash after any journal entry: resuming gives the same run, and only the calls without
+/// a journaled result run again, with their idempotency keys.
+#[tokio::test]
+async fn a_run_resumes_from_every_cut_of_its_journal() {
+    let store = Arc::new(MemoryStore::new());
+    let probe = Probe::default();
+    let clean_agent = agent(ScriptedModel::new(turns()), &probe, store.clone());
+    let options = RunOptions { run_id: Some("run_cut".into()), ..RunOptions::default() };
+    let clean_outcome = outcome_of_stream(clean_agent.run_stream_with("go", options)).await;
+    let clean = store.load("run_cut").await.unwrap();
+    let clean_run = Run::from_journal(clean.iter().map(|e| &e.event)).unwrap();
+    assert_eq!(clean_outcome.answer, "a, 3 and c.");
+
+    for cut in 1..=clean.len() {
+        let store = Arc::new(MemoryStore::new());
+        store.append_entries("run_cut", 0, &clean[..cut]).await.unwrap();
+        let before = Run::from_journal(clean[..cut].iter().map(|e| &e.event)).unwrap();
+        // The model answers the turns the journal has no response for.
+        let answered = before.history().iter().filter(|m| m.role == Role::Assistant).count();
+        let model = Arc::new(ScriptedModel::new(turns().into_iter().skip(answered)));
+        let probe = Probe::default();
+        let agent = Agent::builder(model.clone())
+            .tool(Add)
+            .tool(probe.clone())
+            .tool_concurrency(1)
+            .store(store.clone())
+            .build()
+            .unwrap();
+        let events = collect(agent.resume("run_cut").await.unwrap()).await;
+        let resumed = outcome_of_events(&events);
+        assert_eq!(resumed.answer, clean_outcome.answer, "cut {cut}");
+        let after = store.load("run_cut").await.unwrap();
+        assert_eq!(after[..cut], clean[..cut], "cut {cut}: the journal is only appended to");
+        let run = Run::from_journal(after.iter().map(|e| &e.event)).unwrap();
+        assert_eq!(run.history(), clean_run.history(), "cut {cut}: same conversation");
+        assert_eq!(
+            shape(&events_of(&after)),
+            events_of(&clean).iter().map(Event::kind).collect::<Vec<_>>(),
+            "cut {cut}: same journal shape"
+        );
+        // Only probe calls without a journaled result ran, with the original keys.
+        let done: Vec<String> = clean[..cut]
+            .iter()
+            .filter_map(|e| match &e.event {
+                Event::ToolCompleted { name, result, .. } if name == "probe" => {
+                    Some(format!("run_cut:{}", result.call_id))
+                }
+                _ => None,
+            })
+            .collect();
+        let expected: Vec<String> = ["run_cut:call_a", "run_cut:call_c"]
+            .into_iter()
+            .map(str::to_owned)
+            .filter(|key| !done.contains(key))
+            .collect();
+        assert_eq!(*probe.keys.lock().unwrap(), expected, "cut {cut}");
+        // A model call without a journaled response is made again; others are not.
+        assert_eq!(model.request_count(), 3 - answered, "cut {cut}");
+    }
+}
+
+async fn outcome_of_stream(events: EventStream) -> Outcome {
+    agentloop::agent::outcome_of(events).await.unwrap()
+}
+
+fn outcome_of_events(events: &[Event]) -> Outcome {
+    events.iter().rev().find_map(Event::outcome).cloned().expect("a terminal event")
+}
+
+#[tokio::test]
+async fn resume_needs_a_store_and_a_journal_and_replays_a_finished_run_s_end() {
+    let plain = Agent::builder(ScriptedModel::new([])).build().unwrap();
+    assert!(matches!(plain.resume("x").await, Err(ResumeError::NoStore)));
+    let store = Arc::new(MemoryStore::new());
+    let model = ScriptedModel::new([ScriptedTurn::text("hi")]);
+    let agent = Agent::builder(model).store(store.clone()).build().unwrap();
+    let error = agent.resume("nowhere").await.err().unwrap();
+    assert_eq!(error, ResumeError::NotFound("nowhere".into()));
+    assert_eq!(error.to_string(), "run 'nowhere' has no journal in the store");
+
+    let outcome = agent.run("hello").await.unwrap();
+    let length = store.next_seq(&outcome.run_id).await.unwrap();
+    let again = collect(agent.resume(&outcome.run_id).await.unwrap()).await;
+    assert_eq!(kinds(&again), ["run_finished"]);
+    assert_eq!(outcome_of_events(&again), outcome);
+    assert_eq!(store.next_seq(&outcome.run_id).await.unwrap(), length, "nothing appended");
+}
+
+/// Defers every call of `probe` to a human.
+struct AskHuman;
+
+#[async_trait]
+impl Hooks for AskHuman {
+    async fn approve_tool(
+        &self,
+        _ctx: &HookContext,
+        call: &ToolCall,
+        _arguments: &Value,
+    ) -> HookResult<Approval> {
+        Ok(if call.name == "probe" { Approval::Defer } else { Approval::Approve })
+    }
+}
+
+#[tokio::test]
+async fn a_run_waiting_for_approval_survives_a_restart() {
+    use agentloop::store::sqlite::SqliteStore;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("approvals.db");
+    let probe = Probe::default();
+    let run_id = {
+        let store = Arc::new(SqliteStore::open(&path).unwrap());
+        let model = ScriptedModel::new([ScriptedTurn::tool_call(
+            "probe",
+            json!({"ms": 0, "tag": "deploy"}),
+        )
+        .with_tool_call("probe", json!({"ms": 0, "tag": "delete"}))]);
+        let agent = Agent::builder(model)
+            .name("ops")
+            .tool(probe.clone())
+            .hook(AskHuman)
+            .store(store.clone())
+            .build()
+            .unwrap();
+        let outcome = agent.run("ship it").await.unwrap();
+        assert!(matches!(outcome.stop_reason, StopReason::AwaitingApproval { .. }));
+        let listed = store.list_runs(&RunFilter::all().agent("ops")).await.unwrap();
+        assert_eq!(listed[0].state, RunState::Suspended);
+        outcome.run_id
+        // The agent, the store handle and its connection are dropped: a restart.
+    };
+    assert_eq!(probe.calls(), 0);
+
+    let store = Arc::new(SqliteStore::open(&path).unwrap());
+    let model = Arc::new(ScriptedModel::new([ScriptedTurn::text("Deployed; no deletion.")]));
+    let agent = Agent::builder(model.clone())
+        .name("ops")
+        .tool(probe.clone())
+        .hook(AskHuman)
+        .store(store.clone())
+        .build()
+        .unwrap();
+    // Without decisions, the run is still suspended.
+    let waiting = collect(agent.resume(&run_id).await.unwrap()).await;
+    assert_eq!(kinds(&waiting), ["run_suspended"]);
+    let decisions = [
+        ("call_0_0".to_string(), Decision::Approve),
+        ("call_0_1".to_string(), Decision::Reject { reason: "never delete".into() }),
+    ];
+    let events = collect(agent.decide(&run_id, decisions).await.unwrap()).await;
+    assert_eq!(outcome_of_events(&events).answer, "Deployed; no deletion.");
+    assert_eq!(*probe.keys.lock().unwrap(), [format!("{run_id}:call_0_0")]);
+    let journal = store.load(&run_id).await.unwrap();
+    let kinds: Vec<&str> = journal.iter().map(|e| e.event.kind()).collect();
+    assert!(kinds.contains(&"approval_decided"));
+    assert_eq!(kinds.last(), Some(&"run_finished"));
+    let listed = store.list_runs(&RunFilter::all().agent("ops")).await.unwrap();
+    assert_eq!(listed[0].state, RunState::Finished);
+    assert_eq!(listed[0].entries, journal.len() as u64);
+}
+
+/// A store that fails every append after the first `ok` ones.
+struct Failing {
+    inner: MemoryStore,
+    ok: u64,
+    appends: AtomicU64,
+}
+
+#[async_trait]
+impl RunStore for Failing {
+    async fn append_entries(
+        &self,
+        run_id: &str,
+        expected_seq: u64,
+        entries: &[JournalEntry],
+    ) -> Result<u64, StoreError> {
+        if self.appends.fetch_add(1, Ordering::SeqCst) >= self.ok {
+            return Err(StoreError::Backend { backend: "test", message: "disk full".into() });
+        }
+        self.inner.append_entries(run_id, expected_seq, entries).await
+    }
+    async fn load(&self, run_id: &str) -> Result<Vec<JournalEntry>, StoreError> {
+        self.inner.load(run_id).await
+    }
+    async fn next_seq(&self, run_id: &str) -> Result<u64, StoreError> {
+        self.inner.next_seq(run_id).await
+    }
+    async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, StoreError> {
+        self.inner.list_runs(filter).await
+    }
+    async fn delete_run(&self, run_id: &str) -> Result<bool, StoreError> {
+        self.inner.delete_run(run_id).await
+    }
+}
+
+#[tokio::test]
+async fn a_failed_append_stops_the_run_at_its_last_checkpoint() {
+    let store = Arc::new(Failing { inner: MemoryStore::new(), ok: 5, appends: AtomicU64::new(0) });
+    let probe = Probe::default();
+    let model =
+        ScriptedModel::new([ScriptedTurn::tool_call("probe", json!({"ms": 0, "tag": "a"}))
+            .with_tool_call("probe", json!({"ms": 0, "tag": "b"}))]);
+    let failing = agent(model, &probe, store.clone());
+    let options = RunOptions { run_id: Some("run_fail".into()), ..RunOptions::default() };
+    let events = collect(failing.run_stream_with("go", options)).await;
+    // run_started, iteration_started, model_requested, model_responded, tool_started(a) are
+    // journaled; tool_completed(a) is not, and is not passed on.
+    let Some(Event::JournalFailed { error }) = events.last() else {
+        panic!("{:?}", kinds(&events))
+    };
+    assert!(error.contains("disk full"), "{error}");
+    let durable: Vec<&str> = events.iter().filter(|e| e.is_durable()).map(Event::kind).collect();
+    assert_eq!(durable.last(), Some(&"tool_started"));
+    assert_eq!(durable.len(), 5);
+    assert_eq!(probe.calls(), 1, "the second call never started");
+    let error =
+        agentloop::agent::outcome_of(Box::pin(futures::stream::iter(events))).await.unwrap_err();
+    assert!(matches!(error, AgentError::Journal { .. }), "{error}");
+
+    // The journal is whole up to the failure: a healthy store resumes it.
+    let healthy = Arc::new(MemoryStore::new());
+    let journal = store.load("run_fail").await.unwrap();
+    assert_eq!(journal.len(), 5);
+    healthy.append_entries("run_fail", 0, &journal).await.unwrap();
+    let model = ScriptedModel::new([ScriptedTurn::text("a and b")]);
+    let resumer = agent(model, &probe, healthy.clone());
+    let outcome = outcome_of_stream(resumer.resume("run_fail").await.unwrap()).await;
+    assert_eq!(outcome.answer, "a and b");
+    assert_eq!(probe.calls(), 3, "a ran again (its result was never journaled), then b");
+}
+
+#[tokio::test]
+async fn two_processes_resuming_one_run_never_interleave_its_journal() {
+    let store = Arc::new(MemoryStore::new());
+    let probe = Probe::default();
+    let model =
+        ScriptedModel::new([ScriptedTurn::tool_call("probe", json!({"ms": 0, "tag": "a"}))]);
+    let first = agent(model, &probe, store.clone());
+    let options = RunOptions { run_id: Some("run_race".into()), ..RunOptions::default() };
+    let mut events = first.run_stream_with("go", options);
+    while let Some(event) = events.next().await {
+        if event.kind() == "model_requested" {
+            break;
+        }
+    }
+    // Both resume the journal cut at the model request, while the first is gone.
+    drop(events);
+    let make = || {
+        let model = ScriptedModel::new([
+            ScriptedTurn::text("one").with_chunk_delay(Duration::from_millis(5)),
+            ScriptedTurn::text("two"),
+        ]);
+        agent(model, &Probe::default(), store.clone())
+    };
+    let (a, b) = (make(), make());
+    let (a, b) =
+        tokio::join!(async { collect(a.resume("run_race").await.unwrap()).await }, async {
+            collect(b.resume("run_race").await.unwrap()).await
+        },);
+    let finished = [&a, &b].iter().filter(|e| e.last().unwrap().kind() == "checkpointed").count();
+    let failed: Vec<&Event> =
+        [&a, &b].iter().filter_map(|e| e.last()).filter(|e| e.kind() == "journal_failed").collect();
+    assert_eq!((finished, failed.len()), (1, 1), "one wins, one stops");
+    let Event::JournalFailed { error } = failed[0] else { unreachable!() };
+    assert!(error.contains("journal conflict"), "{error}");
+    let journal = store.load("run_race").await.unwrap();
+    assert_eq!(
+        journal.iter().filter(|e| e.event.kind() == "model_responded").count(),
+        1,
+        "one response only"
+    );
+    Run::from_journal(journal.iter().map(|e| &e.event)).unwrap();
+}
+
+/// `continue_run` with a store appends after the store's journal of the run.
+#[tokio::test]
+async fn continue_run_appends_after_the_stored_journal() {
+    let source = Arc::new(MemoryStore::new());
+    let probe = Probe::default();
+    let first = agent(ScriptedModel::new(turns()), &probe, source.clone());
+    let options = RunOptions { run_id: Some("run_continue".into()), ..RunOptions::default() };
+    outcome_of_stream(first.run_stream_with("go", options)).await;
+    let clean = source.load("run_continue").await.unwrap();
+
+    let store = Arc::new(MemoryStore::new());
+    let cut = clean.iter().position(|e| e.event.kind() == "tool_completed").unwrap() + 1;
+    store.append_entries("run_continue", 0, &clean[..cut]).await.unwrap();
+    let run = Run::from_journal(clean[..cut].iter().map(|e| &e.event)).unwrap();
+    let second = agent(ScriptedModel::new(turns().into_iter().skip(1)), &probe, store.clone());
+    let events = collect(second.continue_run(run, None)).await;
+    let first_checkpoint = events.iter().find_map(|e| match e {
+        Event::Checkpointed { seq } => Some(*seq),
+        _ => None,
+    });
+    assert_eq!(first_checkpoint, Some(cut as u64), "the first new entry follows the stored ones");
+    let after = store.load("run_continue").await.unwrap();
+    assert_eq!(after.len(), clean.len());
+    assert_eq!(
+        after.iter().map(|e| e.event.kind()).collect::<Vec<_>>(),
+        clean.iter().map(|e| e.event.kind()).collect::<Vec<_>>()
+    );
+}
