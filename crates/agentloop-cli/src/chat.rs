@@ -62,7 +62,7 @@ pub async fn chat(agent: Agent, input: SharedLines) -> anyhow::Result<i32> {
                 continue;
             }
             "/tools" => {
-                for tool in agent.tools() {
+                for tool in agent.tools().iter() {
                     println!("  {} — {}", tool.name, tool.description);
                 }
                 continue;

@@ -129,7 +129,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         }
         Command::Tools { command: ToolsCommand::List { agent } } => {
             let agent = build_agent(&config, &cli.provider, &agent, None)?;
-            for tool in agent.tools() {
+            for tool in agent.tools().iter() {
                 println!("{}\n  {}\n  {}", tool.name, tool.description, tool.parameters);
             }
             Ok(0)

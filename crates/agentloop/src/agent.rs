@@ -106,9 +106,20 @@ impl Agent {
         &self.config
     }
 
-    /// The tools offered to the model.
-    pub fn tools(&self) -> &[ToolSpec] {
+    /// The tools offered to the model (read again from tool sets whose tools changed, such as
+    /// MCP servers).
+    pub fn tools(&self) -> Arc<Vec<ToolSpec>> {
+        self.refresh_tools();
         self.driver.tools.specs()
+    }
+
+    /// Indexes the tool sets again if one changed its tools; a run started afterwards offers
+    /// the new list. A change that cannot be indexed (a duplicate name, an invalid schema) is
+    /// logged and the previous tools stay.
+    fn refresh_tools(&self) {
+        if let Err(error) = self.driver.tools.refresh() {
+            tracing::warn!(%error, "a tool set changed its tools; keeping the previous ones");
+        }
     }
 
     /// Runs to the end, streaming every event. The last event is `run_finished`,
@@ -136,8 +147,11 @@ impl Agent {
         let run_id = options.run_id.unwrap_or_else(new_run_id);
         let control = Control::new(options.cancel.unwrap_or_default());
         let handle = RunHandle { run_id: run_id.clone(), control: control.clone() };
-        let config = Box::new((*self.config).clone());
-        let start = Start::New { run_id: run_id.clone(), config, input: input.into().0 };
+        self.refresh_tools();
+        let mut config = (*self.config).clone();
+        config.tools = self.driver.tools.specs();
+        let start =
+            Start::New { run_id: run_id.clone(), config: Box::new(config), input: input.into().0 };
         let events = self.driver.clone().drive(start, control);
         (handle, self.journal(events, run_id, Some(0)))
     }
@@ -160,6 +174,7 @@ impl Agent {
         let control = Control::new(cancel.unwrap_or_default());
         let run_id = run.run_id().to_owned();
         let handle = RunHandle { run_id: run_id.clone(), control: control.clone() };
+        self.refresh_tools();
         let events = self.driver.clone().drive(Start::Existing(Box::new(run)), control);
         (handle, self.journal(events, run_id, next_seq))
     }
@@ -613,7 +628,7 @@ impl AgentBuilder {
         }
         sets.extend(self.sets);
         let tools = ToolExecutor::new(sets, self.tool_timeout)?;
-        self.config.tools = Arc::new(tools.specs().to_vec());
+        self.config.tools = tools.specs();
         let retry = self.retry.unwrap_or_else(|| self.provider.retry_policy());
         let model = self.provider.name().to_owned();
         if self.config.context.context_window.is_none() {

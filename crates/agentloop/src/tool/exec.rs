@@ -1,13 +1,16 @@
 //! [`ToolExecutor`]: one call, checked and contained. It finds the tool across all tool sets,
 //! validates the arguments against the schema, runs the tool under its timeout and turns a
 //! panic into an error. Concurrency across calls is the driver's business.
+//!
+//! A set whose tools change at run time (an MCP server) bumps its [`ToolSet::revision`];
+//! [`ToolExecutor::refresh`] then indexes the sets again (the agent does it before each run).
 
 use super::{ToolContext, ToolError, ToolOutput, ToolSet, ToolSpec};
 use futures::FutureExt;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 /// Setting up the tool index failed.
@@ -42,18 +45,50 @@ pub struct ToolExecution {
     pub duration: Duration,
 }
 
+/// The tools of every set at one revision of each.
+struct Index {
+    entries: HashMap<String, Entry>,
+    specs: Arc<Vec<ToolSpec>>,
+    revisions: Vec<u64>,
+}
+
+impl Index {
+    fn build(sets: &[Arc<dyn ToolSet>]) -> Result<Self, ToolSetupError> {
+        let mut entries = HashMap::new();
+        let mut specs = Vec::new();
+        // Read before the specs: a change in between is seen again at the next refresh.
+        let revisions = sets.iter().map(|set| set.revision()).collect();
+        for (set_index, set) in sets.iter().enumerate() {
+            for spec in set.specs() {
+                if entries.contains_key(&spec.name) {
+                    return Err(ToolSetupError::Duplicate(spec.name));
+                }
+                let validator = jsonschema::validator_for(&spec.parameters).map_err(|e| {
+                    ToolSetupError::InvalidSchema {
+                        name: spec.name.clone(),
+                        message: e.to_string(),
+                    }
+                })?;
+                let timeout = set.timeout(&spec.name);
+                entries.insert(spec.name.clone(), Entry { set: set_index, validator, timeout });
+                specs.push(spec);
+            }
+        }
+        Ok(Self { entries, specs: Arc::new(specs), revisions })
+    }
+}
+
 /// Runs tool calls across a list of [`ToolSet`]s.
 pub struct ToolExecutor {
     sets: Vec<Arc<dyn ToolSet>>,
-    index: HashMap<String, Entry>,
-    specs: Vec<ToolSpec>,
+    index: RwLock<Arc<Index>>,
     default_timeout: Duration,
 }
 
 impl std::fmt::Debug for ToolExecutor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ToolExecutor")
-            .field("tools", &self.specs.iter().map(|s| &s.name).collect::<Vec<_>>())
+            .field("tools", &self.current().specs.iter().map(|s| &s.name).collect::<Vec<_>>())
             .field("default_timeout", &self.default_timeout)
             .finish()
     }
@@ -68,35 +103,36 @@ impl ToolExecutor {
         sets: Vec<Arc<dyn ToolSet>>,
         default_timeout: Duration,
     ) -> Result<Self, ToolSetupError> {
-        let mut index = HashMap::new();
-        let mut specs = Vec::new();
-        for (set_index, set) in sets.iter().enumerate() {
-            for spec in set.specs() {
-                if index.contains_key(&spec.name) {
-                    return Err(ToolSetupError::Duplicate(spec.name));
-                }
-                let validator = jsonschema::validator_for(&spec.parameters).map_err(|e| {
-                    ToolSetupError::InvalidSchema {
-                        name: spec.name.clone(),
-                        message: e.to_string(),
-                    }
-                })?;
-                let timeout = set.timeout(&spec.name);
-                index.insert(spec.name.clone(), Entry { set: set_index, validator, timeout });
-                specs.push(spec);
-            }
-        }
-        Ok(Self { sets, index, specs, default_timeout })
+        let index = Index::build(&sets)?;
+        Ok(Self { sets, index: RwLock::new(Arc::new(index)), default_timeout })
     }
 
-    /// Every tool's spec, in set order then registration order.
-    pub fn specs(&self) -> &[ToolSpec] {
-        &self.specs
+    fn current(&self) -> Arc<Index> {
+        Arc::clone(&self.index.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Every tool's spec, in set order then registration order (as of the last
+    /// [`refresh`](Self::refresh)).
+    pub fn specs(&self) -> Arc<Vec<ToolSpec>> {
+        Arc::clone(&self.current().specs)
+    }
+
+    /// Indexes the sets again if one of them changed its tools (its
+    /// [`revision`](ToolSet::revision) moved). Returns whether the index changed. On an error
+    /// (two tools now share a name, a new schema is invalid) the previous index stays.
+    pub fn refresh(&self) -> Result<bool, ToolSetupError> {
+        let current = self.current();
+        if self.sets.iter().map(|set| set.revision()).eq(current.revisions.iter().copied()) {
+            return Ok(false);
+        }
+        let index = Index::build(&self.sets)?;
+        *self.index.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(index);
+        Ok(true)
     }
 
     /// The timeout that applies to a tool.
     pub fn timeout_for(&self, name: &str) -> Duration {
-        self.index.get(name).and_then(|e| e.timeout).unwrap_or(self.default_timeout)
+        self.current().entries.get(name).and_then(|e| e.timeout).unwrap_or(self.default_timeout)
     }
 
     /// Runs one call. `arguments` is the parsed argument text (or the parse error). Never
@@ -118,7 +154,9 @@ impl ToolExecutor {
         arguments: Result<Value, String>,
         ctx: ToolContext,
     ) -> Result<ToolOutput, ToolError> {
-        let entry = self.index.get(name).ok_or_else(|| ToolError::UnknownTool(name.to_owned()))?;
+        let index = self.current();
+        let entry =
+            index.entries.get(name).ok_or_else(|| ToolError::UnknownTool(name.to_owned()))?;
         let args = arguments.map_err(ToolError::BadJson)?;
         let violations: Vec<String> = entry
             .validator

@@ -3,6 +3,8 @@
 
 pub mod builtin;
 mod exec;
+#[cfg(feature = "mcp")]
+pub mod mcp;
 mod registry;
 mod schema;
 
@@ -248,6 +250,12 @@ pub trait ToolSet: Send + Sync {
     /// The timeout of one of its tools, if it sets one.
     fn timeout(&self, _name: &str) -> Option<Duration> {
         None
+    }
+
+    /// A number that changes whenever the set's tools change (default: never). An agent
+    /// reads [`specs`](Self::specs) again before its next run when it moved.
+    fn revision(&self) -> u64 {
+        0
     }
 
     /// Runs one of its tools on validated JSON arguments.

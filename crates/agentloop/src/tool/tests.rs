@@ -155,3 +155,109 @@ async fn builtin_control_tools() {
     let ask = AskUser.call_json(json!({"question": "why?"}), ToolContext::detached("c")).await;
     assert_eq!(ask, Ok(ToolOutput::AskUser("why?".into())));
 }
+
+/// A set whose tools change at run time, like an MCP server's.
+#[derive(Default)]
+struct Changing {
+    tools: std::sync::Mutex<Vec<ToolSpec>>,
+    revision: std::sync::atomic::AtomicU64,
+}
+
+impl Changing {
+    fn set(&self, names: &[&str]) {
+        *self.tools.lock().unwrap() = names
+            .iter()
+            .map(|name| ToolSpec {
+                name: (*name).to_owned(),
+                description: format!("The {name} tool."),
+                parameters: json!({"type": "object", "properties": {"x": {"type": "integer"}}}),
+            })
+            .collect();
+        self.revision.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[async_trait]
+impl ToolSet for Changing {
+    fn specs(&self) -> Vec<ToolSpec> {
+        self.tools.lock().unwrap().clone()
+    }
+    fn revision(&self) -> u64 {
+        self.revision.load(std::sync::atomic::Ordering::SeqCst)
+    }
+    async fn call(
+        &self,
+        name: &str,
+        args: Value,
+        _ctx: ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        Ok(ToolOutput::Value(json!({"tool": name, "args": args})))
+    }
+}
+
+#[tokio::test]
+async fn refresh_reindexes_a_set_whose_revision_moved() {
+    let changing = Arc::new(Changing::default());
+    changing.set(&["one"]);
+    let tools = ToolExecutor::new(vec![changing.clone()], Duration::from_secs(5)).unwrap();
+    assert_eq!(tools.refresh(), Ok(false), "nothing changed");
+    let before = tools.specs();
+
+    changing.set(&["one", "two"]);
+    let stale = tools.execute("two", Ok(json!({"x": 1})), ToolContext::detached("c")).await;
+    assert_eq!(
+        stale.result,
+        Err(ToolError::UnknownTool("two".into())),
+        "not seen before a refresh"
+    );
+    assert_eq!(tools.refresh(), Ok(true));
+    assert_eq!(tools.refresh(), Ok(false), "once");
+    assert_eq!(tools.specs().iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["one", "two"]);
+    assert_eq!(before.len(), 1, "a snapshot taken before stays as it was");
+    let called = tools.execute("two", Ok(json!({"x": 1})), ToolContext::detached("c")).await;
+    assert_eq!(called.result, Ok(ToolOutput::Value(json!({"tool": "two", "args": {"x": 1}}))));
+    let invalid = tools.execute("two", Ok(json!({"x": "y"})), ToolContext::detached("c")).await;
+    assert!(matches!(invalid.result, Err(ToolError::InvalidArguments(_))), "validated too");
+
+    changing.set(&["two"]);
+    assert_eq!(tools.refresh(), Ok(true));
+    let gone = tools.execute("one", Ok(json!({})), ToolContext::detached("c")).await;
+    assert_eq!(gone.result, Err(ToolError::UnknownTool("one".into())));
+}
+
+#[test]
+fn a_refresh_that_cannot_be_indexed_keeps_the_previous_tools() {
+    let mut registry = ToolRegistry::new();
+    registry.register(Add).unwrap();
+    let changing = Arc::new(Changing::default());
+    changing.set(&["one"]);
+    let tools =
+        ToolExecutor::new(vec![Arc::new(registry), changing.clone()], Duration::from_secs(5))
+            .unwrap();
+    changing.set(&["one", "add"]);
+    assert_eq!(tools.refresh(), Err(ToolSetupError::Duplicate("add".into())));
+    assert_eq!(tools.specs().iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["add", "one"]);
+}
+
+#[tokio::test]
+async fn an_agent_offers_a_sets_new_tools_from_its_next_run_on() {
+    use crate::provider::scripted::{ScriptedModel, ScriptedTurn};
+    let changing = Arc::new(Changing::default());
+    changing.set(&["one"]);
+    let model = Arc::new(ScriptedModel::new([
+        ScriptedTurn::text("first"),
+        ScriptedTurn::tool_call("two", json!({"x": 2})),
+        ScriptedTurn::text("second"),
+    ]));
+    let agent = crate::Agent::builder(model.clone()).tool_set(changing.clone()).build().unwrap();
+    assert_eq!(agent.run("a").await.unwrap().answer, "first");
+    changing.set(&["one", "two"]);
+    assert_eq!(agent.tools().len(), 2);
+    assert_eq!(agent.run("b").await.unwrap().answer, "second");
+    let requests = model.requests();
+    let offered = |i: usize| requests[i].tools.iter().map(|t| t.name.clone()).collect::<Vec<_>>();
+    assert_eq!(offered(0), ["one"]);
+    assert_eq!(offered(1), ["one", "two"]);
+    let result = requests[2].messages.last().unwrap().tool_results_iter().next().cloned().unwrap();
+    assert!(!result.is_error, "{result:?}");
+}
