@@ -20,6 +20,8 @@ pub struct Config {
     pub tools: ToolsSection,
     /// Where runs are kept.
     pub store: StoreSection,
+    /// MCP tool servers (`[[mcp]]` tables).
+    pub mcp: Vec<agentloop::tool::mcp::McpServerConfig>,
     /// Where the file came from (not in the file).
     #[serde(skip)]
     pub source: Option<PathBuf>,

@@ -4,6 +4,7 @@ mod chat;
 mod config;
 mod providers;
 mod render;
+mod runs;
 mod tools;
 
 use agentloop::prelude::*;
@@ -84,6 +85,47 @@ enum Command {
         #[command(subcommand)]
         command: ToolsCommand,
     },
+    /// The runs kept in the store.
+    Runs {
+        #[command(subcommand)]
+        command: RunsCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum RunsCommand {
+    /// Runs, newest first.
+    List {
+        /// Only runs in this state: running, finished, failed, cancelled, suspended.
+        #[arg(long)]
+        state: Option<String>,
+        /// At most this many.
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+    },
+    /// A run's timeline: iterations, model calls, tool calls, durations, tokens.
+    Show {
+        /// The run id.
+        run_id: String,
+    },
+    /// Continues an interrupted run (finished tools are not run again).
+    Resume {
+        /// The run id.
+        run_id: String,
+        /// Print every event as a JSON line.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        agent: AgentFlags,
+    },
+    /// Plays a recorded run again from its journal, without the model or the tools.
+    Replay {
+        /// The run id.
+        run_id: String,
+        /// Print every event as a JSON line.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -119,16 +161,43 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
     let config = Config::load(cli.config.as_deref())?;
     match cli.command {
         Command::Run { prompt, json, agent } => {
-            let agent = build_agent(&config, &cli.provider, &agent, None)?;
+            let store = runs::open(&config.store).await?;
+            let agent = build_agent(&config, &cli.provider, &agent, None, Some(store)).await?;
             Ok(run_once(&agent, prompt, json).await.code())
         }
         Command::Chat { agent } => {
             let lines = chat::lines();
-            let agent = build_agent(&config, &cli.provider, &agent, Some(lines.clone()))?;
+            let store = runs::open(&config.store).await?;
+            let agent =
+                build_agent(&config, &cli.provider, &agent, Some(lines.clone()), Some(store))
+                    .await?;
             chat::chat(agent, lines).await
         }
+        Command::Runs { command } => {
+            let store = runs::open(&config.store).await?;
+            match command {
+                RunsCommand::List { state, limit } => {
+                    runs::list(store.as_ref(), state.as_deref(), limit).await.map(|()| 0)
+                }
+                RunsCommand::Show { run_id } => {
+                    runs::show(store.as_ref(), &run_id).await.map(|()| 0)
+                }
+                RunsCommand::Replay { run_id, json } => {
+                    Ok(runs::replay(store.as_ref(), &run_id, json).await?.code())
+                }
+                RunsCommand::Resume { run_id, json, agent } => {
+                    let agent =
+                        build_agent(&config, &cli.provider, &agent, None, Some(store)).await?;
+                    let events = agent
+                        .resume(&run_id)
+                        .await
+                        .with_context(|| format!("resuming {run_id}"))?;
+                    Ok(runs::render(events, json).await.code())
+                }
+            }
+        }
         Command::Tools { command: ToolsCommand::List { agent } } => {
-            let agent = build_agent(&config, &cli.provider, &agent, None)?;
+            let agent = build_agent(&config, &cli.provider, &agent, None, None).await?;
             for tool in agent.tools().iter() {
                 println!("{}\n  {}\n  {}", tool.name, tool.description, tool.parameters);
             }
@@ -138,11 +207,12 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
 }
 
 /// Builds the agent from the configuration, the environment and the flags.
-fn build_agent(
+async fn build_agent(
     config: &Config,
     flags: &ProviderFlags,
     agent_flags: &AgentFlags,
     lines: Option<tools::SharedLines>,
+    store: Option<std::sync::Arc<dyn agentloop::store::RunStore>>,
 ) -> anyhow::Result<Agent> {
     let flag_section = ProviderSection {
         kind: flags.provider,
@@ -210,6 +280,15 @@ fn build_agent(
         }
     }
     builder = tools::install(builder, &tool_section, &enabled, lines)?;
+    if !config.mcp.is_empty() {
+        let servers = agentloop::tool::mcp::McpToolSet::connect(config.mcp.clone())
+            .await
+            .context("starting the MCP servers")?;
+        builder = builder.tool_set(std::sync::Arc::new(servers));
+    }
+    if let Some(store) = store {
+        builder = builder.store(store);
+    }
     builder.build().context("building the agent")
 }
 

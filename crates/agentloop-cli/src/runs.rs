@@ -1,0 +1,180 @@
+//! `agentloop runs`: the runs kept in the store — list, show a run's timeline, resume an
+//! interrupted run, replay a recorded one without the model or the tools.
+
+use crate::config::StoreSection;
+use crate::render::{Ending, Renderer};
+use agentloop::provider::replay::JournalReplay;
+use agentloop::store::{JournalEntry, MemoryStore, RunFilter, RunState, RunStore};
+use agentloop::{Event, EventStream};
+use anyhow::{bail, Context};
+use futures::StreamExt;
+use std::sync::Arc;
+
+/// Opens the configured store (SQLite at `.agentloop/agentloop.db` by default).
+pub async fn open(section: &StoreSection) -> anyhow::Result<Arc<dyn RunStore>> {
+    Ok(match section.kind.as_deref().unwrap_or("sqlite") {
+        "sqlite" => {
+            let store = match &section.path {
+                Some(path) => agentloop::store::sqlite::SqliteStore::open(path),
+                None => agentloop::store::sqlite::SqliteStore::open_default(),
+            };
+            Arc::new(store.context("opening the SQLite store")?)
+        }
+        "redis" => {
+            let Some(url) = &section.url else {
+                bail!("[store] kind = \"redis\" needs url = \"redis://…\"")
+            };
+            Arc::new(
+                agentloop::store::redis::RedisStore::connect(url)
+                    .await
+                    .context("connecting to Redis")?,
+            )
+        }
+        "memory" => Arc::new(MemoryStore::new()),
+        other => bail!("unknown store '{other}'"),
+    })
+}
+
+fn time(ms: u64) -> String {
+    let secs = ms / 1000;
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since the epoch (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60
+    )
+}
+
+/// `runs list`.
+pub async fn list(store: &dyn RunStore, state: Option<&str>, limit: usize) -> anyhow::Result<()> {
+    let mut filter = RunFilter::all().limit(limit);
+    if let Some(state) = state {
+        let Some(state) = RunState::parse(state) else {
+            bail!("unknown state '{state}' (expected running, finished, failed, cancelled or suspended)")
+        };
+        filter = filter.state(state);
+    }
+    let runs = store.list_runs(&filter).await?;
+    println!(
+        "{:<36}  {:<10}  {:<12}  {:>7}  {:<19}  {:<19}",
+        "RUN", "STATE", "AGENT", "ENTRIES", "CREATED", "UPDATED"
+    );
+    for run in runs {
+        println!(
+            "{:<36}  {:<10}  {:<12}  {:>7}  {:<19}  {:<19}",
+            run.run_id,
+            run.state.as_str(),
+            run.agent.unwrap_or_else(|| "-".into()),
+            run.entries,
+            time(run.created_ms),
+            time(run.updated_ms)
+        );
+    }
+    Ok(())
+}
+
+async fn journal(store: &dyn RunStore, run_id: &str) -> anyhow::Result<Vec<JournalEntry>> {
+    let entries = store.load(run_id).await?;
+    if entries.is_empty() {
+        bail!("no run '{run_id}' in the store");
+    }
+    Ok(entries)
+}
+
+fn one_line(text: &str, max: usize) -> String {
+    let flat = text.replace('\n', " ");
+    if flat.chars().count() > max {
+        format!("{}…", flat.chars().take(max).collect::<String>())
+    } else {
+        flat
+    }
+}
+
+/// `runs show`: the timeline of a run.
+pub async fn show(store: &dyn RunStore, run_id: &str) -> anyhow::Result<()> {
+    let entries = journal(store, run_id).await?;
+    let start = entries.first().map_or(0, |e| e.at_ms);
+    for entry in &entries {
+        let at = format!("+{:>7.3}s", entry.at_ms.saturating_sub(start) as f64 / 1000.0);
+        let line = match &entry.event {
+            Event::RunStarted { run_id, config, input } => format!(
+                "run {run_id} started (agent {}): {}",
+                config.agent.as_deref().unwrap_or("-"),
+                one_line(&input.last().map(|m| m.text()).unwrap_or_default(), 100)
+            ),
+            Event::IterationStarted { iteration, .. } => format!("iteration {iteration}"),
+            Event::IterationCompleted { iteration, duration_ms } => {
+                format!("iteration {iteration} done in {duration_ms} ms")
+            }
+            Event::ModelResponded { message, finish_reason, usage, duration_ms, .. } => format!(
+                "  model: {} ms, {} in / {} out tokens, {}{}",
+                duration_ms,
+                usage.input,
+                usage.output,
+                finish_reason.as_str(),
+                if message.text().is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", one_line(&message.text(), 80))
+                }
+            ),
+            Event::ModelFailed { error, .. } => format!("  model failed: {error}"),
+            Event::ToolStarted { call, arguments } => {
+                format!("  → {}({})", call.name, one_line(&arguments.to_string(), 100))
+            }
+            Event::ToolCompleted { name, result, duration_ms, .. } => {
+                format!(
+                    "  ← {name}: {} ({duration_ms} ms)",
+                    one_line(&result.content.to_text(), 100)
+                )
+            }
+            Event::ToolFailed { name, error, .. } => format!("  ✗ {name}: {error}"),
+            Event::ToolTimedOut { name, timeout_ms, .. } => {
+                format!("  ✗ {name}: timed out after {timeout_ms} ms")
+            }
+            Event::RunFinished { outcome } | Event::RunSuspended { outcome } => format!(
+                "{} after {} iterations, {} tokens: {}",
+                entry.event.kind().trim_start_matches("run_"),
+                outcome.iterations,
+                outcome.usage.total(),
+                one_line(&outcome.answer, 120)
+            ),
+            Event::RunFailed { error, .. } => format!("failed: {error}"),
+            Event::RunCancelled { reason, .. } => format!("cancelled: {reason}"),
+            other => other.kind().replace('_', " "),
+        };
+        println!("{at}  {line}");
+    }
+    Ok(())
+}
+
+/// Renders a stream to the end.
+pub async fn render(mut events: EventStream, json: bool) -> Ending {
+    let mut renderer = Renderer::new(json);
+    let mut ending = Ending::Unknown;
+    while let Some(event) = events.next().await {
+        if let Some(end) = renderer.show(&event) {
+            ending = end;
+        }
+    }
+    ending
+}
+
+/// `runs replay`: the run again from its journal, without the model or the tools.
+pub async fn replay(store: &dyn RunStore, run_id: &str, json: bool) -> anyhow::Result<Ending> {
+    let entries = journal(store, run_id).await?;
+    let events: Vec<Event> = entries.into_iter().map(|e| e.event).collect();
+    let replay = JournalReplay::from_journal(&events).context("reading the journal")?;
+    Ok(render(replay.run().context("building the replay")?, json).await)
+}

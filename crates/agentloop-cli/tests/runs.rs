@@ -1,0 +1,117 @@
+//! `agentloop runs list | show | resume | replay` on the SQLite store: a run killed mid-stream
+//! is listed as running, resumes without running its finished tool again, and replays from its
+//! journal without the model or the tools.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use agentloop::Event;
+use assert_cmd::Command;
+use predicates::prelude::*;
+use serde_json::json;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::Stdio;
+
+fn agentloop(dir: &Path) -> Command {
+    let mut command = Command::cargo_bin("agentloop").unwrap();
+    command.current_dir(dir).env("HOME", dir).env("XDG_CONFIG_HOME", dir).env("NO_COLOR", "1");
+    for name in [
+        "OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+        "GEMINI_API_KEY",
+        "AGENTLOOP_BASE_URL",
+        "AGENTLOOP_PROVIDER",
+        "AGENTLOOP_CONFIG",
+    ] {
+        command.env_remove(name);
+    }
+    command
+}
+
+#[test]
+fn a_killed_run_is_listed_resumed_shown_and_replayed() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = dir.path().join("first.json");
+    std::fs::write(
+        &first,
+        json!([
+            {"tool_calls": [{"name": "calculator", "arguments": {"expression": "6 * 7"}}]},
+            {"text": "This final answer streams very slowly and will be cut off by the kill.", "chunk_delay_ms": 300}
+        ])
+        .to_string(),
+    )
+    .unwrap();
+    // Start a run and kill it with SIGKILL while the final answer streams.
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("agentloop"))
+        .current_dir(dir.path())
+        .env("HOME", dir.path())
+        .env("XDG_CONFIG_HOME", dir.path())
+        .env_remove("AGENTLOOP_CONFIG")
+        .args(["--provider", "scripted", "--script"])
+        .arg(&first)
+        .args(["run", "--json", "What is 6 times 7?"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut run_id = String::new();
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let event: Event = serde_json::from_str(&line.unwrap()).unwrap();
+        if let Event::RunStarted { run_id: id, .. } = &event {
+            run_id.clone_from(id);
+        }
+        if event.kind() == "text_delta" {
+            break;
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(!run_id.is_empty());
+
+    agentloop(dir.path())
+        .args(["runs", "list", "--state", "running"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(&run_id));
+
+    // Resume with a model that only knows the rest.
+    let rest = dir.path().join("rest.json");
+    std::fs::write(&rest, json!([{"text": "6 times 7 is 42."}]).to_string()).unwrap();
+    agentloop(dir.path())
+        .args(["--provider", "scripted", "--script"])
+        .arg(&rest)
+        .args(["runs", "resume", &run_id])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("6 times 7 is 42."))
+        .stdout(predicate::str::contains("→ calculator").not());
+
+    agentloop(dir.path())
+        .args(["runs", "list", "--state", "finished"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(&run_id));
+
+    agentloop(dir.path())
+        .args(["runs", "show", &run_id])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("started"))
+        .stdout(predicate::str::contains("→ calculator({\"expression\":\"6 * 7\"})"))
+        .stdout(predicate::str::contains("← calculator: 42.0"))
+        .stdout(predicate::str::contains("finished after 2 iterations"));
+
+    // Replay needs neither the model nor the tools.
+    std::fs::remove_file(&rest).unwrap();
+    let output =
+        agentloop(dir.path()).args(["runs", "replay", &run_id, "--json"]).output().unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let last: Event =
+        serde_json::from_str(String::from_utf8_lossy(&output.stdout).lines().last().unwrap())
+            .unwrap();
+    assert_eq!(last.outcome().unwrap().answer, "6 times 7 is 42.");
+
+    agentloop(dir.path())
+        .args(["runs", "show", "run_missing"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("no run 'run_missing'"));
+}
