@@ -350,6 +350,8 @@ pub struct AgentBuilder {
     errors: Vec<String>,
     store: Option<Arc<dyn RunStore>>,
     sessions: Option<Arc<dyn SessionStore>>,
+    tool_protocol: crate::provider::ToolProtocol,
+    step_tool_choice: Option<crate::provider::StepToolChoice>,
 }
 
 impl AgentBuilder {
@@ -367,6 +369,8 @@ impl AgentBuilder {
             errors: Vec::new(),
             store: None,
             sessions: None,
+            tool_protocol: crate::provider::ToolProtocol::Auto,
+            step_tool_choice: None,
         }
     }
 
@@ -447,6 +451,22 @@ impl AgentBuilder {
     /// Whether the model must call tools.
     pub fn tool_choice(mut self, choice: ToolChoice) -> Self {
         self.config.tool_choice = choice;
+        self
+    }
+
+    /// How tools reach the model (default [`ToolProtocol::Auto`](crate::provider::ToolProtocol):
+    /// native tool calling when the provider supports it, else tool calls through the prompt
+    /// with [`PromptedTools`](crate::provider::PromptedTools)).
+    pub fn tool_protocol(mut self, protocol: crate::provider::ToolProtocol) -> Self {
+        self.tool_protocol = protocol;
+        self
+    }
+
+    /// A tool choice per step of a turn (e.g.
+    /// [`StepToolChoice::required_first`](crate::provider::StepToolChoice::required_first));
+    /// it replaces [`tool_choice`](Self::tool_choice) on requests that offer tools.
+    pub fn step_tool_choice(mut self, policy: crate::provider::StepToolChoice) -> Self {
+        self.step_tool_choice = Some(policy);
         self
     }
 
@@ -629,8 +649,16 @@ impl AgentBuilder {
         sets.extend(self.sets);
         let tools = ToolExecutor::new(sets, self.tool_timeout)?;
         self.config.tools = tools.specs();
-        let retry = self.retry.unwrap_or_else(|| self.provider.retry_policy());
-        let model = self.provider.name().to_owned();
+        let mut provider = self.provider;
+        if let Some(format) = self.tool_protocol.prompted_format(provider.as_ref()) {
+            let protocol = crate::provider::PromptedProtocol::new(format);
+            provider = Arc::new(crate::provider::PromptedTools::with_protocol(provider, protocol));
+        }
+        if let Some(policy) = self.step_tool_choice {
+            provider = Arc::new(crate::provider::ToolChoicePolicy::new(provider, policy));
+        }
+        let retry = self.retry.unwrap_or_else(|| provider.retry_policy());
+        let model = provider.name().to_owned();
         if self.config.context.context_window.is_none() {
             self.config.context.context_window = crate::context::context_window_for(&model);
         }
@@ -645,7 +673,7 @@ impl AgentBuilder {
             driver: Driver {
                 retry,
                 counter,
-                provider: self.provider,
+                provider,
                 tools: Arc::new(tools),
                 hooks: Arc::new(self.hooks),
                 concurrency: self.concurrency,

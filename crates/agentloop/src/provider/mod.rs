@@ -8,11 +8,13 @@ pub mod gemini;
 pub mod http;
 pub mod openai;
 pub mod openai_responses;
+pub mod prompted;
 pub mod replay;
 mod retry;
 #[cfg(any(test, feature = "test-util"))]
 pub mod scripted;
 pub mod sse;
+mod tool_choice;
 pub mod wire;
 
 pub use anthropic::Anthropic;
@@ -20,7 +22,9 @@ pub use assemble::ResponseAssembler;
 pub use error::ProviderError;
 pub use gemini::Gemini;
 pub use http::{HttpConfig, HttpConfigError, HttpProvider};
+pub use prompted::{PromptedProtocol, PromptedTools, ToolCallFormat, ToolProtocol};
 pub use retry::RetryPolicy;
+pub use tool_choice::{StepToolChoice, ToolChoicePolicy};
 
 use crate::message::{FinishReason, Message, Usage};
 use crate::tool::ToolSpec;
@@ -171,6 +175,13 @@ pub trait Provider: Send + Sync {
     fn retry_policy(&self) -> Option<RetryPolicy> {
         None
     }
+
+    /// Whether the model takes `tools` and answers with structured tool calls. A provider
+    /// that says no gets tools through the prompt ([`PromptedTools`]) when an agent is built
+    /// with the default [`ToolProtocol::Auto`].
+    fn supports_tools(&self) -> bool {
+        true
+    }
 }
 
 impl<P: Provider + ?Sized> Provider for Arc<P> {
@@ -189,6 +200,9 @@ impl<P: Provider + ?Sized> Provider for Arc<P> {
     fn name(&self) -> &str {
         (**self).name()
     }
+    fn supports_tools(&self) -> bool {
+        (**self).supports_tools()
+    }
 }
 
 impl<P: Provider + ?Sized> Provider for Box<P> {
@@ -206,6 +220,9 @@ impl<P: Provider + ?Sized> Provider for Box<P> {
     }
     fn name(&self) -> &str {
         (**self).name()
+    }
+    fn supports_tools(&self) -> bool {
+        (**self).supports_tools()
     }
 }
 

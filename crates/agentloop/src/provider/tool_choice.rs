@@ -1,0 +1,78 @@
+//! [`ToolChoicePolicy`]: a tool choice per step of a turn, e.g. `required` on the first model
+//! call after the user spoke and `auto` once a tool has answered. Small models need this: they
+//! rarely decide to call a tool by themselves.
+
+use super::{ChunkStream, ModelRequest, Provider, RetryPolicy, ToolChoice};
+use crate::message::Role;
+
+/// Which tool choice each model call of a turn gets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepToolChoice {
+    /// For the first call after the last user message (no tool result since).
+    pub first: ToolChoice,
+    /// For the calls after a tool result.
+    pub then: ToolChoice,
+}
+
+impl StepToolChoice {
+    /// `required` on the first step, `auto` after.
+    pub fn required_first() -> Self {
+        Self { first: ToolChoice::Required, then: ToolChoice::Auto }
+    }
+
+    /// The choice for this request. Requests that offer no tools or set `none` (the
+    /// wind-down answer, compaction) keep theirs.
+    pub fn choose(&self, request: &ModelRequest) -> ToolChoice {
+        if request.tools.is_empty() || request.tool_choice == ToolChoice::None {
+            return request.tool_choice.clone();
+        }
+        let answered = request
+            .messages
+            .iter()
+            .rev()
+            .take_while(|message| message.role != Role::User)
+            .any(|message| message.role == Role::Tool);
+        if answered {
+            self.then.clone()
+        } else {
+            self.first.clone()
+        }
+    }
+}
+
+/// A provider wrapper that sets each request's tool choice by a [`StepToolChoice`]. It needs
+/// no state: the step is read from the request's history, so it holds across resumed runs.
+#[derive(Debug, Clone)]
+pub struct ToolChoicePolicy<P> {
+    inner: P,
+    policy: StepToolChoice,
+}
+
+impl<P: Provider> ToolChoicePolicy<P> {
+    /// Wraps `inner`.
+    pub fn new(inner: P, policy: StepToolChoice) -> Self {
+        Self { inner, policy }
+    }
+}
+
+impl<P: Provider> Provider for ToolChoicePolicy<P> {
+    fn stream(&self, mut request: ModelRequest) -> ChunkStream {
+        request.tool_choice = self.policy.choose(&request);
+        self.inner.stream(request)
+    }
+
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn retry_policy(&self) -> Option<RetryPolicy> {
+        self.inner.retry_policy()
+    }
+
+    fn supports_tools(&self) -> bool {
+        self.inner.supports_tools()
+    }
+}
+
+#[cfg(test)]
+mod tests;
