@@ -45,6 +45,7 @@ pub struct HttpConfig {
     request_timeout: Duration,
     stream_idle_timeout: Duration,
     close_streamed_connections: bool,
+    streaming: bool,
     retry: RetryPolicy,
 }
 
@@ -64,6 +65,7 @@ impl HttpConfig {
             request_timeout: Duration::from_secs(600),
             stream_idle_timeout: Duration::from_secs(300),
             close_streamed_connections: false,
+            streaming: true,
             retry: RetryPolicy::default(),
         }
     }
@@ -135,6 +137,15 @@ impl HttpConfig {
         self
     }
 
+    /// Whether [`Provider::stream`] asks for a streamed (SSE) response (default: yes). With
+    /// `false` it sends a non-streamed request and yields the decoded response as chunks
+    /// once it is complete: no deltas arrive while the model writes, for servers or proxies
+    /// that cannot stream, or when only the whole answer matters.
+    pub fn streaming(mut self, streaming: bool) -> Self {
+        self.streaming = streaming;
+        self
+    }
+
     /// The retry policy the driver applies to this provider.
     pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
         self.retry = policy;
@@ -203,6 +214,7 @@ struct Shared<W> {
     request_timeout: Duration,
     stream_idle_timeout: Duration,
     close_streamed_connections: bool,
+    streaming: bool,
     retry: RetryPolicy,
 }
 
@@ -279,6 +291,7 @@ impl<W: WireFormat> HttpProvider<W> {
                 request_timeout: config.request_timeout,
                 stream_idle_timeout: config.stream_idle_timeout,
                 close_streamed_connections: config.close_streamed_connections,
+                streaming: config.streaming,
                 retry: config.retry,
             }),
         })
@@ -396,22 +409,24 @@ impl<W: WireFormat> Provider for HttpProvider<W> {
     fn stream(&self, request: ModelRequest) -> ChunkStream {
         let shared = self.shared.clone();
         Box::pin(async_stream::stream! {
-            let wire = match shared.format.encode(&request, true) {
+            let streaming = shared.streaming;
+            let wire = match shared.format.encode(&request, streaming) {
                 Ok(wire) => wire,
                 Err(error) => {
                     yield Err(error);
                     return;
                 }
             };
-            let response = match shared.send(wire, true).await {
+            let response = match shared.send(wire, streaming).await {
                 Ok(response) => response,
                 Err(error) => {
                     yield Err(error);
                     return;
                 }
             };
-            if is_json(&response) {
-                // A server that ignored `stream: true` and answered with one JSON body.
+            if !streaming || is_json(&response) {
+                // A non-streamed request, or a server that ignored `stream: true` and
+                // answered with one JSON body.
                 let body = tokio::time::timeout(shared.request_timeout, response.bytes()).await;
                 let decoded = match body {
                     Err(_) => Err(ProviderError::Timeout {
