@@ -10,6 +10,7 @@
 //! # Ok::<(), agentloop::provider::http::HttpConfigError>(())
 //! ```
 
+mod body;
 mod compat;
 mod stream;
 
@@ -17,7 +18,7 @@ pub use compat::{Compat, Dialect};
 
 use super::http::{error_object, HttpConfig, HttpConfigError, HttpProvider};
 use super::openai_responses::OpenAiResponses;
-use super::wire::{StreamDecoder, WireFormat, WireRequest};
+use super::wire::{EncodedRequest, StreamDecoder, WireFormat, WireRequest};
 use super::{ModelRequest, ModelResponse, ProviderError, ToolChoice};
 use crate::message::{FinishReason, MediaSource, Message, Part, Reasoning, Role, ToolCall, Usage};
 use serde::Deserialize;
@@ -234,6 +235,18 @@ impl WireFormat for OpenAiChat {
         Ok(WireRequest {
             path: "/chat/completions".into(),
             body: Value::Object(body),
+            headers: vec![],
+        })
+    }
+
+    fn encode_json(
+        &self,
+        request: &ModelRequest,
+        stream: bool,
+    ) -> Result<EncodedRequest, ProviderError> {
+        Ok(EncodedRequest {
+            path: "/chat/completions".into(),
+            body: body::encode_body(self, request, stream)?,
             headers: vec![],
         })
     }
