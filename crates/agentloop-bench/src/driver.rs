@@ -70,16 +70,19 @@ impl Plan {
     /// HTTP requests the plan makes when every run succeeds.
     pub fn expected_requests(&self) -> u64 {
         let per_run = if self.kind == Kind::Trivial { 1 } else { self.script.requests_per_run() };
-        // The history scenario makes one more (unmeasured) run to capture requests.
-        let extra = u64::from(self.history && self.kind == Kind::Agentloop);
-        (self.concurrency * (self.warmup + self.runs) + extra) * per_run
+        self.concurrency * (self.warmup + self.runs) * per_run
     }
 }
 
 enum Job {
     Floor(Floor),
-    Agent(Agent),
-    Trivial { client: reqwest::Client, url: String, body: bytes::Bytes },
+    /// The agent, and (history scenario) where its provider records encode times.
+    Agent(Agent, Option<via_agentloop::Encodings>),
+    Trivial {
+        client: reqwest::Client,
+        url: String,
+        body: bytes::Bytes,
+    },
 }
 
 impl Job {
@@ -90,7 +93,7 @@ impl Job {
                 let run = floor.run().await.map_err(|e| e.to_string())?;
                 check(&run.answer, u64::from(run.rounds), expected_rounds)
             }
-            Job::Agent(agent) => {
+            Job::Agent(agent, _) => {
                 let outcome = via_agentloop::run(agent).await.map_err(|e| e.to_string())?;
                 check(&outcome.answer, u64::from(outcome.iterations), expected_rounds)
             }
@@ -182,10 +185,20 @@ pub async fn drive(plan: &Plan) -> Result<DriverReport, String> {
                 .map_err(|e| e.to_string())?;
             Job::Floor(Floor::new(client, &plan.url, plan.script, plan.stream))
         }
+        Kind::Agentloop if plan.history => {
+            let (provider, encodings) =
+                via_agentloop::timed_provider(&plan.url, plan.script, plan.stream)
+                    .map_err(|e| e.to_string())?;
+            let agent = via_agentloop::agent(provider, plan.script).map_err(|e| e.to_string())?;
+            Job::Agent(agent, Some(encodings))
+        }
         Kind::Agentloop => {
             let provider = via_agentloop::provider(&plan.url, plan.script, plan.stream)
                 .map_err(|e| e.to_string())?;
-            Job::Agent(via_agentloop::agent(provider, plan.script).map_err(|e| e.to_string())?)
+            Job::Agent(
+                via_agentloop::agent(provider, plan.script).map_err(|e| e.to_string())?,
+                None,
+            )
         }
         Kind::Trivial => {
             let client = reqwest::Client::builder().build().map_err(|e| e.to_string())?;
@@ -210,7 +223,7 @@ pub async fn drive(plan: &Plan) -> Result<DriverReport, String> {
     let wall = Instant::now();
     let cpu = measure::process_cpu();
     let measured = if plan.history {
-        let (tally, history) = history_run(&job, plan, expected_rounds).await?;
+        let (tally, history) = history_run(&job, expected_rounds).await?;
         report.history = Some(history);
         tally
     } else {
@@ -235,13 +248,9 @@ pub fn sampled_rounds(tool_rounds: u64) -> Vec<u64> {
     rounds
 }
 
-/// One run with per-round CPU recorded, then (agentloop) the encode-only measurement on the
-/// requests of the sampled rounds, captured in a second run.
-async fn history_run(
-    job: &Arc<Job>,
-    plan: &Plan,
-    expected_rounds: u64,
-) -> Result<(Tally, History), String> {
+/// One run with per-round CPU and the CPU time of each request-body encoding recorded (a
+/// timer around the encoding, in the floor's loop and in agentloop's wire format).
+async fn history_run(job: &Arc<Job>, expected_rounds: u64) -> Result<(Tally, History), String> {
     let tool_rounds = expected_rounds - 1;
     let sampled = sampled_rounds(tool_rounds);
     let mut tally = Tally::default();
@@ -259,32 +268,22 @@ async fn history_run(
                 }
             }
         }
-        Job::Agent(agent) => {
+        Job::Agent(agent, encodings) => {
+            let encodings = encodings.as_ref().ok_or("the history agent records no encodings")?;
+            let first = encodings.lock().map(|e| e.len()).unwrap_or(0);
             let mut starts = Vec::new();
             let outcome =
                 via_agentloop::run_recorded(agent, &mut starts).await.map_err(|e| e.to_string())?;
             tally.rounds = check(&outcome.answer, u64::from(outcome.iterations), expected_rounds)?;
-            // The encode-only measurement, on the same requests captured in another run.
-            let provider = via_agentloop::provider(&plan.url, plan.script, plan.stream)
-                .map_err(|e| e.to_string())?;
-            let format = provider.format().clone();
-            let wanted = sampled.iter().map(|&r| r as usize).collect();
-            let capture = Arc::new(via_agentloop::Capture::new(provider, wanted));
-            let capturing =
-                via_agentloop::agent(capture.clone(), plan.script).map_err(|e| e.to_string())?;
-            via_agentloop::run(&capturing).await.map_err(|e| e.to_string())?;
-            let requests = capture.take();
+            let encodings: Vec<Duration> =
+                encodings.lock().map(|e| e[first..].to_vec()).unwrap_or_default();
             for &r in &sampled {
                 let i = r as usize;
-                let request = requests.iter().find(|(round, _)| *round == i).map(|(_, q)| q);
-                if let (Some(this), Some(next), Some(request)) =
-                    (starts.get(i - 1), starts.get(i), request)
+                if let (Some(this), Some(next), Some(encode)) =
+                    (starts.get(i - 1), starts.get(i), encodings.get(i - 1))
                 {
                     let cpu = (*next - *this).as_secs_f64() * 1e6;
-                    let encode = via_agentloop::encode_time(&format, request, plan.stream, 20)
-                        .as_secs_f64()
-                        * 1e6;
-                    samples.push((r, cpu, encode));
+                    samples.push((r, cpu, encode.as_secs_f64() * 1e6));
                 }
             }
         }

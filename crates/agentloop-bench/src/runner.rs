@@ -20,6 +20,15 @@ pub struct Options {
     pub pin: bool,
     /// Where the `mockllm` and `bench-driver` binaries are.
     pub bin_dir: PathBuf,
+    /// Run only these scenario groups (`capacity`, `sequential`, `concurrent`, `history`);
+    /// empty: all.
+    pub only: Vec<String>,
+}
+
+impl Options {
+    fn runs(&self, group: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|g| g == group)
+    }
 }
 
 /// The mock server process (killed on drop).
@@ -322,7 +331,7 @@ pub async fn run(options: &Options) -> Result<Results, String> {
     let mut rows = Vec::new();
 
     // The server's own capacity, with a trivial client (fixed request, no JSON handling).
-    for (concurrency, runs) in sizes.trivial {
+    for (concurrency, runs) in sizes.trivial.into_iter().filter(|_| options.runs("capacity")) {
         let plan = Plan {
             kind: Kind::Trivial,
             url: server.url.clone(),
@@ -345,7 +354,7 @@ pub async fn run(options: &Options) -> Result<Results, String> {
     }
 
     // Sequential, latency 0.
-    for stream in [false, true] {
+    for stream in [false, true].into_iter().filter(|_| options.runs("sequential")) {
         let plan = Plan {
             kind: Kind::Floor,
             url: server.url.clone(),
@@ -377,7 +386,9 @@ pub async fn run(options: &Options) -> Result<Results, String> {
     }
 
     // Concurrent agents.
-    for (i, concurrency) in sizes.conc.into_iter().enumerate() {
+    for (i, concurrency) in
+        sizes.conc.into_iter().enumerate().filter(|_| options.runs("concurrent"))
+    {
         let plan = Plan {
             kind: Kind::Floor,
             url: server.url.clone(),
@@ -415,7 +426,25 @@ pub async fn run(options: &Options) -> Result<Results, String> {
         rows.push(row(&name, "peak RSS, MiB", f, a, &target, ok));
     }
 
-    // History growth.
+    if options.runs("history") {
+        history(&server, options, sizes, &mut rows, &mut results.log).await?;
+    }
+
+    results.all_met = rows.iter().all(|r| r.met != Some(false));
+    results.table = markdown(&rows);
+    Ok(results)
+}
+
+/// History growth: one agent, K tool rounds; CPU per round early and late, without the
+/// encoding of the request body (measured apart).
+async fn history(
+    server: &Server,
+    options: &Options,
+    sizes: &Sizes,
+    rows: &mut Vec<Row>,
+    log: &mut Vec<String>,
+) -> Result<(), String> {
+    let check = !options.smoke;
     let plan = Plan {
         kind: Kind::Floor,
         url: server.url.clone(),
@@ -426,8 +455,7 @@ pub async fn run(options: &Options) -> Result<Results, String> {
         runs: 1,
         history: true,
     };
-    let (floor, agentloop) =
-        pairs(&server, options, &plan, sizes.history_reps, &mut results.log).await?;
+    let (floor, agentloop) = pairs(server, options, &plan, sizes.history_reps, log).await?;
     let k = u64::from(sizes.history_k);
     let early = 6..=15u64;
     let late = k.saturating_sub(9)..=k;
@@ -488,10 +516,7 @@ pub async fn run(options: &Options) -> Result<Results, String> {
         "reference",
         None,
     ));
-
-    results.all_met = rows.iter().all(|r| r.met != Some(false));
-    results.table = markdown(&rows);
-    Ok(results)
+    Ok(())
 }
 
 /// Parses the runner's arguments (`--smoke`, `--no-pin`, `--bin-dir DIR`).
@@ -503,6 +528,7 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Options, Str
             .ok()
             .and_then(|exe| exe.parent().map(PathBuf::from))
             .unwrap_or_default(),
+        only: Vec::new(),
     };
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
@@ -510,9 +536,13 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Options, Str
             "--smoke" => options.smoke = true,
             "--no-pin" => options.pin = false,
             "--bin-dir" => options.bin_dir = args.next().ok_or("--bin-dir needs a value")?.into(),
+            "--only" => {
+                let groups = args.next().ok_or("--only needs a value")?;
+                options.only.extend(groups.split(',').map(str::to_owned));
+            }
             other => {
                 return Err(format!(
-                    "unknown argument {other:?} (--smoke, --no-pin, --bin-dir DIR)"
+                    "unknown argument {other:?} (--smoke, --no-pin, --bin-dir DIR, --only GROUPS)"
                 ))
             }
         }

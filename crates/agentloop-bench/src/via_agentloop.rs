@@ -6,11 +6,14 @@ use crate::scenario::Script;
 use agentloop::context::ContextConfig;
 use agentloop::prelude::*;
 use agentloop::provider::openai::{Dialect, OpenAi, OpenAiChat};
-use agentloop::provider::wire::WireFormat;
-use agentloop::provider::{HttpConfig, HttpProvider, ModelRequest, RetryPolicy};
-use futures::future::BoxFuture;
+use agentloop::provider::wire::{
+    AuthStyle, EncodedRequest, StreamDecoder, WireFormat, WireRequest,
+};
+use agentloop::provider::{
+    HttpConfig, HttpProvider, ModelRequest, ModelResponse, ProviderError, RetryPolicy,
+};
 use futures::StreamExt;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Adds two integers.
@@ -82,74 +85,74 @@ pub async fn run_recorded(
     }
 }
 
-/// A provider that keeps a copy of the requests of chosen rounds (1-based), for the encode-only
-/// measurement of the history scenario. Its copies make the run copy its history, so a run
-/// through it is never the measured one.
-pub struct Capture<P> {
-    inner: P,
-    wanted: Vec<usize>,
-    seen: Mutex<(usize, Vec<(usize, ModelRequest)>)>,
+/// Where a [`TimedFormat`] records encode times.
+pub type Encodings = Arc<Mutex<Vec<Duration>>>;
+
+/// The OpenAI chat format with a timer around the request-body encoding
+/// ([`WireFormat::encode_json`], all the HTTP provider encodes): the thread CPU time of each
+/// encoding, in request order, for the history scenario.
+pub struct TimedFormat {
+    inner: OpenAiChat,
+    encodings: Encodings,
 }
 
-impl<P> Capture<P> {
-    /// Wraps `inner`, keeping the requests of the rounds in `wanted`.
-    pub fn new(inner: P, wanted: Vec<usize>) -> Self {
-        Self { inner, wanted, seen: Mutex::new((0, Vec::new())) }
-    }
-
-    /// The requests kept, with their round.
-    pub fn take(&self) -> Vec<(usize, ModelRequest)> {
-        self.seen.lock().map(|mut seen| std::mem::take(&mut seen.1)).unwrap_or_default()
+impl TimedFormat {
+    /// Wraps `inner`; the encode times go to the returned list.
+    pub fn new(inner: OpenAiChat) -> (Self, Encodings) {
+        let encodings = Arc::new(Mutex::new(Vec::new()));
+        (Self { inner, encodings: encodings.clone() }, encodings)
     }
 }
 
-impl<P: Provider> Provider for Capture<P> {
-    fn stream(&self, request: ModelRequest) -> agentloop::provider::ChunkStream {
-        if let Ok(mut seen) = self.seen.lock() {
-            seen.0 += 1;
-            let round = seen.0;
-            if self.wanted.contains(&round) {
-                seen.1.push((round, request.clone()));
-            }
-        }
-        self.inner.stream(request)
-    }
-
-    fn complete(
-        &self,
-        request: ModelRequest,
-    ) -> BoxFuture<
-        'static,
-        Result<agentloop::provider::ModelResponse, agentloop::provider::ProviderError>,
-    > {
-        self.inner.complete(request)
-    }
-
-    fn name(&self) -> &str {
+impl WireFormat for TimedFormat {
+    fn name(&self) -> &'static str {
         self.inner.name()
     }
 
-    fn retry_policy(&self) -> Option<RetryPolicy> {
-        self.inner.retry_policy()
+    fn auth(&self) -> AuthStyle {
+        self.inner.auth()
+    }
+
+    fn encode(&self, request: &ModelRequest, stream: bool) -> Result<WireRequest, ProviderError> {
+        self.inner.encode(request, stream)
+    }
+
+    fn encode_json(
+        &self,
+        request: &ModelRequest,
+        stream: bool,
+    ) -> Result<EncodedRequest, ProviderError> {
+        let started = measure::thread_cpu();
+        let encoded = self.inner.encode_json(request, stream);
+        let took = measure::thread_cpu() - started;
+        if let Ok(mut encodings) = self.encodings.lock() {
+            encodings.push(took);
+        }
+        encoded
+    }
+
+    fn stream_decoder(&self) -> Box<dyn StreamDecoder> {
+        self.inner.stream_decoder()
+    }
+
+    fn decode_response(&self, body: &[u8]) -> Result<ModelResponse, ProviderError> {
+        self.inner.decode_response(body)
+    }
+
+    fn classify_error(&self, status: u16, body: &str, generic: ProviderError) -> ProviderError {
+        self.inner.classify_error(status, body, generic)
     }
 }
 
-/// The time it takes to encode `request` into the JSON request body, as the HTTP provider
-/// does (the wire format's `encode`, then `serde_json::to_vec`): the mean of `reps` encodings.
-pub fn encode_time(
-    format: &OpenAiChat,
-    request: &ModelRequest,
+/// [`provider`] with the encoding timed ([`TimedFormat`]).
+pub fn timed_provider(
+    base_url: &str,
+    script: Script,
     stream: bool,
-    reps: u32,
-) -> Duration {
-    let reps = reps.max(1);
-    let cpu = measure::thread_cpu();
-    let mut bytes = 0usize;
-    for _ in 0..reps {
-        if let Ok(wire) = format.encode(request, stream) {
-            bytes += serde_json::to_vec(&wire.body).map(|b| b.len()).unwrap_or(0);
-        }
-    }
-    std::hint::black_box(bytes);
-    (measure::thread_cpu() - cpu) / reps
+) -> Result<(HttpProvider<TimedFormat>, Encodings), SetupError> {
+    let config = HttpConfig::new(base_url, script.model_name())
+        .retry_policy(RetryPolicy::never())
+        .streaming(stream);
+    let (format, encodings) = TimedFormat::new(OpenAiChat::new(config.model(), Dialect::openai()));
+    Ok((HttpProvider::new(format, config)?, encodings))
 }

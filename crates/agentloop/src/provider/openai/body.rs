@@ -22,8 +22,8 @@ enum Entry<'a> {
     Value(Value),
     /// An assistant message: its text and tool calls.
     Assistant(&'a Message),
-    /// One tool result.
-    Tool { call_id: &'a str, content: Cow<'a, str> },
+    /// One tool result (a JSON result is sent as its JSON text).
+    Tool { call_id: &'a str, content: &'a ToolResultContent },
 }
 
 /// A top-level field's value.
@@ -103,11 +103,7 @@ fn entries<'a>(
             Role::Tool => {}
         }
         for result in message.tool_results_iter() {
-            let content = match &result.content {
-                ToolResultContent::Text(text) => Cow::Borrowed(text.as_str()),
-                other => Cow::Owned(other.to_text()),
-            };
-            out.push(Entry::Tool { call_id: &result.call_id, content });
+            out.push(Entry::Tool { call_id: &result.call_id, content: &result.content });
         }
     }
     Ok(out)
@@ -197,11 +193,24 @@ impl Serialize for Entry<'_> {
             }
             Entry::Tool { call_id, content } => {
                 let mut map = serializer.serialize_map(Some(3))?;
-                map.serialize_entry("content", content)?;
+                map.serialize_entry("content", &ToolContent(content))?;
                 map.serialize_entry("role", "tool")?;
                 map.serialize_entry("tool_call_id", call_id)?;
                 map.end()
             }
+        }
+    }
+}
+
+/// A tool result's content as a JSON string: the text, or the JSON text of a value
+/// ([`ToolResultContent::to_text`]), written without an intermediate `String`.
+struct ToolContent<'a>(&'a ToolResultContent);
+
+impl Serialize for ToolContent<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            ToolResultContent::Text(text) => serializer.serialize_str(text),
+            ToolResultContent::Json(value) => serializer.collect_str(value),
         }
     }
 }

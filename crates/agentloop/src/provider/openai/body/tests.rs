@@ -67,6 +67,7 @@ fn every_shape() -> Vec<Message> {
             ToolResult::ok("c1", "3"),
             ToolResult::ok("c2", json!({"sum": 3, "note": "ok"})),
             ToolResult::error("c3", "bad \"args\""),
+            ToolResult::ok("c5", json!({"q": "a\"b\n\u{fc}\u{1}", "n": [1.5, null]})),
         ]),
         // Tool results in a message of another role still become tool messages.
         Message {
