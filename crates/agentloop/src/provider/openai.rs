@@ -256,9 +256,11 @@ impl WireFormat for OpenAiChat {
     }
 
     fn decode_response(&self, body: &[u8]) -> Result<ModelResponse, ProviderError> {
-        let text = String::from_utf8_lossy(body);
-        let response: ChatResponse = serde_json::from_slice(body)
-            .map_err(|e| ProviderError::protocol(format!("invalid chat completion: {e}"), &text))?;
+        // The body as text, for error excerpts only (decoding it is not free).
+        let text = || String::from_utf8_lossy(body);
+        let response: ChatResponse = serde_json::from_slice(body).map_err(|e| {
+            ProviderError::protocol(format!("invalid chat completion: {e}"), &text())
+        })?;
         if let Some(error) = response.error {
             return Err(stream_error(&error));
         }
@@ -267,7 +269,7 @@ impl WireFormat for OpenAiChat {
             .unwrap_or_default()
             .into_iter()
             .find(|c| c.index.unwrap_or(0) == 0)
-            .ok_or_else(|| ProviderError::protocol("a chat completion without choices", &text))?;
+            .ok_or_else(|| ProviderError::protocol("a chat completion without choices", &text()))?;
         let message = choice.message.unwrap_or_default();
         let mut content = Vec::new();
         if let Some(reasoning) = message.reasoning_text() {
@@ -284,7 +286,7 @@ impl WireFormat for OpenAiChat {
             let name = function
                 .name
                 .filter(|n| !n.is_empty())
-                .ok_or_else(|| ProviderError::protocol("a tool call without a name", &text))?;
+                .ok_or_else(|| ProviderError::protocol("a tool call without a name", &text()))?;
             content.push(Part::ToolCall(ToolCall {
                 id: call.id.filter(|id| !id.is_empty()).unwrap_or_else(|| format!("call_{index}")),
                 name,
