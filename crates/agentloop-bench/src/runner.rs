@@ -416,6 +416,9 @@ pub async fn run(options: &Options) -> Result<Results, String> {
             &format!("≥ {:.0} % of floor", throughput * 100.0),
             check.then_some(a / f >= throughput),
         ));
+        let f = med(floor.iter().map(|m| m.report.cpu_per_round()));
+        let a = med(agentloop.iter().map(|m| m.report.cpu_per_round()));
+        rows.push(row(&name, "driver CPU µs / round trip", f, a, "reference", None));
         let f = med(floor.iter().map(|m| m.report.peak_rss_kb as f64 / 1024.0));
         let a = med(agentloop.iter().map(|m| m.report.peak_rss_kb as f64 / 1024.0));
         let (target, ok) = if memory.is_finite() {
