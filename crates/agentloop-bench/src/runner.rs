@@ -56,7 +56,9 @@ impl Server {
     fn start(options: &Options) -> Result<Self, String> {
         let mockllm = options.bin_dir.join("mockllm");
         let mut command = pinned(options, "0", &mockllm);
-        command.args(["--listen", "127.0.0.1:0", "--max-seconds", "3600"]);
+        // The server exits by itself if the runner dies without stopping it.
+        let lifetime = if options.smoke { "300" } else { "3600" };
+        command.args(["--listen", "127.0.0.1:0", "--max-seconds", lifetime]);
         let mut child = command
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
