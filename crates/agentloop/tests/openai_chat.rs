@@ -90,6 +90,66 @@ async fn complete_posts_without_streaming_and_decodes_the_body() {
 }
 
 #[tokio::test]
+async fn a_non_streaming_config_sends_stream_false_and_yields_the_whole_response() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .and(body_partial_json(serde_json::json!({"stream": false})))
+        .and(header("accept", "application/json"))
+        .respond_with(json_response(200, fixture(DIR, "tool_call.json")))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let config = HttpConfig::new(format!("{}/v1", server.uri()), "gpt-4.1").streaming(false);
+    let provider = OpenAi::chat_with(config, Dialect::openai()).unwrap();
+    let (chunks, error) = stream_all(&provider, simple_request("Add 1 and 2.")).await;
+    assert_eq!(error, None);
+    assert_eq!(
+        chunks,
+        [
+            StreamChunk::ToolCallStart { id: "call_N1".into(), name: "add".into() },
+            StreamChunk::ToolCallDelta { id: "call_N1".into(), delta: r#"{"a":1,"b":2}"#.into() },
+            StreamChunk::ToolCallEnd { id: "call_N1".into() },
+            StreamChunk::Usage {
+                usage: Usage { input: 82, output: 18, cached_input: 0, reasoning: 0 }
+            },
+            StreamChunk::Finish { reason: FinishReason::ToolCalls },
+        ]
+    );
+    let body = &bodies(&server).await[0];
+    assert_eq!(body["stream"], false);
+    assert!(body.get("stream_options").is_none(), "no stream options without streaming: {body}");
+}
+
+#[tokio::test]
+async fn a_non_streaming_config_runs_the_agent_loop() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .and(body_string_contains("\"role\":\"tool\""))
+        .respond_with(json_response(200, fixture(DIR, "text.json")))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .and(body_partial_json(serde_json::json!({"stream": false})))
+        .respond_with(json_response(200, fixture(DIR, "tool_call.json")))
+        .mount(&server)
+        .await;
+    let config = HttpConfig::new(format!("{}/v1", server.uri()), "gpt-4.1").streaming(false);
+    let agent = Agent::builder(OpenAi::chat_with(config, Dialect::openai()).unwrap())
+        .tool(Add)
+        .build()
+        .unwrap();
+    let outcome = agent.run("Add 1 and 2.").await.unwrap();
+    assert_eq!(outcome.iterations, 2);
+    let bodies = bodies(&server).await;
+    assert_eq!(bodies.len(), 2);
+    assert!(bodies.iter().all(|b| b["stream"] == false));
+    assert_eq!(bodies[1]["messages"].as_array().unwrap().last().unwrap()["content"], "3");
+}
+
+#[tokio::test]
 async fn one_tool_call_streams_in_pieces() {
     let server = MockServer::start().await;
     serve(&server, "tool_call_stream.sse").await;

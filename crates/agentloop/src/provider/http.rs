@@ -11,7 +11,7 @@ pub(crate) use classify::error_object;
 pub use classify::{classify_http_error, error_message, retry_after};
 
 use super::sse::{chunk_stream, response_chunks};
-use super::wire::{AuthStyle, WireFormat, WireRequest};
+use super::wire::{AuthStyle, EncodedRequest, WireFormat};
 use super::{ChunkStream, ModelRequest, ModelResponse, Provider, ProviderError, RetryPolicy};
 use futures::future::BoxFuture;
 use reqwest::header::{
@@ -45,6 +45,7 @@ pub struct HttpConfig {
     request_timeout: Duration,
     stream_idle_timeout: Duration,
     close_streamed_connections: bool,
+    streaming: bool,
     retry: RetryPolicy,
 }
 
@@ -64,6 +65,7 @@ impl HttpConfig {
             request_timeout: Duration::from_secs(600),
             stream_idle_timeout: Duration::from_secs(300),
             close_streamed_connections: false,
+            streaming: true,
             retry: RetryPolicy::default(),
         }
     }
@@ -135,6 +137,15 @@ impl HttpConfig {
         self
     }
 
+    /// Whether [`Provider::stream`] asks for a streamed (SSE) response (default: yes). With
+    /// `false` it sends a non-streamed request and yields the decoded response as chunks
+    /// once it is complete: no deltas arrive while the model writes, for servers or proxies
+    /// that cannot stream, or when only the whole answer matters.
+    pub fn streaming(mut self, streaming: bool) -> Self {
+        self.streaming = streaming;
+        self
+    }
+
     /// The retry policy the driver applies to this provider.
     pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
         self.retry = policy;
@@ -203,8 +214,15 @@ struct Shared<W> {
     request_timeout: Duration,
     stream_idle_timeout: Duration,
     close_streamed_connections: bool,
+    streaming: bool,
     retry: RetryPolicy,
+    /// Request URLs already parsed, by path (parsing costs more than the rest of building a
+    /// request; a format uses one or two paths).
+    urls: std::sync::Mutex<Vec<(String, reqwest::Url)>>,
 }
+
+/// Paths whose parsed URL a provider keeps.
+const CACHED_URLS: usize = 8;
 
 impl<W: WireFormat> std::fmt::Debug for HttpProvider<W> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -279,7 +297,9 @@ impl<W: WireFormat> HttpProvider<W> {
                 request_timeout: config.request_timeout,
                 stream_idle_timeout: config.stream_idle_timeout,
                 close_streamed_connections: config.close_streamed_connections,
+                streaming: config.streaming,
                 retry: config.retry,
+                urls: std::sync::Mutex::new(Vec::new()),
             }),
         })
     }
@@ -306,15 +326,13 @@ impl<W: WireFormat> HttpProvider<W> {
 }
 
 impl<W: WireFormat> Shared<W> {
-    fn request(
-        &self,
-        wire: WireRequest,
-        stream: bool,
-    ) -> Result<reqwest::RequestBuilder, ProviderError> {
-        let url = format!("{}{}", self.base_url, wire.path);
-        let mut builder = self
-            .client
-            .post(url)
+    fn request(&self, wire: EncodedRequest, stream: bool) -> reqwest::RequestBuilder {
+        let builder = match self.url(&wire.path) {
+            Some(url) => self.client.post(url),
+            // reqwest reports the invalid URL when the request is sent.
+            None => self.client.post(format!("{}{}", self.base_url, wire.path)),
+        };
+        let mut builder = builder
             .headers(self.headers.clone())
             .header(CONTENT_TYPE, "application/json")
             .header(ACCEPT, if stream { "text/event-stream" } else { "application/json" });
@@ -324,22 +342,33 @@ impl<W: WireFormat> Shared<W> {
         for (name, value) in wire.headers {
             builder = builder.header(name, value);
         }
-        let body = serde_json::to_vec(&wire.body).map_err(|e| ProviderError::Other {
-            message: format!("could not serialize the request: {e}"),
-        })?;
-        Ok(builder.body(body))
+        builder.body(wire.body)
+    }
+
+    /// The parsed URL of `path` (appended to the base URL), from the cache when it was parsed
+    /// before; `None` when it does not parse.
+    fn url(&self, path: &str) -> Option<reqwest::Url> {
+        let mut cache = self.urls.lock().ok()?;
+        if let Some((_, url)) = cache.iter().find(|(cached, _)| cached == path) {
+            return Some(url.clone());
+        }
+        let url = reqwest::Url::parse(&format!("{}{}", self.base_url, path)).ok()?;
+        if cache.len() < CACHED_URLS {
+            cache.push((path.to_owned(), url.clone()));
+        }
+        Some(url)
     }
 
     /// Sends `wire` and waits for the response headers; a non-success status becomes the
     /// classified error.
     async fn send(
         &self,
-        wire: WireRequest,
+        wire: EncodedRequest,
         stream: bool,
     ) -> Result<reqwest::Response, ProviderError> {
         let path = wire.path.clone();
         tracing::debug!(provider = self.format.name(), %path, stream, "sending model request");
-        let request = self.request(wire, stream)?;
+        let request = self.request(wire, stream);
         let response = tokio::time::timeout(self.request_timeout, request.send())
             .await
             .map_err(|_| ProviderError::Timeout {
@@ -396,22 +425,24 @@ impl<W: WireFormat> Provider for HttpProvider<W> {
     fn stream(&self, request: ModelRequest) -> ChunkStream {
         let shared = self.shared.clone();
         Box::pin(async_stream::stream! {
-            let wire = match shared.format.encode(&request, true) {
+            let streaming = shared.streaming;
+            let wire = match shared.format.encode_json(&request, streaming) {
                 Ok(wire) => wire,
                 Err(error) => {
                     yield Err(error);
                     return;
                 }
             };
-            let response = match shared.send(wire, true).await {
+            let response = match shared.send(wire, streaming).await {
                 Ok(response) => response,
                 Err(error) => {
                     yield Err(error);
                     return;
                 }
             };
-            if is_json(&response) {
-                // A server that ignored `stream: true` and answered with one JSON body.
+            if !streaming || is_json(&response) {
+                // A non-streamed request, or a server that ignored `stream: true` and
+                // answered with one JSON body.
                 let body = tokio::time::timeout(shared.request_timeout, response.bytes()).await;
                 let decoded = match body {
                     Err(_) => Err(ProviderError::Timeout {
@@ -449,7 +480,7 @@ impl<W: WireFormat> Provider for HttpProvider<W> {
     ) -> BoxFuture<'static, Result<ModelResponse, ProviderError>> {
         let shared = self.shared.clone();
         Box::pin(async move {
-            let wire = shared.format.encode(&request, false)?;
+            let wire = shared.format.encode_json(&request, false)?;
             let timeout = shared.request_timeout;
             let bytes = tokio::time::timeout(timeout, async {
                 let response = shared.send(wire, false).await?;

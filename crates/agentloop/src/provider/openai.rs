@@ -10,6 +10,7 @@
 //! # Ok::<(), agentloop::provider::http::HttpConfigError>(())
 //! ```
 
+mod body;
 mod compat;
 mod stream;
 
@@ -17,7 +18,7 @@ pub use compat::{Compat, Dialect};
 
 use super::http::{error_object, HttpConfig, HttpConfigError, HttpProvider};
 use super::openai_responses::OpenAiResponses;
-use super::wire::{StreamDecoder, WireFormat, WireRequest};
+use super::wire::{EncodedRequest, StreamDecoder, WireFormat, WireRequest};
 use super::{ModelRequest, ModelResponse, ProviderError, ToolChoice};
 use crate::message::{FinishReason, MediaSource, Message, Part, Reasoning, Role, ToolCall, Usage};
 use serde::Deserialize;
@@ -238,14 +239,28 @@ impl WireFormat for OpenAiChat {
         })
     }
 
+    fn encode_json(
+        &self,
+        request: &ModelRequest,
+        stream: bool,
+    ) -> Result<EncodedRequest, ProviderError> {
+        Ok(EncodedRequest {
+            path: "/chat/completions".into(),
+            body: body::encode_body(self, request, stream)?,
+            headers: vec![],
+        })
+    }
+
     fn stream_decoder(&self) -> Box<dyn StreamDecoder> {
         Box::new(stream::ChatDecoder::default())
     }
 
     fn decode_response(&self, body: &[u8]) -> Result<ModelResponse, ProviderError> {
-        let text = String::from_utf8_lossy(body);
-        let response: ChatResponse = serde_json::from_slice(body)
-            .map_err(|e| ProviderError::protocol(format!("invalid chat completion: {e}"), &text))?;
+        // The body as text, for error excerpts only (decoding it is not free).
+        let text = || String::from_utf8_lossy(body);
+        let response: ChatResponse = serde_json::from_slice(body).map_err(|e| {
+            ProviderError::protocol(format!("invalid chat completion: {e}"), &text())
+        })?;
         if let Some(error) = response.error {
             return Err(stream_error(&error));
         }
@@ -254,7 +269,7 @@ impl WireFormat for OpenAiChat {
             .unwrap_or_default()
             .into_iter()
             .find(|c| c.index.unwrap_or(0) == 0)
-            .ok_or_else(|| ProviderError::protocol("a chat completion without choices", &text))?;
+            .ok_or_else(|| ProviderError::protocol("a chat completion without choices", &text()))?;
         let message = choice.message.unwrap_or_default();
         let mut content = Vec::new();
         if let Some(reasoning) = message.reasoning_text() {
@@ -271,7 +286,7 @@ impl WireFormat for OpenAiChat {
             let name = function
                 .name
                 .filter(|n| !n.is_empty())
-                .ok_or_else(|| ProviderError::protocol("a tool call without a name", &text))?;
+                .ok_or_else(|| ProviderError::protocol("a tool call without a name", &text()))?;
             content.push(Part::ToolCall(ToolCall {
                 id: call.id.filter(|id| !id.is_empty()).unwrap_or_else(|| format!("call_{index}")),
                 name,

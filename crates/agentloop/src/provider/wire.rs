@@ -26,6 +26,17 @@ pub struct WireRequest {
     pub headers: Vec<(String, String)>,
 }
 
+/// One HTTP request with its body already serialized to JSON (what the HTTP provider sends).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EncodedRequest {
+    /// Path appended to the base URL, e.g. `/chat/completions` (may carry a query string).
+    pub path: String,
+    /// The JSON body, serialized.
+    pub body: Vec<u8>,
+    /// Extra headers this request needs (e.g. `anthropic-version`).
+    pub headers: Vec<(String, String)>,
+}
+
 /// Decodes one streamed response, event by event. A fresh decoder serves each request.
 pub trait StreamDecoder: Send {
     /// Decodes one server-sent event (`event` is its name, empty when the server sent none)
@@ -54,6 +65,22 @@ pub trait WireFormat: Send + Sync + 'static {
 
     /// The request for `request`, streamed or not.
     fn encode(&self, request: &ModelRequest, stream: bool) -> Result<WireRequest, ProviderError>;
+
+    /// The request for `request` with its body serialized: what the HTTP provider sends. The
+    /// default serializes [`encode`](Self::encode)'s body; a format may override it to write
+    /// the same JSON straight from the request, without building a `Value` tree first (whose
+    /// allocations dominate the cost of long conversations).
+    fn encode_json(
+        &self,
+        request: &ModelRequest,
+        stream: bool,
+    ) -> Result<EncodedRequest, ProviderError> {
+        let wire = self.encode(request, stream)?;
+        let body = serde_json::to_vec(&wire.body).map_err(|e| ProviderError::Other {
+            message: format!("could not serialize the request: {e}"),
+        })?;
+        Ok(EncodedRequest { path: wire.path, body, headers: wire.headers })
+    }
 
     /// A decoder for one streamed response.
     fn stream_decoder(&self) -> Box<dyn StreamDecoder>;

@@ -147,19 +147,76 @@ pub fn call_key(call: &ToolCall) -> String {
 
 /// JSON text with object keys sorted, so equal values compare equal.
 fn canonical_json(value: &Value) -> String {
+    let mut out = String::new();
+    write_canonical(value, &mut out);
+    out
+}
+
+/// Appends `value` as canonical JSON to `out`, in one buffer (no string per key or item).
+fn write_canonical(value: &Value, out: &mut String) {
     match value {
         Value::Object(map) => {
             let mut entries: Vec<(&String, &Value)> = map.iter().collect();
             entries.sort_by(|a, b| a.0.cmp(b.0));
-            let inner: Vec<String> = entries
-                .iter()
-                .map(|(k, v)| format!("{}:{}", Value::String((*k).clone()), canonical_json(v)))
-                .collect();
-            format!("{{{}}}", inner.join(","))
+            out.push('{');
+            for (i, (key, value)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_json_string(key, out);
+                out.push(':');
+                write_canonical(value, out);
+            }
+            out.push('}');
         }
         Value::Array(items) => {
-            format!("[{}]", items.iter().map(canonical_json).collect::<Vec<_>>().join(","))
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
         }
-        other => other.to_string(),
+        Value::String(text) => write_json_string(text, out),
+        other => {
+            use std::fmt::Write as _;
+            let _ = write!(out, "{other}");
+        }
     }
 }
+
+/// Appends `text` as a JSON string literal, escaped as `serde_json` escapes it.
+fn write_json_string(text: &str, out: &mut String) {
+    out.push('"');
+    let mut start = 0;
+    for (i, byte) in text.bytes().enumerate() {
+        let escape = match byte {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            0x08 => "\\b",
+            0x0c => "\\f",
+            0x00..=0x1f => "",
+            _ => continue,
+        };
+        out.push_str(&text[start..i]);
+        if escape.is_empty() {
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            out.push_str("\\u00");
+            out.push(char::from(HEX[usize::from(byte >> 4)]));
+            out.push(char::from(HEX[usize::from(byte & 0xf)]));
+        } else {
+            out.push_str(escape);
+        }
+        start = i + 1;
+    }
+    out.push_str(&text[start..]);
+    out.push('"');
+}
+
+#[cfg(test)]
+mod tests;

@@ -2,6 +2,7 @@
 
 use super::classify::classify_at;
 use super::*;
+use crate::provider::wire::{EncodedRequest, WireRequest};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
@@ -213,4 +214,26 @@ fn the_config_debug_output_hides_the_key() {
     assert!(!debug.contains("sk-very-secret"), "{debug}");
     let provider = HttpProvider::new(Dummy, config).unwrap();
     assert!(!format!("{provider:?}").contains("sk-very-secret"));
+}
+
+#[test]
+fn request_urls_are_parsed_once_per_path() {
+    let provider =
+        HttpProvider::new(Dummy, HttpConfig::new("http://127.0.0.1:1/v1/", "m")).unwrap();
+    let shared = &provider.shared;
+    let url = shared.url("/chat/completions").unwrap();
+    assert_eq!(url.as_str(), "http://127.0.0.1:1/v1/chat/completions");
+    assert_eq!(shared.url("/chat/completions").unwrap(), url);
+    let query = shared.url("/models/m:streamGenerateContent?alt=sse").unwrap();
+    assert_eq!(query.as_str(), "http://127.0.0.1:1/v1/models/m:streamGenerateContent?alt=sse");
+    assert_eq!(shared.urls.lock().unwrap().len(), 2);
+    for i in 0..20 {
+        assert_eq!(shared.url(&format!("/p{i}")).unwrap().path(), format!("/v1/p{i}"));
+    }
+    assert_eq!(shared.urls.lock().unwrap().len(), CACHED_URLS);
+    // Built with the cached URL, a request goes where the path says.
+    let wire =
+        EncodedRequest { path: "/chat/completions".into(), body: b"{}".to_vec(), headers: vec![] };
+    let request = shared.request(wire, false).build().unwrap();
+    assert_eq!(request.url(), &url);
 }

@@ -1,0 +1,339 @@
+//! `bench-driver`: runs one driver (floor, agentloop or a trivial client) against a mock
+//! server with C concurrent agents, a warm-up phase and a measured phase, and measures the
+//! measured phase: wall time, the process's CPU time, rounds, peak RSS.
+
+use crate::floor::{Floor, Round};
+use crate::measure;
+use crate::report::{DriverReport, History};
+use crate::scenario::{Script, FINAL_ANSWER};
+use crate::via_agentloop;
+use agentloop::Agent;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Which implementation drives the task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// The raw reqwest loop.
+    Floor,
+    /// agentloop's `Agent`.
+    Agentloop,
+    /// One fixed request per run, no JSON handling: measures the server's capacity.
+    Trivial,
+}
+
+impl std::str::FromStr for Kind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "floor" => Ok(Self::Floor),
+            "agentloop" => Ok(Self::Agentloop),
+            "trivial" => Ok(Self::Trivial),
+            other => Err(format!("unknown driver {other:?} (floor, agentloop, trivial)")),
+        }
+    }
+}
+
+impl Kind {
+    /// The name used in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Floor => "floor",
+            Self::Agentloop => "agentloop",
+            Self::Trivial => "trivial",
+        }
+    }
+}
+
+/// What to run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// The implementation.
+    pub kind: Kind,
+    /// The mock's base URL, e.g. `http://127.0.0.1:8080/v1`.
+    pub url: String,
+    /// The conversation.
+    pub script: Script,
+    /// Streamed responses.
+    pub stream: bool,
+    /// Concurrent agents.
+    pub concurrency: u64,
+    /// Runs per agent before measuring (they also open the connections).
+    pub warmup: u64,
+    /// Measured runs per agent.
+    pub runs: u64,
+    /// Record per-round CPU of the first measured run (history scenario; concurrency 1).
+    pub history: bool,
+}
+
+impl Plan {
+    /// HTTP requests the plan makes when every run succeeds.
+    pub fn expected_requests(&self) -> u64 {
+        let per_run = if self.kind == Kind::Trivial { 1 } else { self.script.requests_per_run() };
+        self.concurrency * (self.warmup + self.runs) * per_run
+    }
+}
+
+enum Job {
+    Floor(Floor),
+    /// The agent, and (history scenario) where its provider records encode times.
+    Agent(Agent, Option<via_agentloop::Encodings>),
+    Trivial {
+        client: reqwest::Client,
+        url: String,
+        body: bytes::Bytes,
+    },
+}
+
+impl Job {
+    /// One run: its round trips, or why it failed.
+    async fn run_once(&self, expected_rounds: u64) -> Result<u64, String> {
+        match self {
+            Job::Floor(floor) => {
+                let run = floor.run().await.map_err(|e| e.to_string())?;
+                check(&run.answer, u64::from(run.rounds), expected_rounds)
+            }
+            Job::Agent(agent, _) => {
+                let outcome = via_agentloop::run(agent).await.map_err(|e| e.to_string())?;
+                check(&outcome.answer, u64::from(outcome.iterations), expected_rounds)
+            }
+            Job::Trivial { client, url, body } => {
+                let response = client
+                    .post(url)
+                    .header("content-type", "application/json")
+                    .body(body.clone())
+                    .send()
+                    .await
+                    .map_err(|e| e.to_string())?;
+                if !response.status().is_success() {
+                    return Err(format!("HTTP {}", response.status()));
+                }
+                response.bytes().await.map_err(|e| e.to_string())?;
+                Ok(1)
+            }
+        }
+    }
+}
+
+fn check(answer: &str, rounds: u64, expected: u64) -> Result<u64, String> {
+    if answer != FINAL_ANSWER || rounds != expected {
+        return Err(format!(
+            "wrong run: answer {answer:?} after {rounds} rounds, expected {expected}"
+        ));
+    }
+    Ok(rounds)
+}
+
+#[derive(Default)]
+struct Tally {
+    runs: u64,
+    rounds: u64,
+    errors: u64,
+    first_error: Option<String>,
+}
+
+async fn phase(job: &Arc<Job>, concurrency: u64, runs: u64, expected_rounds: u64) -> Tally {
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..concurrency {
+        let job = job.clone();
+        tasks.spawn(async move {
+            let mut tally = Tally::default();
+            for _ in 0..runs {
+                match job.run_once(expected_rounds).await {
+                    Ok(rounds) => {
+                        tally.runs += 1;
+                        tally.rounds += rounds;
+                    }
+                    Err(error) => {
+                        tally.errors += 1;
+                        tally.first_error.get_or_insert(error);
+                    }
+                }
+            }
+            tally
+        });
+    }
+    let mut total = Tally::default();
+    while let Some(done) = tasks.join_next().await {
+        match done {
+            Ok(tally) => {
+                total.runs += tally.runs;
+                total.rounds += tally.rounds;
+                total.errors += tally.errors;
+                if total.first_error.is_none() {
+                    total.first_error = tally.first_error;
+                }
+            }
+            Err(e) => {
+                total.errors += 1;
+                total.first_error.get_or_insert(e.to_string());
+            }
+        }
+    }
+    total
+}
+
+/// Runs `plan` on the current runtime.
+pub async fn drive(plan: &Plan) -> Result<DriverReport, String> {
+    let expected_rounds =
+        if plan.kind == Kind::Trivial { 1 } else { plan.script.requests_per_run() };
+    let job = Arc::new(match plan.kind {
+        Kind::Floor => {
+            let client = reqwest::Client::builder()
+                .connect_timeout(Duration::from_secs(10))
+                .build()
+                .map_err(|e| e.to_string())?;
+            Job::Floor(Floor::new(client, &plan.url, plan.script, plan.stream))
+        }
+        Kind::Agentloop if plan.history => {
+            let (provider, encodings) =
+                via_agentloop::timed_provider(&plan.url, plan.script, plan.stream)
+                    .map_err(|e| e.to_string())?;
+            let agent = via_agentloop::agent(provider, plan.script).map_err(|e| e.to_string())?;
+            Job::Agent(agent, Some(encodings))
+        }
+        Kind::Agentloop => {
+            let provider = via_agentloop::provider(&plan.url, plan.script, plan.stream)
+                .map_err(|e| e.to_string())?;
+            Job::Agent(
+                via_agentloop::agent(provider, plan.script).map_err(|e| e.to_string())?,
+                None,
+            )
+        }
+        Kind::Trivial => {
+            let client = reqwest::Client::builder().build().map_err(|e| e.to_string())?;
+            let body = serde_json::json!({
+                "model": Script::new(0, 1, plan.script.latency.as_millis() as u64).model_name(),
+                "messages": [{"role": "user", "content": "go"}],
+            });
+            Job::Trivial {
+                client,
+                url: format!("{}/chat/completions", plan.url.trim_end_matches('/')),
+                body: bytes::Bytes::from(body.to_string()),
+            }
+        }
+    });
+    let warm = phase(&job, plan.concurrency, plan.warmup, expected_rounds).await;
+    let mut report = DriverReport {
+        driver: plan.kind.name().to_owned(),
+        stream: plan.stream,
+        concurrency: plan.concurrency,
+        ..DriverReport::default()
+    };
+    let wall = Instant::now();
+    let cpu = measure::process_cpu();
+    let measured = if plan.history {
+        let (tally, history) = history_run(&job, expected_rounds).await?;
+        report.history = Some(history);
+        tally
+    } else {
+        phase(&job, plan.concurrency, plan.runs, expected_rounds).await
+    };
+    // (For the history scenario this includes agentloop's capture run and encode timing.)
+    report.cpu_us = (measure::process_cpu() - cpu).as_secs_f64() * 1e6;
+    report.wall_us = wall.elapsed().as_secs_f64() * 1e6;
+    report.runs = measured.runs;
+    report.rounds = measured.rounds;
+    report.errors = warm.errors + measured.errors;
+    report.first_error = warm.first_error.or(measured.first_error);
+    report.requests_sent = plan.expected_requests();
+    report.peak_rss_kb = measure::status_kb("VmHWM").unwrap_or(0);
+    Ok(report)
+}
+
+/// Rounds whose CPU the history scenario samples: around round 10 and the last ten.
+pub fn sampled_rounds(tool_rounds: u64) -> Vec<u64> {
+    let mut rounds: Vec<u64> = (6..=15).filter(|r| *r <= tool_rounds).collect();
+    rounds.extend((tool_rounds.saturating_sub(9).max(16)..=tool_rounds).filter(|r| *r >= 1));
+    rounds
+}
+
+/// One run with per-round CPU and the CPU time of each request-body encoding recorded (a
+/// timer around the encoding, in the floor's loop and in agentloop's wire format).
+async fn history_run(job: &Arc<Job>, expected_rounds: u64) -> Result<(Tally, History), String> {
+    let tool_rounds = expected_rounds - 1;
+    let sampled = sampled_rounds(tool_rounds);
+    let mut tally = Tally::default();
+    let mut samples = Vec::new();
+    match &**job {
+        Job::Floor(floor) => {
+            let mut rounds: Vec<Round> = Vec::new();
+            let run = floor.run_recorded(Some(&mut rounds)).await.map_err(|e| e.to_string())?;
+            tally.rounds = check(&run.answer, u64::from(run.rounds), expected_rounds)?;
+            for &r in &sampled {
+                let i = r as usize;
+                if let (Some(this), Some(next)) = (rounds.get(i - 1), rounds.get(i)) {
+                    let cpu = (next.cpu_at_start - this.cpu_at_start).as_secs_f64() * 1e6;
+                    samples.push((r, cpu, this.encode.as_secs_f64() * 1e6));
+                }
+            }
+        }
+        Job::Agent(agent, encodings) => {
+            let encodings = encodings.as_ref().ok_or("the history agent records no encodings")?;
+            let first = encodings.lock().map(|e| e.len()).unwrap_or(0);
+            let mut starts = Vec::new();
+            let outcome =
+                via_agentloop::run_recorded(agent, &mut starts).await.map_err(|e| e.to_string())?;
+            tally.rounds = check(&outcome.answer, u64::from(outcome.iterations), expected_rounds)?;
+            let encodings: Vec<Duration> =
+                encodings.lock().map(|e| e[first..].to_vec()).unwrap_or_default();
+            for &r in &sampled {
+                let i = r as usize;
+                if let (Some(this), Some(next), Some(encode)) =
+                    (starts.get(i - 1), starts.get(i), encodings.get(i - 1))
+                {
+                    let cpu = (*next - *this).as_secs_f64() * 1e6;
+                    samples.push((r, cpu, encode.as_secs_f64() * 1e6));
+                }
+            }
+        }
+        Job::Trivial { .. } => return Err("the history scenario needs floor or agentloop".into()),
+    }
+    tally.runs = 1;
+    Ok((tally, History { rounds: tool_rounds, samples }))
+}
+
+/// Parses `bench-driver` arguments (`--driver floor --url U --k 10 --p 1 --latency-ms 0
+/// --stream --concurrency 1 --warmup 5 --runs 40 --history`).
+pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Plan, String> {
+    let mut plan = Plan {
+        kind: Kind::Floor,
+        url: String::new(),
+        script: Script::new(10, 1, 0),
+        stream: false,
+        concurrency: 1,
+        warmup: 1,
+        runs: 1,
+        history: false,
+    };
+    let mut args = args.into_iter();
+    let (mut k, mut p, mut l) = (10u32, 1u32, 0u64);
+    while let Some(arg) = args.next() {
+        let mut value = || args.next().ok_or_else(|| format!("{arg} needs a value"));
+        let number = |v: String| v.parse::<u64>().map_err(|e| format!("{v}: {e}"));
+        match arg.as_str() {
+            "--driver" => plan.kind = value()?.parse()?,
+            "--url" => plan.url = value()?,
+            "--k" => k = u32::try_from(number(value()?)?).map_err(|e| e.to_string())?,
+            "--p" => p = u32::try_from(number(value()?)?).map_err(|e| e.to_string())?,
+            "--latency-ms" => l = number(value()?)?,
+            "--stream" => plan.stream = true,
+            "--concurrency" => plan.concurrency = number(value()?)?.max(1),
+            "--warmup" => plan.warmup = number(value()?)?,
+            "--runs" => plan.runs = number(value()?)?,
+            "--history" => plan.history = true,
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+    }
+    if p == 0 {
+        return Err("--p must be at least 1".into());
+    }
+    if plan.url.is_empty() {
+        return Err("--url is required".into());
+    }
+    plan.script = Script::new(k, p, l);
+    Ok(plan)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,24 @@
+//! The overhead benchmark of agentloop (issue 5): how much an agent loop through agentloop
+//! costs on top of the raw HTTP round trips to a model, measured against a floor that does the
+//! same HTTP calls and JSON handling with no framework.
+//!
+//! - [`mock`]: `mockllm`, a fast OpenAI-compatible chat-completions server scripted by the
+//!   model name ([`Script`]).
+//! - [`floor`]: the raw reqwest loop.
+//! - [`via_agentloop`]: the same task through [`agentloop::Agent`].
+//! - [`measure`]: CPU time and peak memory of the current process.
+//! - [`report`]: what a driver run prints, and the markdown table of the runner.
+//!
+//! The binaries `mockllm`, `bench-driver` and `bench-overhead` (the runner) put them together;
+//! see `docs/PERFORMANCE.md`.
+
+pub mod driver;
+pub mod floor;
+pub mod measure;
+pub mod mock;
+pub mod report;
+pub mod runner;
+pub mod scenario;
+pub mod via_agentloop;
+
+pub use scenario::{Script, ScriptError};

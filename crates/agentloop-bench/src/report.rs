@@ -1,0 +1,159 @@
+//! What a driver run reports (one JSON line on stdout) and how the runner prints it.
+
+use serde::{Deserialize, Serialize};
+
+/// The result of one driver process.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DriverReport {
+    /// `floor`, `agentloop` or `trivial`.
+    pub driver: String,
+    /// Whether responses were streamed.
+    pub stream: bool,
+    /// Concurrent agents.
+    pub concurrency: u64,
+    /// Runs completed in the measured phase (all agents).
+    pub runs: u64,
+    /// Model round trips completed in the measured phase.
+    pub rounds: u64,
+    /// Runs that failed or gave a wrong answer (warm-up included).
+    pub errors: u64,
+    /// The first error, if any.
+    pub first_error: Option<String>,
+    /// HTTP requests the driver sent in all (warm-up included), to check against the server.
+    pub requests_sent: u64,
+    /// Wall time of the measured phase, µs.
+    pub wall_us: f64,
+    /// CPU time (user + system, all threads) of the measured phase, µs.
+    pub cpu_us: f64,
+    /// Peak resident set size of the process (`VmHWM`), kB.
+    pub peak_rss_kb: u64,
+    /// History scenario: per-round samples.
+    pub history: Option<History>,
+}
+
+/// Per-round CPU of a long run, with the request-body encoding measured apart.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct History {
+    /// Rounds of the run.
+    pub rounds: u64,
+    /// Per sampled round: (round, CPU µs of the round, of which encoding the request body µs).
+    pub samples: Vec<(u64, f64, f64)>,
+}
+
+impl History {
+    /// The median CPU µs per round excluding encoding, over sampled rounds in `range`.
+    pub fn median_without_encoding(&self, range: std::ops::RangeInclusive<u64>) -> Option<f64> {
+        let mut values: Vec<f64> = self
+            .samples
+            .iter()
+            .filter(|(round, _, _)| range.contains(round))
+            .map(|(_, cpu, encode)| cpu - encode)
+            .collect();
+        median(&mut values)
+    }
+
+    /// The median encoding µs over sampled rounds in `range`.
+    pub fn median_encoding(&self, range: std::ops::RangeInclusive<u64>) -> Option<f64> {
+        let mut values: Vec<f64> = self
+            .samples
+            .iter()
+            .filter(|(round, _, _)| range.contains(round))
+            .map(|(_, _, encode)| *encode)
+            .collect();
+        median(&mut values)
+    }
+}
+
+/// The median of `values` (sorted in place); `None` when empty.
+pub fn median(values: &mut [f64]) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(f64::total_cmp);
+    let mid = values.len() / 2;
+    Some(if values.len() % 2 == 0 { (values[mid - 1] + values[mid]) / 2.0 } else { values[mid] })
+}
+
+impl DriverReport {
+    /// Wall µs per model round trip.
+    pub fn wall_per_round(&self) -> f64 {
+        self.wall_us / self.rounds.max(1) as f64
+    }
+
+    /// Driver CPU µs per model round trip.
+    pub fn cpu_per_round(&self) -> f64 {
+        self.cpu_us / self.rounds.max(1) as f64
+    }
+
+    /// Round trips per second.
+    pub fn rounds_per_sec(&self) -> f64 {
+        self.rounds as f64 / (self.wall_us / 1e6).max(1e-9)
+    }
+}
+
+/// One row of the results table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    /// The scenario.
+    pub scenario: String,
+    /// What is measured.
+    pub measure: String,
+    /// The floor's value.
+    pub floor: f64,
+    /// agentloop's value.
+    pub agentloop: f64,
+    /// How the two compare (agentloop / floor, or as the target says).
+    pub ratio: f64,
+    /// The target, in words.
+    pub target: String,
+    /// Whether the target holds (`None`: reference only).
+    pub met: Option<bool>,
+}
+
+/// The rows as a markdown table.
+pub fn markdown(rows: &[Row]) -> String {
+    let mut out = String::from(
+        "| scenario | measure | floor | agentloop | ratio | target | met |\n|---|---|---:|---:|---:|---|---|\n",
+    );
+    for row in rows {
+        let met = match row.met {
+            Some(true) => "yes",
+            Some(false) => "**no**",
+            None => "",
+        };
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {:.2}× | {} | {} |\n",
+            row.scenario,
+            row.measure,
+            number(row.floor),
+            number(row.agentloop),
+            row.ratio,
+            row.target,
+            met
+        ));
+    }
+    out
+}
+
+/// A number with sensible precision for the table.
+pub fn number(value: f64) -> String {
+    if value >= 1000.0 {
+        let whole = value.round() as u64;
+        let s = whole.to_string();
+        let mut out = String::new();
+        for (i, c) in s.chars().enumerate() {
+            if i > 0 && (s.len() - i) % 3 == 0 {
+                out.push(',');
+            }
+            out.push(c);
+        }
+        out
+    } else if value >= 100.0 {
+        format!("{value:.0}")
+    } else {
+        format!("{value:.1}")
+    }
+}
+
+#[cfg(test)]
+mod tests;
