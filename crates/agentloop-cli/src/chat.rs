@@ -1,14 +1,20 @@
-//! `agentloop chat`: an interactive session. The conversation is kept across turns;
+//! `agentloop chat`: an interactive session. The conversation is kept in the session store
+//! (the configured SQLite or Redis store), so `--session NAME` continues it in a later process;
 //! `/reset` forgets it, `/tools` lists the tools, `/exit` (or end of input) leaves, and Ctrl-C
-//! cancels the current run without ending the session.
+//! cancels the current turn without ending the session (a cancelled turn adds nothing to the
+//! conversation). A turn left unfinished by a crash is resumed when the session is opened.
 
 use crate::render::{Ending, Renderer};
 use crate::tools::SharedLines;
 use agentloop::prelude::*;
+use agentloop::store::{SessionState, SessionStore};
+use agentloop::{EventStream, RunOptions};
+use anyhow::Context;
 use futures::StreamExt;
 use std::io::Write;
 use std::sync::Arc;
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 /// Reads lines on a thread, so that input and Ctrl-C can be awaited together.
 pub fn lines() -> SharedLines {
@@ -36,10 +42,30 @@ fn prompt() {
     let _ = std::io::stdout().flush();
 }
 
-/// Runs the session; returns the exit code.
-pub async fn chat(agent: Agent, input: SharedLines) -> anyhow::Result<i32> {
-    let mut history: Vec<Message> = Vec::new();
-    println!("agentloop chat — /tools, /reset, /exit; Ctrl-C cancels a running turn.");
+/// Runs the session `session` (default: a new one); returns the exit code.
+pub async fn chat(
+    agent: Agent,
+    sessions: Arc<dyn SessionStore>,
+    input: SharedLines,
+    session: Option<String>,
+) -> anyhow::Result<i32> {
+    let id = session.unwrap_or_else(|| format!("chat-{}", agentloop::store::now_ms()));
+    let mut session = agent.session(id.clone()).await.context("opening the session")?;
+    let info = session.info().await?;
+    println!(
+        "agentloop chat — session {id} ({} messages); /tools, /reset, /exit; \
+         Ctrl-C cancels a running turn.",
+        info.messages
+    );
+    if info.state == SessionState::Busy {
+        println!("(resuming the turn a previous process left unfinished)");
+        match session.resume_turn().await {
+            Ok(events) => {
+                show_turn(events, None).await;
+            }
+            Err(error) => println!("(could not resume it: {error})"),
+        }
+    }
     loop {
         prompt();
         let line = {
@@ -57,7 +83,8 @@ pub async fn chat(agent: Agent, input: SharedLines) -> anyhow::Result<i32> {
             "" => continue,
             "/exit" | "/quit" => return Ok(0),
             "/reset" => {
-                history.clear();
+                sessions.delete_session(&id).await.context("clearing the session")?;
+                session = agent.session(id.clone()).await.context("opening the session")?;
                 println!("(conversation cleared)");
                 continue;
             }
@@ -69,39 +96,45 @@ pub async fn chat(agent: Agent, input: SharedLines) -> anyhow::Result<i32> {
             }
             _ => {}
         }
-        let mut turn = history.clone();
-        turn.push(Message::user(line));
-        let (handle, mut events) = agent.start(turn);
-        let mut renderer = Renderer::new(false);
-        let mut journal = Vec::new();
-        let mut ending = Ending::Unknown;
-        let mut cancelled = false;
-        loop {
-            tokio::select! {
-                event = events.next() => match event {
-                    Some(event) => {
-                        if let Some(end) = renderer.show(&event) {
-                            ending = end;
-                        }
-                        if event.is_durable() {
-                            journal.push(event);
-                        }
+        let cancel = CancellationToken::new();
+        let options = RunOptions { cancel: Some(cancel.clone()), ..RunOptions::default() };
+        let events = match session.run_stream_with(line, options).await {
+            Ok(events) => events,
+            Err(error) => {
+                println!("(the turn could not start: {error})");
+                continue;
+            }
+        };
+        match show_turn(events, Some(cancel)).await {
+            Ending::Failed => println!("(the turn failed; the conversation is kept without it)"),
+            Ending::Cancelled => println!("(cancelled; the conversation is kept without it)"),
+            _ => {}
+        }
+    }
+}
+
+/// Shows one turn's events; Ctrl-C cancels it through `cancel`.
+async fn show_turn(mut events: EventStream, cancel: Option<CancellationToken>) -> Ending {
+    let mut renderer = Renderer::new(false);
+    let mut ending = Ending::Unknown;
+    let mut cancelled = cancel.is_none();
+    loop {
+        tokio::select! {
+            event = events.next() => match event {
+                Some(event) => {
+                    if let Some(end) = renderer.show(&event) {
+                        ending = end;
                     }
-                    None => break,
-                },
-                _ = tokio::signal::ctrl_c(), if !cancelled => {
-                    cancelled = true;
-                    handle.cancel("interrupted (Ctrl-C)");
+                }
+                None => break,
+            },
+            _ = tokio::signal::ctrl_c(), if !cancelled => {
+                cancelled = true;
+                if let Some(cancel) = &cancel {
+                    cancel.cancel();
                 }
             }
         }
-        // The conversation goes on from the run's whole history (tool calls and results
-        // included), even after a failure or a cancel: open calls were answered.
-        if let Ok(run) = Run::from_journal(&journal) {
-            history = run.history().to_vec();
-        }
-        if ending == Ending::Failed {
-            println!("(the turn failed; the conversation is kept)");
-        }
     }
+    ending
 }

@@ -76,8 +76,12 @@ enum Command {
         #[command(flatten)]
         agent: AgentFlags,
     },
-    /// An interactive session (/reset, /tools, /exit; Ctrl-C cancels the current run).
+    /// An interactive session (/reset, /tools, /history, /exit; Ctrl-C cancels the current
+    /// run). The conversation is kept in the store: `--session NAME` continues it later.
     Chat {
+        /// The session to open or continue (default: a new one).
+        #[arg(long)]
+        session: Option<String>,
         #[command(flatten)]
         agent: AgentFlags,
     },
@@ -185,20 +189,22 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         }
         Command::Model { command: ModelCommand::List } => model::list_models().map(|()| 0),
         Command::Run { prompt, json, agent } => {
-            let store = runs::open(&config.store).await?;
-            let agent = build_agent(&config, &cli.provider, &agent, None, Some(store)).await?;
+            let stores = runs::open(&config.store).await?;
+            let agent = build_agent(&config, &cli.provider, &agent, None, Some(stores)).await?;
             Ok(run_once(&agent, prompt, json).await.code())
         }
-        Command::Chat { agent } => {
+        Command::Chat { session, agent } => {
             let lines = chat::lines();
-            let store = runs::open(&config.store).await?;
+            let stores = runs::open(&config.store).await?;
+            let sessions = stores.sessions.clone();
             let agent =
-                build_agent(&config, &cli.provider, &agent, Some(lines.clone()), Some(store))
+                build_agent(&config, &cli.provider, &agent, Some(lines.clone()), Some(stores))
                     .await?;
-            chat::chat(agent, lines).await
+            chat::chat(agent, sessions, lines, session).await
         }
         Command::Runs { command } => {
-            let store = runs::open(&config.store).await?;
+            let stores = runs::open(&config.store).await?;
+            let store = stores.runs.clone();
             match command {
                 RunsCommand::List { state, limit } => {
                     runs::list(store.as_ref(), state.as_deref(), limit).await.map(|()| 0)
@@ -211,7 +217,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 }
                 RunsCommand::Resume { run_id, json, agent } => {
                     let agent =
-                        build_agent(&config, &cli.provider, &agent, None, Some(store)).await?;
+                        build_agent(&config, &cli.provider, &agent, None, Some(stores)).await?;
                     let events = agent
                         .resume(&run_id)
                         .await
@@ -236,7 +242,7 @@ async fn build_agent(
     flags: &ProviderFlags,
     agent_flags: &AgentFlags,
     lines: Option<tools::SharedLines>,
-    store: Option<std::sync::Arc<dyn agentloop::store::RunStore>>,
+    stores: Option<runs::Stores>,
 ) -> anyhow::Result<Agent> {
     let flag_section = ProviderSection {
         kind: flags.provider,
@@ -310,8 +316,8 @@ async fn build_agent(
             .context("starting the MCP servers")?;
         builder = builder.tool_set(std::sync::Arc::new(servers));
     }
-    if let Some(store) = store {
-        builder = builder.store(store);
+    if let Some(stores) = stores {
+        builder = builder.store(stores.runs).session_store(stores.sessions);
     }
     builder.build().context("building the agent")
 }

@@ -4,33 +4,48 @@
 use crate::config::StoreSection;
 use crate::render::{Ending, Renderer};
 use agentloop::provider::replay::JournalReplay;
-use agentloop::store::{JournalEntry, MemoryStore, RunFilter, RunState, RunStore};
+use agentloop::store::{JournalEntry, MemoryStore, RunFilter, RunState, RunStore, SessionStore};
 use agentloop::{Event, EventStream};
 use anyhow::{bail, Context};
 use futures::StreamExt;
 use std::sync::Arc;
 
+/// The configured store, as a run journal and as a session store.
+pub struct Stores {
+    /// Where runs are journaled.
+    pub runs: Arc<dyn RunStore>,
+    /// Where chat sessions keep their conversations.
+    pub sessions: Arc<dyn SessionStore>,
+}
+
+impl Stores {
+    fn of<S: RunStore + SessionStore + 'static>(store: S) -> Self {
+        let store = Arc::new(store);
+        Self { runs: store.clone(), sessions: store }
+    }
+}
+
 /// Opens the configured store (SQLite at `.agentloop/agentloop.db` by default).
-pub async fn open(section: &StoreSection) -> anyhow::Result<Arc<dyn RunStore>> {
+pub async fn open(section: &StoreSection) -> anyhow::Result<Stores> {
     Ok(match section.kind.as_deref().unwrap_or("sqlite") {
         "sqlite" => {
             let store = match &section.path {
                 Some(path) => agentloop::store::sqlite::SqliteStore::open(path),
                 None => agentloop::store::sqlite::SqliteStore::open_default(),
             };
-            Arc::new(store.context("opening the SQLite store")?)
+            Stores::of(store.context("opening the SQLite store")?)
         }
         "redis" => {
             let Some(url) = &section.url else {
                 bail!("[store] kind = \"redis\" needs url = \"redis://…\"")
             };
-            Arc::new(
+            Stores::of(
                 agentloop::store::redis::RedisStore::connect(url)
                     .await
                     .context("connecting to Redis")?,
             )
         }
-        "memory" => Arc::new(MemoryStore::new()),
+        "memory" => Stores::of(MemoryStore::new()),
         other => bail!("unknown store '{other}'"),
     })
 }

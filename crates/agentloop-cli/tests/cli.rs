@@ -223,3 +223,63 @@ async fn an_openai_compatible_server_from_the_environment() {
     let sent: serde_json::Value = serde_json::from_slice(&requests[0].body).unwrap();
     assert_eq!(sent["model"], "local-model");
 }
+
+#[tokio::test]
+async fn chat_keeps_the_conversation_in_the_session_store_across_processes() {
+    use wiremock::matchers::{method, path};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+    let server = MockServer::start().await;
+    let chunk = |delta: serde_json::Value, finish: serde_json::Value| {
+        format!(
+            "data: {}\n\n",
+            json!({"id": "1", "object": "chat.completion.chunk", "created": 1, "model": "m", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+        )
+    };
+    let body = chunk(json!({"role": "assistant", "content": "Noted."}), json!(null))
+        + &chunk(json!({}), json!("stop"))
+        + "data: [DONE]\n\n";
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(ResponseTemplate::new(200).set_body_raw(body, "text/event-stream"))
+        .mount(&server)
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let base = format!("{}/v1", server.uri());
+    let chat = move |dir: std::path::PathBuf, input: &'static str| {
+        let base = base.clone();
+        async move {
+            tokio::task::spawn_blocking(move || {
+                agentloop(&dir)
+                    .env("AGENTLOOP_BASE_URL", base)
+                    .args(["--model", "m", "chat", "--session", "ada"])
+                    .write_stdin(input)
+                    .output()
+                    .unwrap()
+            })
+            .await
+            .unwrap()
+        }
+    };
+    let first = chat(dir.path().to_owned(), "I am Ada.\n/exit\n").await;
+    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
+    assert!(String::from_utf8_lossy(&first.stdout).contains("session ada (0 messages)"));
+
+    // A second process continues the stored conversation.
+    let second = chat(dir.path().to_owned(), "What is my name?\n").await;
+    assert!(second.status.success(), "{}", String::from_utf8_lossy(&second.stderr));
+    assert!(String::from_utf8_lossy(&second.stdout).contains("session ada (2 messages)"));
+    let requests = server.received_requests().await.unwrap();
+    let sent: serde_json::Value = serde_json::from_slice(&requests[1].body).unwrap();
+    let contents: Vec<&str> =
+        sent["messages"].as_array().unwrap().iter().filter_map(|m| m["content"].as_str()).collect();
+    assert_eq!(contents, ["I am Ada.", "Noted.", "What is my name?"], "{sent}");
+
+    // `/reset` forgets it.
+    let third = chat(dir.path().to_owned(), "/reset\nHello.\n").await;
+    assert!(String::from_utf8_lossy(&third.stdout).contains("(conversation cleared)"));
+    let requests = server.received_requests().await.unwrap();
+    let sent: serde_json::Value = serde_json::from_slice(&requests[2].body).unwrap();
+    let contents: Vec<&str> =
+        sent["messages"].as_array().unwrap().iter().filter_map(|m| m["content"].as_str()).collect();
+    assert_eq!(contents, ["Hello."], "{sent}");
+}
