@@ -14,7 +14,7 @@ use crate::message::{FinishReason, Message, Part, Role, ToolCall};
 use crate::tool::ToolSpec;
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -143,12 +143,13 @@ impl PromptedProtocol {
             "You are provided with tool signatures within <tools></tools> XML tags:\n<tools>\n",
         );
         for tool in tools {
+            let parameters = prompt_schema(&tool.parameters);
             let line = match self.format {
                 ToolCallFormat::Hermes => json!({"type": "function", "function": {
-                    "name": tool.name, "description": tool.description, "parameters": tool.parameters}}),
+                    "name": tool.name, "description": tool.description, "parameters": parameters}}),
                 ToolCallFormat::ServerTool => json!({"server_name": self.server_name,
                     "tool_name": tool.name, "description": tool.description,
-                    "input_schema": tool.parameters}),
+                    "input_schema": parameters}),
             };
             out.push_str(&line.to_string());
             out.push('\n');
@@ -316,6 +317,67 @@ fn needs_rewrite(message: &Message) -> bool {
         || message.content.iter().any(|part| {
             matches!(part, Part::ToolCall(_) | Part::ToolResult(_) | Part::Reasoning(_))
         })
+}
+
+/// A tool's parameter schema as a small model should read it: the bookkeeping a schema
+/// generator adds (`$schema`, `title`, the root `description` that repeats the tool's own, and
+/// machine formats such as `int64` or `double` that the type already says) is left out; what
+/// constrains a value (types, `enum`, `required`, bounds, `pattern`, nested objects) is kept.
+pub fn prompt_schema(schema: &Value) -> Value {
+    strip_schema(schema, true)
+}
+
+fn strip_schema(schema: &Value, root: bool) -> Value {
+    const MACHINE_FORMATS: &[&str] = &[
+        "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32", "uint64", "float",
+        "double",
+    ];
+    match schema {
+        Value::Object(map) => {
+            let mut out = Map::with_capacity(map.len());
+            for (key, value) in map {
+                let drop = match key.as_str() {
+                    "$schema" | "title" => true,
+                    "description" => root,
+                    "format" => value.as_str().is_some_and(|f| MACHINE_FORMATS.contains(&f)),
+                    _ => false,
+                };
+                if drop {
+                    continue;
+                }
+                let value = match key.as_str() {
+                    // Maps from names to schemas.
+                    "properties" | "$defs" | "definitions" | "patternProperties" => match value {
+                        Value::Object(named) => Value::Object(
+                            named
+                                .iter()
+                                .map(|(k, v)| (k.clone(), strip_schema(v, false)))
+                                .collect(),
+                        ),
+                        other => other.clone(),
+                    },
+                    // Schemas, or lists of schemas.
+                    "items"
+                    | "additionalProperties"
+                    | "anyOf"
+                    | "oneOf"
+                    | "allOf"
+                    | "not"
+                    | "prefixItems" => match value {
+                        Value::Array(list) => {
+                            Value::Array(list.iter().map(|v| strip_schema(v, false)).collect())
+                        }
+                        schema => strip_schema(schema, false),
+                    },
+                    // Values (`enum`, `default`, `examples`, …) stay as they are.
+                    _ => value.clone(),
+                };
+                out.insert(key.clone(), value);
+            }
+            Value::Object(out)
+        }
+        other => other.clone(),
+    }
 }
 
 /// A provider wrapper that gives any model tool calls through the prompt (see the module

@@ -513,3 +513,53 @@ proptest! {
         prop_assert_eq!(calls, expected_calls);
     }
 }
+
+#[test]
+fn prompt_schemas_keep_constraints_and_drop_generator_bookkeeping() {
+    let schema = json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "AddArgs",
+        "description": "Arguments of add.",
+        "type": "object",
+        "properties": {
+            "a": {"type": "integer", "format": "int64", "description": "The first number."},
+            "b": {"type": "number", "format": "double", "minimum": 0},
+            "title": {"type": "string", "format": "date-time", "title": "Title"},
+            "tags": {"type": "array", "items": {"type": "integer", "format": "uint32"}},
+            "mode": {"enum": [{"title": "kept", "format": "int64"}], "default": "x"}
+        },
+        "required": ["a", "b"],
+        "additionalProperties": false
+    });
+    assert_eq!(
+        prompt_schema(&schema),
+        json!({
+            "type": "object",
+            "properties": {
+                "a": {"type": "integer", "description": "The first number."},
+                "b": {"type": "number", "minimum": 0},
+                "title": {"type": "string", "format": "date-time"},
+                "tags": {"type": "array", "items": {"type": "integer"}},
+                "mode": {"enum": [{"title": "kept", "format": "int64"}], "default": "x"}
+            },
+            "required": ["a", "b"],
+            "additionalProperties": false
+        })
+    );
+}
+
+#[test]
+fn the_tools_prompt_shows_the_small_schema() {
+    let tool = ToolSpec {
+        name: "add".into(),
+        description: "Adds.".into(),
+        parameters: json!({"title": "AddArgs", "type": "object",
+            "properties": {"a": {"type": "integer", "format": "int64"}}}),
+    };
+    let prompt =
+        PromptedProtocol::new(ToolCallFormat::Hermes).tools_prompt(&[tool], &ToolChoice::Auto);
+    assert!(
+        prompt.contains(r#""parameters":{"properties":{"a":{"type":"integer"}},"type":"object"}"#),
+        "{prompt}"
+    );
+}
