@@ -159,8 +159,10 @@ do_start() {
     "$BIN" --help 2>&1 </dev/null | grep -q -- '--no-webui' && extra+=(--no-webui)
     [ -n "$API_KEY" ] && extra+=(--api-key "$API_KEY")
     log "starting llama-server on 127.0.0.1:$PORT (log: $LOG_FILE)"
+    # --no-repack: on CPUs that advertise AMX (seen on a 2-core VM), llama.cpp's AMX weight
+    # repacking crashes (SIGSEGV in ggml_backend_amx_mul_mat) at the first decode.
     nohup "$BIN" -m "$MODEL" --host 127.0.0.1 --port "$PORT" --jinja --chat-template-file "$TEMPLATE" \
-      --no-cache-prompt --temp 0 -c "$CTX" -np 1 -t 1 ${extra[@]+"${extra[@]}"} >"$LOG_FILE" 2>&1 </dev/null &
+      --no-cache-prompt --temp 0 -c "$CTX" -np 1 -t 1 --no-repack ${extra[@]+"${extra[@]}"} >"$LOG_FILE" 2>&1 </dev/null &
     local pid=$!
     echo "$pid" >"$PID_FILE"
     local deadline=$((SECONDS + 60))
