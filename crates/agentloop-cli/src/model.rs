@@ -34,7 +34,7 @@ pub async fn fetch_model(name: Option<String>, force: bool) -> anyhow::Result<()
 pub fn list_models() -> anyhow::Result<()> {
     let dir = fetch::default_cache_dir()?;
     let cached = fetch::list(Some(&dir))?;
-    println!("{:<16} {:>9}  {:<11} {}", "NAME", "SIZE", "STATUS", "PATH / DESCRIPTION");
+    println!("NAME                  SIZE  STATUS      PATH / DESCRIPTION");
     for model in KNOWN_MODELS {
         let present = cached.iter().find(|c| c.known.is_some_and(|k| k.name == model.name));
         let (status, detail) = match present {
