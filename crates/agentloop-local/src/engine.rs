@@ -28,6 +28,8 @@ pub(crate) struct Loaded {
     pub(crate) context_length: usize,
     pub(crate) bos_text: String,
     pub(crate) eos_text: String,
+    /// Whether prompts start with the BOS token (`tokenizer.ggml.add_bos_token`).
+    pub(crate) add_bos: bool,
 }
 
 /// Reads a GGUF file: checks the architecture, builds the tokenizer, loads the weights.
@@ -47,11 +49,12 @@ pub(crate) fn load(path: &Path) -> Result<Loaded, LocalError> {
     let context_length = trained.min(MAX_SEQ_LEN);
     let text = |id: Option<u32>| id.map(|id| tokenizer.decode(&[id])).unwrap_or_default();
     let bos_text = text(tokenizer.bos());
+    let add_bos = metadata.opt_bool("tokenizer.ggml.add_bos_token")?.unwrap_or(false);
     let eos_text = text(tokenizer.eos());
     let weights = ModelWeights::from_gguf(content, &mut file, &Device::Cpu).map_err(|e| {
         LocalError::Gguf { path: path.to_owned(), message: format!("cannot load the weights: {e}") }
     })?;
-    Ok(Loaded { weights, tokenizer, chat_template, context_length, bos_text, eos_text })
+    Ok(Loaded { weights, tokenizer, chat_template, context_length, bos_text, eos_text, add_bos })
 }
 
 /// How tokens are picked.

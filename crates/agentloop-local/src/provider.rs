@@ -117,6 +117,7 @@ impl LocalModelBuilder {
                 template,
                 protocol: PromptedProtocol::default(),
                 context,
+                add_bos: loaded.add_bos,
                 sampling: self.sampling,
                 max_tokens: self.max_tokens,
                 grammar,
@@ -133,6 +134,7 @@ struct Inner {
     template: ChatTemplate,
     protocol: PromptedProtocol,
     context: usize,
+    add_bos: bool,
     sampling: SamplingParams,
     max_tokens: usize,
     grammar: Option<crate::constrain::ToolGrammar>,
@@ -256,7 +258,12 @@ impl LocalModel {
         }
         let max_tokens = request.max_tokens.map_or(self.inner.max_tokens, |n| n as usize);
         let prompt = self.render_prompt(&request)?;
-        let tokens = self.inner.tokenizer.encode(&prompt)?;
+        let mut tokens = self.inner.tokenizer.encode(&prompt)?;
+        if let Some(bos) = self.inner.tokenizer.bos().filter(|_| self.inner.add_bos) {
+            if tokens.first() != Some(&bos) {
+                tokens.insert(0, bos);
+            }
+        }
         Ok(Job { prompt: tokens, max_tokens, sampling, constraint })
     }
 

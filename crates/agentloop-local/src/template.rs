@@ -6,7 +6,7 @@
 use crate::LocalError;
 use agentloop::message::{Part, Role};
 use agentloop::provider::ModelRequest;
-use minijinja::value::Kwargs;
+use minijinja::value::{Kwargs, Serde};
 use minijinja::{Environment, Error, ErrorKind, Value};
 use serde::Serialize;
 
@@ -74,11 +74,11 @@ impl ChatTemplate {
         let template =
             self.env.get_template(TEMPLATE_NAME).map_err(|e| LocalError::Template(describe(&e)))?;
         let context = minijinja::context! {
-            messages => Value::from_serialize(messages),
+            messages => Value::from(Serde(messages)),
             add_generation_prompt => add_generation_prompt,
             bos_token => self.bos.as_str(),
             eos_token => self.eos.as_str(),
-            tools => tools.map(Value::from_serialize),
+            tools => tools.map(|tools| Value::from(Serde(tools))),
         };
         template.render(context).map_err(|e| LocalError::Template(describe(&e)))
     }

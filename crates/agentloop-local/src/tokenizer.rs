@@ -149,7 +149,7 @@ impl Tokenizer {
                 bytes.push(byte_level_bytes(token, &decode_table));
             }
         }
-        inner.add_special_tokens(&added).map_err(|e| LocalError::Tokenizer(e.to_string()))?;
+        inner.add_special_tokens(added).map_err(|e| LocalError::Tokenizer(e.to_string()))?;
 
         let ids: HashMap<String, u32> =
             tokens.iter().zip(0..count).map(|(t, id)| ((*t).to_owned(), id)).collect();

@@ -137,7 +137,7 @@ fn reference_encode(text: &str, tokenizer: &Tokenizer, ranks: &HashMap<(String, 
     let mut pieces = Vec::new();
     // Digits alone, the rest between them through the regex.
     let mut rest = String::new();
-    let mut flush = |rest: &mut String, pieces: &mut Vec<String>| {
+    let flush = |rest: &mut String, pieces: &mut Vec<String>| {
         for m in gpt2.find_iter(rest) {
             pieces.push(m.unwrap().as_str().to_owned());
         }
