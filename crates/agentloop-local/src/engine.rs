@@ -1,0 +1,279 @@
+//! The engine: loads a GGUF file (weights, tokenizer, chat template) and runs generation — the
+//! prompt in chunks, then one token at a time, sampled with temperature / top-p from a seed,
+//! optionally masked by a [`Constraint`], until a stop token, the token limit, the end of the
+//! constraint, or the caller stops listening.
+//!
+//! The KV cache is not kept between requests: each generation starts from a fresh cache on a
+//! cheap clone of the weights (the tensors are shared), so concurrent requests do not interfere.
+
+use crate::gguf::Metadata;
+use crate::tokenizer::{Tokenizer, Utf8Stream};
+use crate::LocalError;
+use candle_core::quantized::gguf_file;
+use candle_core::{Device, Tensor};
+use candle_transformers::generation::{LogitsProcessor, Sampling};
+use candle_transformers::models::quantized_llama::{ModelWeights, MAX_SEQ_LEN};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// Prompt tokens evaluated per forward pass (bounds the attention matrix of a long prompt and
+/// lets a cancelled request stop between chunks).
+const PROMPT_CHUNK: usize = 256;
+
+/// A loaded GGUF model.
+pub(crate) struct Loaded {
+    pub(crate) weights: ModelWeights,
+    pub(crate) tokenizer: Tokenizer,
+    pub(crate) chat_template: Option<String>,
+    pub(crate) context_length: usize,
+    pub(crate) bos_text: String,
+    pub(crate) eos_text: String,
+    /// Whether prompts start with the BOS token (`tokenizer.ggml.add_bos_token`).
+    pub(crate) add_bos: bool,
+}
+
+/// Reads a GGUF file: checks the architecture, builds the tokenizer, loads the weights.
+pub(crate) fn load(path: &Path) -> Result<Loaded, LocalError> {
+    let io = |source| LocalError::Io { path: path.to_owned(), source };
+    let mut file = std::fs::File::open(path).map_err(io)?;
+    let content = gguf_file::Content::read(&mut file)
+        .map_err(|e| LocalError::Gguf { path: path.to_owned(), message: e.to_string() })?;
+    let metadata = Metadata(&content.metadata);
+    let architecture = metadata.str("general.architecture")?;
+    if architecture != "llama" {
+        return Err(LocalError::UnsupportedArchitecture(architecture.to_owned()));
+    }
+    let tokenizer = Tokenizer::from_metadata(&metadata)?;
+    let chat_template = metadata.opt_str("tokenizer.chat_template")?.map(str::to_owned);
+    let trained = metadata.opt_u32("llama.context_length")?.map_or(MAX_SEQ_LEN, |n| n as usize);
+    let context_length = trained.min(MAX_SEQ_LEN);
+    let text = |id: Option<u32>| id.map(|id| tokenizer.decode(&[id])).unwrap_or_default();
+    let bos_text = text(tokenizer.bos());
+    let add_bos = metadata.opt_bool("tokenizer.ggml.add_bos_token")?.unwrap_or(false);
+    let eos_text = text(tokenizer.eos());
+    let weights = ModelWeights::from_gguf(content, &mut file, &Device::Cpu).map_err(|e| {
+        LocalError::Gguf { path: path.to_owned(), message: format!("cannot load the weights: {e}") }
+    })?;
+    Ok(Loaded { weights, tokenizer, chat_template, context_length, bos_text, eos_text, add_bos })
+}
+
+/// How tokens are picked.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SamplingParams {
+    /// Softmax temperature; 0 picks the most likely token (greedy).
+    pub temperature: f64,
+    /// Nucleus sampling: keep the smallest set of tokens whose probability reaches this.
+    pub top_p: Option<f64>,
+    /// The random seed: the same seed, prompt and settings give the same tokens.
+    pub seed: u64,
+}
+
+/// Picks tokens from logits, seeded.
+pub(crate) struct Sampler {
+    processor: LogitsProcessor,
+}
+
+impl Sampler {
+    pub(crate) fn new(params: SamplingParams) -> Self {
+        let sampling = if params.temperature <= 1e-7 {
+            Sampling::ArgMax
+        } else {
+            match params.top_p {
+                Some(p) if p > 0.0 && p < 1.0 => Sampling::TopP { p, temperature: params.temperature },
+                _ => Sampling::All { temperature: params.temperature },
+            }
+        };
+        Self { processor: LogitsProcessor::from_sampling(params.seed, sampling) }
+    }
+
+    /// Picks a token; tokens whose `allowed` entry is false are never picked.
+    pub(crate) fn sample(
+        &mut self,
+        mut logits: Vec<f32>,
+        allowed: Option<&dyn Fn(u32) -> bool>,
+    ) -> Result<u32, LocalError> {
+        if let Some(allowed) = allowed {
+            let mut any = false;
+            for (id, logit) in (0u32..).zip(logits.iter_mut()) {
+                if allowed(id) {
+                    any = true;
+                } else {
+                    *logit = f32::NEG_INFINITY;
+                }
+            }
+            if !any {
+                return Err(LocalError::Grammar("no token is allowed".into()));
+            }
+        }
+        let len = logits.len();
+        let tensor = Tensor::from_vec(logits, len, &Device::Cpu).map_err(LocalError::model)?;
+        self.processor.sample(&tensor).map_err(LocalError::model)
+    }
+}
+
+/// Restricts which tokens may come next (constrained decoding).
+pub(crate) trait Constraint: Send {
+    /// Whether each token may come next (`None`: any token).
+    fn mask(&mut self) -> Result<Option<Vec<bool>>, LocalError>;
+    /// Records the token that was picked.
+    fn commit(&mut self, token: u32) -> Result<(), LocalError>;
+    /// Whether the constrained output is complete (generation ends).
+    fn is_finished(&self) -> bool;
+}
+
+/// One generation.
+pub(crate) struct Job {
+    pub(crate) prompt: Vec<u32>,
+    pub(crate) max_tokens: usize,
+    pub(crate) sampling: SamplingParams,
+    pub(crate) constraint: Option<Box<dyn Constraint>>,
+}
+
+/// Why a generation ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finish {
+    /// A stop token, or the end of a constrained output.
+    Stop,
+    /// The token limit.
+    Length,
+    /// The caller stopped listening.
+    Cancelled,
+}
+
+/// What a generation did and how long it took.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GenerationStats {
+    /// Prompt tokens.
+    pub prompt_tokens: usize,
+    /// Generated tokens (the stop token not included).
+    pub completion_tokens: usize,
+    /// Why it ended.
+    pub finish: Finish,
+    /// Time to evaluate the prompt.
+    pub prompt_eval: Duration,
+    /// Time from the start to the first generated token.
+    pub first_token: Duration,
+    /// Total time.
+    pub total: Duration,
+}
+
+impl GenerationStats {
+    /// Prompt tokens per second.
+    pub fn prompt_tokens_per_second(&self) -> f64 {
+        per_second(self.prompt_tokens, self.prompt_eval)
+    }
+
+    /// Generated tokens per second, after the first one.
+    pub fn generation_tokens_per_second(&self) -> f64 {
+        per_second(
+            self.completion_tokens.saturating_sub(1),
+            self.total.saturating_sub(self.first_token),
+        )
+    }
+}
+
+fn per_second(count: usize, time: Duration) -> f64 {
+    if time.is_zero() {
+        0.0
+    } else {
+        count as f64 / time.as_secs_f64()
+    }
+}
+
+/// Runs a generation on this thread. `emit` gets each piece of complete text (an empty piece
+/// only asks) and returns false when nobody listens any more: the generation then stops.
+pub(crate) fn generate(
+    weights: &mut ModelWeights,
+    tokenizer: &Tokenizer,
+    mut job: Job,
+    context_length: usize,
+    mut emit: impl FnMut(String) -> bool,
+) -> Result<GenerationStats, LocalError> {
+    let start = Instant::now();
+    let prompt_tokens = job.prompt.len();
+    if prompt_tokens == 0 {
+        return Err(LocalError::InvalidRequest("the prompt is empty".into()));
+    }
+    if prompt_tokens >= context_length {
+        return Err(LocalError::ContextLength { prompt: prompt_tokens, context: context_length });
+    }
+    let max_tokens = job.max_tokens.min(context_length - prompt_tokens);
+    let mut stats = GenerationStats {
+        prompt_tokens,
+        completion_tokens: 0,
+        finish: Finish::Stop,
+        prompt_eval: Duration::ZERO,
+        first_token: Duration::ZERO,
+        total: Duration::ZERO,
+    };
+    weights.clear_kv_cache();
+    let mut logits = None;
+    for (index, chunk) in job.prompt.chunks(PROMPT_CHUNK).enumerate() {
+        let input = Tensor::new(chunk, &Device::Cpu)
+            .and_then(|t| t.unsqueeze(0))
+            .map_err(LocalError::model)?;
+        logits = Some(weights.forward(&input, index * PROMPT_CHUNK).map_err(LocalError::model)?);
+        if index > 0 && !emit(String::new()) {
+            stats.finish = Finish::Cancelled;
+            stats.total = start.elapsed();
+            return Ok(stats);
+        }
+    }
+    stats.prompt_eval = start.elapsed();
+    let mut sampler = Sampler::new(job.sampling);
+    let mut text = Utf8Stream::default();
+    let mut position = prompt_tokens;
+    let mut finish = Finish::Length;
+    while stats.completion_tokens < max_tokens {
+        let Some(current) = logits.take() else { break };
+        let values: Vec<f32> = current
+            .squeeze(0)
+            .and_then(|t| t.to_dtype(candle_core::DType::F32))
+            .and_then(|t| t.to_vec1())
+            .map_err(LocalError::model)?;
+        let mask = match job.constraint.as_mut() {
+            Some(constraint) => constraint.mask()?,
+            None => None,
+        };
+        let allowed = mask.as_ref().map(|mask| move |id: u32| mask.get(id as usize).copied().unwrap_or(false));
+        let token = sampler.sample(values, allowed.as_ref().map(|f| f as &dyn Fn(u32) -> bool))?;
+        if stats.completion_tokens == 0 {
+            stats.first_token = start.elapsed();
+        }
+        if let Some(constraint) = job.constraint.as_mut() {
+            constraint.commit(token)?;
+        }
+        if tokenizer.stop_tokens().contains(&token) {
+            finish = Finish::Stop;
+            break;
+        }
+        stats.completion_tokens += 1;
+        let piece = text.push(tokenizer.token_bytes(token));
+        if !emit(piece) {
+            finish = Finish::Cancelled;
+            break;
+        }
+        if job.constraint.as_ref().is_some_and(|c| c.is_finished()) {
+            finish = Finish::Stop;
+            break;
+        }
+        if stats.completion_tokens >= max_tokens {
+            break;
+        }
+        let input = Tensor::new(&[token], &Device::Cpu)
+            .and_then(|t| t.unsqueeze(0))
+            .map_err(LocalError::model)?;
+        logits = Some(weights.forward(&input, position).map_err(LocalError::model)?);
+        position += 1;
+    }
+    let rest = text.finish();
+    if !rest.is_empty() && finish != Finish::Cancelled {
+        emit(rest);
+    }
+    stats.finish = finish;
+    stats.total = start.elapsed();
+    Ok(stats)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,353 @@
+//! [`LocalModel`]: the [`Provider`] that runs a GGUF model in this process.
+
+use crate::engine::{self, Constraint, Finish, GenerationStats, Job, SamplingParams};
+use crate::template::{chat_messages, ChatTemplate};
+use crate::tokenizer::Tokenizer;
+use crate::LocalError;
+use agentloop::message::{FinishReason, Usage};
+use agentloop::provider::{ChunkStream, ModelRequest, PromptedProtocol, Provider, StreamChunk};
+use candle_transformers::models::quantized_llama::ModelWeights;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use tokio::sync::mpsc;
+
+/// How many generated pieces may wait in the channel before the generation thread blocks.
+const CHANNEL_CAPACITY: usize = 64;
+
+/// Settings of a [`LocalModel`]; [`build`](Self::build) loads the file.
+#[derive(Debug, Clone)]
+pub struct LocalModelBuilder {
+    path: PathBuf,
+    template: Option<String>,
+    sampling: SamplingParams,
+    max_tokens: usize,
+    context_size: Option<usize>,
+    constrain_tool_calls: bool,
+}
+
+impl LocalModelBuilder {
+    /// Uses this chat template (Jinja) instead of the file's `tokenizer.chat_template`.
+    pub fn chat_template(mut self, template: impl Into<String>) -> Self {
+        self.template = Some(template.into());
+        self
+    }
+
+    /// Sampling temperature when the request sets none (default 0.2; 0 is greedy).
+    pub fn temperature(mut self, temperature: f64) -> Self {
+        self.sampling.temperature = temperature;
+        self
+    }
+
+    /// Nucleus sampling threshold (default 0.9; `None` or 1 samples from all tokens).
+    pub fn top_p(mut self, top_p: Option<f64>) -> Self {
+        self.sampling.top_p = top_p;
+        self
+    }
+
+    /// The random seed (default 42): the same request gives the same answer.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.sampling.seed = seed;
+        self
+    }
+
+    /// Generated-token limit when the request sets none (default 512).
+    pub fn max_tokens(mut self, max_tokens: usize) -> Self {
+        self.max_tokens = max_tokens;
+        self
+    }
+
+    /// The context window in tokens (default and maximum: the model's, at most 4096).
+    pub fn context_size(mut self, tokens: usize) -> Self {
+        self.context_size = Some(tokens);
+        self
+    }
+
+    /// Whether a request whose tool choice is `required` or a named tool is forced, token by
+    /// token, into a well-formed call of one of its tools (default true).
+    pub fn constrain_tool_calls(mut self, yes: bool) -> Self {
+        self.constrain_tool_calls = yes;
+        self
+    }
+
+    /// Checks the settings and loads the model (blocking: reads the whole file; in async code
+    /// call it from `spawn_blocking`).
+    pub fn build(self) -> Result<LocalModel, LocalError> {
+        let SamplingParams { temperature, top_p, .. } = self.sampling;
+        if !temperature.is_finite() || temperature < 0.0 {
+            return Err(LocalError::Config(format!("temperature {temperature} is not >= 0")));
+        }
+        if let Some(p) = top_p {
+            if !(p > 0.0 && p <= 1.0) {
+                return Err(LocalError::Config(format!("top_p {p} is not in (0, 1]")));
+            }
+        }
+        if self.max_tokens == 0 {
+            return Err(LocalError::Config("max_tokens is 0".into()));
+        }
+        if self.context_size.is_some_and(|n| n < 16) {
+            return Err(LocalError::Config("context_size is below 16 tokens".into()));
+        }
+        let loaded = engine::load(&self.path)?;
+        let source = match self.template.or(loaded.chat_template) {
+            Some(source) => source,
+            None => {
+                return Err(LocalError::Template(format!(
+                    "{} has no tokenizer.chat_template: set one with LocalModelBuilder::chat_template",
+                    self.path.display()
+                )))
+            }
+        };
+        let template = ChatTemplate::new(source, loaded.bos_text, loaded.eos_text)?;
+        let context = self.context_size.map_or(loaded.context_length, |n| n.min(loaded.context_length));
+        let name = self
+            .path
+            .file_stem()
+            .map(|stem| stem.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "local".to_owned());
+        let grammar = if self.constrain_tool_calls {
+            Some(crate::constrain::ToolGrammar::new(&loaded.tokenizer)?)
+        } else {
+            None
+        };
+        Ok(LocalModel {
+            inner: Arc::new(Inner {
+                weights: loaded.weights,
+                tokenizer: loaded.tokenizer,
+                template,
+                protocol: PromptedProtocol::default(),
+                context,
+                add_bos: loaded.add_bos,
+                sampling: self.sampling,
+                max_tokens: self.max_tokens,
+                grammar,
+                active: Arc::new(AtomicUsize::new(0)),
+            }),
+            name,
+        })
+    }
+}
+
+struct Inner {
+    weights: ModelWeights,
+    tokenizer: Tokenizer,
+    template: ChatTemplate,
+    protocol: PromptedProtocol,
+    context: usize,
+    add_bos: bool,
+    sampling: SamplingParams,
+    max_tokens: usize,
+    grammar: Option<crate::constrain::ToolGrammar>,
+    active: Arc<AtomicUsize>,
+}
+
+/// A GGUF model run in this process on the CPU (llama architecture, byte-level BPE tokenizer).
+///
+/// Tools work through the prompt in the Hermes format ([`PromptedProtocol`]): the tool schemas
+/// go into the system prompt, and calls are parsed out of the generated text, so the agent sees
+/// ordinary tool-call chunks. When a request requires a tool call, the output is constrained to
+/// a well-formed call whose arguments match the tool's schema.
+///
+/// Cloning is cheap (the weights are shared). Each request runs on its own thread with a fresh
+/// KV cache; dropping the stream stops the generation within one token.
+#[derive(Clone)]
+pub struct LocalModel {
+    inner: Arc<Inner>,
+    name: String,
+}
+
+impl std::fmt::Debug for LocalModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalModel")
+            .field("name", &self.name)
+            .field("context", &self.inner.context)
+            .field("sampling", &self.inner.sampling)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the generation thread sends.
+enum Message {
+    Text(String),
+    Done(GenerationStats),
+    Failed(LocalError),
+}
+
+/// Decrements the active-generation count when the thread ends, however it ends.
+struct ActiveGuard(Arc<AtomicUsize>);
+
+impl Drop for ActiveGuard {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl LocalModel {
+    /// Settings for the model at `path`.
+    pub fn builder(path: impl AsRef<Path>) -> LocalModelBuilder {
+        LocalModelBuilder {
+            path: path.as_ref().to_owned(),
+            template: None,
+            sampling: SamplingParams { temperature: 0.2, top_p: Some(0.9), seed: 42 },
+            max_tokens: 512,
+            context_size: None,
+            constrain_tool_calls: true,
+        }
+    }
+
+    /// Loads the model at `path` with the default settings.
+    pub fn load(path: impl AsRef<Path>) -> Result<Self, LocalError> {
+        Self::builder(path).build()
+    }
+
+    /// The tokenizer.
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.inner.tokenizer
+    }
+
+    /// The context window in tokens.
+    pub fn context_size(&self) -> usize {
+        self.inner.context
+    }
+
+    /// How many generations are running now.
+    pub fn active_generations(&self) -> usize {
+        self.inner.active.load(Ordering::SeqCst)
+    }
+
+    /// The prompt text a request becomes (tools and tool calls written as text, the chat
+    /// template applied, the generation prompt added).
+    pub fn render_prompt(&self, request: &ModelRequest) -> Result<String, LocalError> {
+        let request = self.inner.protocol.rewrite(request.clone());
+        let messages = chat_messages(&request)?;
+        self.inner.template.render(&messages, None, true)
+    }
+
+    /// Continues a raw prompt (no chat template), blocking this thread: the generated text and
+    /// what it took. For benchmarks and tests.
+    pub fn complete_raw(
+        &self,
+        prompt: &str,
+        max_tokens: usize,
+    ) -> Result<(String, GenerationStats), LocalError> {
+        let job = Job {
+            prompt: self.inner.tokenizer.encode(prompt)?,
+            max_tokens,
+            sampling: self.inner.sampling,
+            constraint: None,
+        };
+        let mut weights = self.inner.weights.clone();
+        let mut text = String::new();
+        let stats =
+            engine::generate(&mut weights, &self.inner.tokenizer, job, self.inner.context, |piece| {
+                text.push_str(&piece);
+                true
+            })?;
+        Ok((text, stats))
+    }
+
+    /// Prepares a request's job: the prompt tokens, the limits, the constraint.
+    fn job(&self, request: ModelRequest) -> Result<Job, LocalError> {
+        let constraint: Option<Box<dyn Constraint>> = match &self.inner.grammar {
+            Some(grammar) => grammar.constraint(&request, &self.inner.protocol)?,
+            None => None,
+        };
+        let mut sampling = self.inner.sampling;
+        if let Some(temperature) = request.temperature {
+            sampling.temperature = f64::from(temperature.max(0.0));
+        }
+        let max_tokens = request.max_tokens.map_or(self.inner.max_tokens, |n| n as usize);
+        let prompt = self.render_prompt(&request)?;
+        let mut tokens = self.inner.tokenizer.encode(&prompt)?;
+        if let Some(bos) = self.inner.tokenizer.bos().filter(|_| self.inner.add_bos) {
+            if tokens.first() != Some(&bos) {
+                tokens.insert(0, bos);
+            }
+        }
+        Ok(Job { prompt: tokens, max_tokens, sampling, constraint })
+    }
+
+    /// Starts the generation thread; the stream of its raw text.
+    fn start(&self, request: ModelRequest) -> Result<ChunkStream, LocalError> {
+        let job = self.job(request)?;
+        let (tx, mut rx) = mpsc::channel(CHANNEL_CAPACITY);
+        let inner = Arc::clone(&self.inner);
+        inner.active.fetch_add(1, Ordering::SeqCst);
+        let guard = ActiveGuard(Arc::clone(&inner.active));
+        std::thread::Builder::new()
+            .name(format!("agentloop-local {}", self.name))
+            .spawn(move || {
+                let _guard = guard;
+                let mut weights = inner.weights.clone();
+                let result =
+                    engine::generate(&mut weights, &inner.tokenizer, job, inner.context, |piece| {
+                        if piece.is_empty() {
+                            !tx.is_closed()
+                        } else {
+                            tx.blocking_send(Message::Text(piece)).is_ok()
+                        }
+                    });
+                let last = match result {
+                    Ok(stats) if stats.finish == Finish::Cancelled => return,
+                    Ok(stats) => Message::Done(stats),
+                    Err(error) => Message::Failed(error),
+                };
+                // Nobody may listen any more; nothing to do then.
+                let _ = tx.blocking_send(last);
+            })
+            .map_err(|e| LocalError::Thread(e.to_string()))?;
+        Ok(Box::pin(async_stream::stream! {
+            let mut done = false;
+            while let Some(message) = rx.recv().await {
+                match message {
+                    Message::Text(text) => yield Ok(StreamChunk::TextDelta { text }),
+                    Message::Done(stats) => {
+                        let usage = Usage {
+                            input: stats.prompt_tokens as u64,
+                            output: stats.completion_tokens as u64,
+                            ..Usage::default()
+                        };
+                        yield Ok(StreamChunk::Usage { usage });
+                        let reason = match stats.finish {
+                            Finish::Length => FinishReason::Length,
+                            Finish::Stop | Finish::Cancelled => FinishReason::Stop,
+                        };
+                        yield Ok(StreamChunk::Finish { reason });
+                        done = true;
+                    }
+                    Message::Failed(error) => {
+                        yield Err(error.into());
+                        done = true;
+                    }
+                }
+            }
+            if !done {
+                yield Err(LocalError::Thread("the generation thread ended without an answer".into()).into());
+            }
+        }))
+    }
+}
+
+impl Provider for LocalModel {
+    fn stream(&self, request: ModelRequest) -> ChunkStream {
+        let raw = match self.start(request) {
+            Ok(stream) => stream,
+            Err(error) => {
+                let error = error.into();
+                Box::pin(futures::stream::once(async move { Err(error) }))
+            }
+        };
+        self.inner.protocol.parse_stream(raw)
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn supports_tools(&self) -> bool {
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests;
