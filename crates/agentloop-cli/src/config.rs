@@ -41,6 +41,21 @@ pub struct AgentSection {
     pub max_tokens: Option<u32>,
     /// Tool calls of one turn that may run at once.
     pub tool_concurrency: Option<usize>,
+    /// When the model must call a tool: `auto`, `required`, or `required-first` (required on
+    /// the first call after the user spoke, auto once a tool has answered).
+    pub tool_choice: Option<ToolChoiceSetting>,
+}
+
+/// `[agent] tool_choice` / `--tool-choice`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum ToolChoiceSetting {
+    /// The model decides.
+    Auto,
+    /// Every call must call a tool.
+    Required,
+    /// The first call after the user spoke must call a tool; the model decides after that.
+    RequiredFirst,
 }
 
 /// Which provider family.
@@ -59,6 +74,9 @@ pub enum ProviderKind {
     Gemini,
     /// A scripted model playing a JSON file of turns (demos and tests).
     Scripted,
+    /// A GGUF model run in this process (`model`: a known name such as `smollm2-135m`, or a
+    /// path to a `.gguf` file).
+    Local,
 }
 
 impl std::str::FromStr for ProviderKind {
@@ -66,7 +84,7 @@ impl std::str::FromStr for ProviderKind {
     fn from_str(text: &str) -> anyhow::Result<Self> {
         toml::Value::String(text.to_owned())
             .try_into::<ProviderKind>()
-            .map_err(|_| anyhow::anyhow!("unknown provider '{text}' (expected openai, responses, openai-compatible, anthropic, gemini or scripted)"))
+            .map_err(|_| anyhow::anyhow!("unknown provider '{text}' (expected openai, responses, openai-compatible, anthropic, gemini, local or scripted)"))
     }
 }
 
@@ -87,6 +105,14 @@ pub struct ProviderSection {
     pub preset: Option<String>,
     /// The script of the `scripted` provider (a JSON file).
     pub script: Option<PathBuf>,
+    /// `local`: a Jinja chat template file used instead of the model's own.
+    pub chat_template: Option<PathBuf>,
+    /// `local`: the sampling seed.
+    pub seed: Option<u64>,
+    /// `local`: nucleus sampling threshold (1 samples from all tokens).
+    pub top_p: Option<f64>,
+    /// `local`: the context window in tokens.
+    pub context_size: Option<usize>,
 }
 
 /// `[limits]`.

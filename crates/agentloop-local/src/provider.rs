@@ -93,13 +93,14 @@ impl LocalModelBuilder {
             Some(source) => source,
             None => {
                 return Err(LocalError::Template(format!(
-                    "{} has no tokenizer.chat_template: set one with LocalModelBuilder::chat_template",
-                    self.path.display()
-                )))
+                "{} has no tokenizer.chat_template: set one with LocalModelBuilder::chat_template",
+                self.path.display()
+            )))
             }
         };
         let template = ChatTemplate::new(source, loaded.bos_text, loaded.eos_text)?;
-        let context = self.context_size.map_or(loaded.context_length, |n| n.min(loaded.context_length));
+        let context =
+            self.context_size.map_or(loaded.context_length, |n| n.min(loaded.context_length));
         let name = self
             .path
             .file_stem()
@@ -238,11 +239,16 @@ impl LocalModel {
         };
         let mut weights = self.inner.weights.clone();
         let mut text = String::new();
-        let stats =
-            engine::generate(&mut weights, &self.inner.tokenizer, job, self.inner.context, |piece| {
+        let stats = engine::generate(
+            &mut weights,
+            &self.inner.tokenizer,
+            job,
+            self.inner.context,
+            |piece| {
                 text.push_str(&piece);
                 true
-            })?;
+            },
+        )?;
         Ok((text, stats))
     }
 
