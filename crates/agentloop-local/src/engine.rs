@@ -28,6 +28,8 @@ pub(crate) struct Loaded {
     pub(crate) context_length: usize,
     pub(crate) bos_text: String,
     pub(crate) eos_text: String,
+    /// Rows of the output layer (the logits per step).
+    pub(crate) vocab_size: usize,
     /// Whether prompts start with the BOS token (`tokenizer.ggml.add_bos_token`).
     pub(crate) add_bos: bool,
 }
@@ -51,10 +53,28 @@ pub(crate) fn load(path: &Path) -> Result<Loaded, LocalError> {
     let bos_text = text(tokenizer.bos());
     let add_bos = metadata.opt_bool("tokenizer.ggml.add_bos_token")?.unwrap_or(false);
     let eos_text = text(tokenizer.eos());
+    let vocab_size = match metadata.opt_u32("llama.vocab_size")? {
+        Some(n) => n as usize,
+        None => content
+            .tensor_infos
+            .get("output.weight")
+            .or_else(|| content.tensor_infos.get("token_embd.weight"))
+            .and_then(|info| info.shape.dims().first().copied())
+            .unwrap_or_else(|| tokenizer.vocab_size()),
+    };
     let weights = ModelWeights::from_gguf(content, &mut file, &Device::Cpu).map_err(|e| {
         LocalError::Gguf { path: path.to_owned(), message: format!("cannot load the weights: {e}") }
     })?;
-    Ok(Loaded { weights, tokenizer, chat_template, context_length, bos_text, eos_text, add_bos })
+    Ok(Loaded {
+        weights,
+        tokenizer,
+        chat_template,
+        context_length,
+        bos_text,
+        eos_text,
+        add_bos,
+        vocab_size,
+    })
 }
 
 /// How tokens are picked.
@@ -79,7 +99,9 @@ impl Sampler {
             Sampling::ArgMax
         } else {
             match params.top_p {
-                Some(p) if p > 0.0 && p < 1.0 => Sampling::TopP { p, temperature: params.temperature },
+                Some(p) if p > 0.0 && p < 1.0 => {
+                    Sampling::TopP { p, temperature: params.temperature }
+                }
                 _ => Sampling::All { temperature: params.temperature },
             }
         };
@@ -115,6 +137,8 @@ impl Sampler {
 pub(crate) trait Constraint: Send {
     /// Whether each token may come next (`None`: any token).
     fn mask(&mut self) -> Result<Option<Vec<bool>>, LocalError>;
+    /// Tokens the constraint forces next (already recorded), or none.
+    fn forced(&mut self) -> Result<Vec<u32>, LocalError>;
     /// Records the token that was picked.
     fn commit(&mut self, token: u32) -> Result<(), LocalError>;
     /// Whether the constrained output is complete (generation ends).
@@ -224,34 +248,48 @@ pub(crate) fn generate(
     let mut text = Utf8Stream::default();
     let mut position = prompt_tokens;
     let mut finish = Finish::Length;
-    while stats.completion_tokens < max_tokens {
-        let Some(current) = logits.take() else { break };
-        let values: Vec<f32> = current
-            .squeeze(0)
-            .and_then(|t| t.to_dtype(candle_core::DType::F32))
-            .and_then(|t| t.to_vec1())
-            .map_err(LocalError::model)?;
-        let mask = match job.constraint.as_mut() {
-            Some(constraint) => constraint.mask()?,
-            None => None,
+    'generation: while stats.completion_tokens < max_tokens {
+        // Text the constraint forces is fed as whole tokens, without sampling.
+        let mut tokens = match job.constraint.as_mut() {
+            Some(constraint) => constraint.forced()?,
+            None => Vec::new(),
         };
-        let allowed = mask.as_ref().map(|mask| move |id: u32| mask.get(id as usize).copied().unwrap_or(false));
-        let token = sampler.sample(values, allowed.as_ref().map(|f| f as &dyn Fn(u32) -> bool))?;
+        tokens.truncate(max_tokens - stats.completion_tokens);
+        if tokens.is_empty() {
+            let Some(current) = logits.take() else { break };
+            let values: Vec<f32> = current
+                .squeeze(0)
+                .and_then(|t| t.to_dtype(candle_core::DType::F32))
+                .and_then(|t| t.to_vec1())
+                .map_err(LocalError::model)?;
+            let mask = match job.constraint.as_mut() {
+                Some(constraint) => constraint.mask()?,
+                None => None,
+            };
+            let allowed = mask
+                .as_ref()
+                .map(|mask| move |id: u32| mask.get(id as usize).copied().unwrap_or(false));
+            let token =
+                sampler.sample(values, allowed.as_ref().map(|f| f as &dyn Fn(u32) -> bool))?;
+            if let Some(constraint) = job.constraint.as_mut() {
+                constraint.commit(token)?;
+            }
+            tokens.push(token);
+        }
         if stats.completion_tokens == 0 {
             stats.first_token = start.elapsed();
         }
-        if let Some(constraint) = job.constraint.as_mut() {
-            constraint.commit(token)?;
-        }
-        if tokenizer.stop_tokens().contains(&token) {
-            finish = Finish::Stop;
-            break;
-        }
-        stats.completion_tokens += 1;
-        let piece = text.push(tokenizer.token_bytes(token));
-        if !emit(piece) {
-            finish = Finish::Cancelled;
-            break;
+        for &token in &tokens {
+            if tokenizer.stop_tokens().contains(&token) {
+                finish = Finish::Stop;
+                break 'generation;
+            }
+            stats.completion_tokens += 1;
+            let piece = text.push(tokenizer.token_bytes(token));
+            if !emit(piece) {
+                finish = Finish::Cancelled;
+                break 'generation;
+            }
         }
         if job.constraint.as_ref().is_some_and(|c| c.is_finished()) {
             finish = Finish::Stop;
@@ -260,11 +298,11 @@ pub(crate) fn generate(
         if stats.completion_tokens >= max_tokens {
             break;
         }
-        let input = Tensor::new(&[token], &Device::Cpu)
+        let input = Tensor::new(tokens.as_slice(), &Device::Cpu)
             .and_then(|t| t.unsqueeze(0))
             .map_err(LocalError::model)?;
         logits = Some(weights.forward(&input, position).map_err(LocalError::model)?);
-        position += 1;
+        position += tokens.len();
     }
     let rest = text.finish();
     if !rest.is_empty() && finish != Finish::Cancelled {

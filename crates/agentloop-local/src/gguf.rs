@@ -33,7 +33,14 @@ impl<'a> Metadata<'a> {
 
     /// An unsigned integer value, or `None` when the key is absent.
     pub(crate) fn opt_u32(&self, key: &str) -> Result<Option<u32>, LocalError> {
-        self.0.get(key).map(|value| as_u32(value).ok_or_else(|| Self::error(key, format!("expected an unsigned 32-bit integer, got {value:?}")))).transpose()
+        self.0
+            .get(key)
+            .map(|value| {
+                as_u32(value).ok_or_else(|| {
+                    Self::error(key, format!("expected an unsigned 32-bit integer, got {value:?}"))
+                })
+            })
+            .transpose()
     }
 
     /// A boolean value, or `None` when the key is absent.

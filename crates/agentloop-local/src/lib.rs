@@ -34,9 +34,8 @@ pub use provider::{LocalModel, LocalModelBuilder};
 /// The model file tests use: `AGENTLOOP_LOCAL_MODEL`, else the cached SmolLM2, if it exists.
 #[cfg(test)]
 pub(crate) fn test_model_path() -> Option<std::path::PathBuf> {
-    let path = std::env::var_os("AGENTLOOP_LOCAL_MODEL")
-        .map(std::path::PathBuf::from)
-        .or_else(|| {
+    let path =
+        std::env::var_os("AGENTLOOP_LOCAL_MODEL").map(std::path::PathBuf::from).or_else(|| {
             std::env::var_os("HOME").map(|home| {
                 std::path::PathBuf::from(home)
                     .join(".cache/agentloop/models/SmolLM2-135M-Instruct.Q4_1.gguf")

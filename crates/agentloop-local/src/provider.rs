@@ -93,27 +93,30 @@ impl LocalModelBuilder {
             Some(source) => source,
             None => {
                 return Err(LocalError::Template(format!(
-                    "{} has no tokenizer.chat_template: set one with LocalModelBuilder::chat_template",
-                    self.path.display()
-                )))
+                "{} has no tokenizer.chat_template: set one with LocalModelBuilder::chat_template",
+                self.path.display()
+            )))
             }
         };
         let template = ChatTemplate::new(source, loaded.bos_text, loaded.eos_text)?;
-        let context = self.context_size.map_or(loaded.context_length, |n| n.min(loaded.context_length));
+        let context =
+            self.context_size.map_or(loaded.context_length, |n| n.min(loaded.context_length));
         let name = self
             .path
             .file_stem()
             .map(|stem| stem.to_string_lossy().into_owned())
             .unwrap_or_else(|| "local".to_owned());
+        let tokenizer = Arc::new(loaded.tokenizer);
+        let vocab_size = loaded.vocab_size;
         let grammar = if self.constrain_tool_calls {
-            Some(crate::constrain::ToolGrammar::new(&loaded.tokenizer)?)
+            Some(crate::constrain::ToolGrammar::new(Arc::clone(&tokenizer), vocab_size)?)
         } else {
             None
         };
         Ok(LocalModel {
             inner: Arc::new(Inner {
                 weights: loaded.weights,
-                tokenizer: loaded.tokenizer,
+                tokenizer,
                 template,
                 protocol: PromptedProtocol::default(),
                 context,
@@ -130,7 +133,7 @@ impl LocalModelBuilder {
 
 struct Inner {
     weights: ModelWeights,
-    tokenizer: Tokenizer,
+    tokenizer: Arc<Tokenizer>,
     template: ChatTemplate,
     protocol: PromptedProtocol,
     context: usize,
@@ -238,11 +241,16 @@ impl LocalModel {
         };
         let mut weights = self.inner.weights.clone();
         let mut text = String::new();
-        let stats =
-            engine::generate(&mut weights, &self.inner.tokenizer, job, self.inner.context, |piece| {
+        let stats = engine::generate(
+            &mut weights,
+            &self.inner.tokenizer,
+            job,
+            self.inner.context,
+            |piece| {
                 text.push_str(&piece);
                 true
-            })?;
+            },
+        )?;
         Ok((text, stats))
     }
 

@@ -187,12 +187,10 @@ pub fn chat_messages(request: &ModelRequest) -> Result<Vec<ChatMessage>, LocalEr
                     texts.push(format!("{}({})", call.name, call.arguments));
                 }
                 Part::ToolResult(result) => texts.push(result.content.to_text()),
-                Part::Image { .. } | Part::File { .. } => {
-                    return Err(LocalError::InvalidRequest(
-                        "the local model reads text only: the conversation holds an image or a file"
-                            .into(),
-                    ))
-                }
+                Part::Image { .. } | Part::File { .. } => return Err(LocalError::InvalidRequest(
+                    "the local model reads text only: the conversation holds an image or a file"
+                        .into(),
+                )),
             }
         }
         out.push(ChatMessage::new(role, texts.join("\n")));

@@ -94,7 +94,8 @@ impl Tokenizer {
         metadata: &Metadata<'_>,
         count: u32,
     ) -> Result<Self, LocalError> {
-        let vocab: Vocab = tokens.iter().zip(0..count).map(|(t, id)| ((*t).to_owned(), id)).collect();
+        let vocab: Vocab =
+            tokens.iter().zip(0..count).map(|(t, id)| ((*t).to_owned(), id)).collect();
         let bpe = BPE::builder()
             .vocab_and_merges(vocab, merges)
             .build()
@@ -102,12 +103,17 @@ impl Tokenizer {
         let mut inner = tokenizers::Tokenizer::new(bpe);
         let byte_level = |trim| ByteLevel::new(false, trim, true);
         let split = |regex: &str| {
-            Split::new(SplitPattern::Regex(regex.to_owned()), SplitDelimiterBehavior::Isolated, false)
-                .map_err(|e| LocalError::Tokenizer(format!("pre-tokenizer regex: {e}")))
+            Split::new(
+                SplitPattern::Regex(regex.to_owned()),
+                SplitDelimiterBehavior::Isolated,
+                false,
+            )
+            .map_err(|e| LocalError::Tokenizer(format!("pre-tokenizer regex: {e}")))
         };
         let pre_tokenizer: PreTokenizerWrapper = match pre {
             "default" | "gpt2" | "gpt-2" => byte_level(true).into(),
-            "smollm" | "starcoder" | "refact" | "codeshell" | "exaone" | "minerva" | "command-r" => {
+            "smollm" | "starcoder" | "refact" | "codeshell" | "exaone" | "minerva"
+            | "command-r" => {
                 Sequence::new(vec![Digits::new(true).into(), byte_level(true).into()]).into()
             }
             "llama3" | "llama-bpe" | "smaug-bpe" | "falcon3" | "pixtral" => Sequence::new(vec![

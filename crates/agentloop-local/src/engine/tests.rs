@@ -21,12 +21,8 @@ fn sampling_is_deterministic_for_a_seed() {
 #[test]
 fn zero_temperature_is_greedy() {
     let values = logits();
-    let best = values
-        .iter()
-        .enumerate()
-        .max_by(|a, b| a.1.total_cmp(b.1))
-        .map(|(i, _)| i as u32)
-        .unwrap();
+    let best =
+        values.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|(i, _)| i as u32).unwrap();
     let params = SamplingParams { temperature: 0.0, top_p: None, seed: 1 };
     assert!(draw(params, 5).iter().all(|&t| t == best));
 }

@@ -31,5 +31,8 @@ fn renders_the_prompt_and_names_the_model() {
         ..ModelRequest::default()
     };
     let prompt = model.render_prompt(&request).unwrap();
-    assert!(prompt.ends_with("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"), "{prompt}");
+    assert!(
+        prompt.ends_with("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"),
+        "{prompt}"
+    );
 }

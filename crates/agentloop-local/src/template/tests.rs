@@ -20,11 +20,8 @@ fn tool_conversation() -> ModelRequest {
     };
     let mut assistant = Message::assistant("");
     assistant.content = vec![Part::ToolCall(call)];
-    let result = ToolResult {
-        call_id: "call_1".into(),
-        content: json!(391.0).into(),
-        is_error: false,
-    };
+    let result =
+        ToolResult { call_id: "call_1".into(), content: json!(391.0).into(), is_error: false };
     ModelRequest {
         instructions: Some("You are terse.".into()),
         messages: Arc::new(vec![
@@ -94,7 +91,9 @@ fn bad_templates_and_requests_are_errors() {
     assert!(matches!(error, LocalError::Template(_)), "{error}");
     let mut request = ModelRequest::default();
     let mut message = Message::user("look");
-    message.content.push(Part::Image { source: MediaSource::Url { url: "https://example.invalid/a.png".into() } });
+    message.content.push(Part::Image {
+        source: MediaSource::Url { url: "https://example.invalid/a.png".into() },
+    });
     request.messages = Arc::new(vec![message]);
     let error = chat_messages(&request).unwrap_err();
     assert!(matches!(error, LocalError::InvalidRequest(_)), "{error}");

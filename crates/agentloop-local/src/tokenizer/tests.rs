@@ -17,9 +17,18 @@ fn tiny_metadata(pre: &str) -> HashMap<String, Value> {
     HashMap::from([
         ("tokenizer.ggml.model".to_owned(), string("gpt2")),
         ("tokenizer.ggml.pre".to_owned(), string(pre)),
-        ("tokenizer.ggml.tokens".to_owned(), Value::Array(tokens.iter().map(|t| string(t)).collect())),
-        ("tokenizer.ggml.token_type".to_owned(), Value::Array(types.into_iter().map(Value::I32).collect())),
-        ("tokenizer.ggml.merges".to_owned(), Value::Array(merges.iter().map(|m| string(m)).collect())),
+        (
+            "tokenizer.ggml.tokens".to_owned(),
+            Value::Array(tokens.iter().map(|t| string(t)).collect()),
+        ),
+        (
+            "tokenizer.ggml.token_type".to_owned(),
+            Value::Array(types.into_iter().map(Value::I32).collect()),
+        ),
+        (
+            "tokenizer.ggml.merges".to_owned(),
+            Value::Array(merges.iter().map(|m| string(m)).collect()),
+        ),
         ("tokenizer.ggml.bos_token_id".to_owned(), Value::U32(1)),
         ("tokenizer.ggml.eos_token_id".to_owned(), Value::U32(2)),
     ])
@@ -125,7 +134,11 @@ fn model_tokenizer() -> Option<Tokenizer> {
 
 /// A straightforward BPE (lowest-ranked merge first) over SmolLM2's pre-tokenization
 /// (each digit alone, then GPT-2's regex), to check the library pipeline against.
-fn reference_encode(text: &str, tokenizer: &Tokenizer, ranks: &HashMap<(String, String), usize>) -> Vec<u32> {
+fn reference_encode(
+    text: &str,
+    tokenizer: &Tokenizer,
+    ranks: &HashMap<(String, String), usize>,
+) -> Vec<u32> {
     let gpt2 = fancy_regex::Regex::new(
         r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+",
     )
@@ -154,8 +167,7 @@ fn reference_encode(text: &str, tokenizer: &Tokenizer, ranks: &HashMap<(String, 
     flush(&mut rest, &mut pieces);
     let mut ids = Vec::new();
     for piece in pieces {
-        let mut symbols: Vec<String> =
-            piece.bytes().map(|b| encoder[&b].to_string()).collect();
+        let mut symbols: Vec<String> = piece.bytes().map(|b| encoder[&b].to_string()).collect();
         loop {
             let best = (0..symbols.len().saturating_sub(1))
                 .filter_map(|i| {
