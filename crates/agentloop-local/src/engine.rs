@@ -9,7 +9,7 @@
 use crate::gguf::Metadata;
 use crate::tokenizer::{Tokenizer, Utf8Stream};
 use crate::LocalError;
-use candle_core::quantized::gguf_file;
+use candle_core::quantized::{gguf_file, GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
 use candle_transformers::generation::{LogitsProcessor, Sampling};
 use candle_transformers::models::quantized_llama::{ModelWeights, MAX_SEQ_LEN};
@@ -34,8 +34,30 @@ pub(crate) struct Loaded {
     pub(crate) add_bos: bool,
 }
 
+/// Whether the weights are expanded to `f32` at load time.
+///
+/// candle's CPU kernels for some quantized formats (Q4_1, Q5_0, Q5_1, …) are scalar, while its
+/// `f32` matrix products use the CPU's vector units: expanding a small model's weights costs
+/// memory (4 bytes a parameter) and buys several times the speed (SmolLM2-135M Q4_1 on two
+/// cores: prompt 13 → ~250 tokens/s, generation 3 → ~15 tokens/s).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Dequantize {
+    /// Expand when the `f32` weights take at most [`Dequantize::AUTO_LIMIT`] bytes.
+    #[default]
+    Auto,
+    /// Always expand.
+    Always,
+    /// Keep the file's formats.
+    Never,
+}
+
+impl Dequantize {
+    /// The largest `f32` weight size [`Dequantize::Auto`] expands to: 2 GiB.
+    pub const AUTO_LIMIT: u64 = 2 << 30;
+}
+
 /// Reads a GGUF file: checks the architecture, builds the tokenizer, loads the weights.
-pub(crate) fn load(path: &Path) -> Result<Loaded, LocalError> {
+pub(crate) fn load(path: &Path, dequantize: Dequantize) -> Result<Loaded, LocalError> {
     let io = |source| LocalError::Io { path: path.to_owned(), source };
     let mut file = std::fs::File::open(path).map_err(io)?;
     let content = gguf_file::Content::read(&mut file)
@@ -62,9 +84,24 @@ pub(crate) fn load(path: &Path) -> Result<Loaded, LocalError> {
             .and_then(|info| info.shape.dims().first().copied())
             .unwrap_or_else(|| tokenizer.vocab_size()),
     };
-    let weights = ModelWeights::from_gguf(content, &mut file, &Device::Cpu).map_err(|e| {
-        LocalError::Gguf { path: path.to_owned(), message: format!("cannot load the weights: {e}") }
-    })?;
+    let f32_bytes: u64 =
+        content.tensor_infos.values().map(|info| info.shape.elem_count() as u64 * 4).sum();
+    let expand = match dequantize {
+        Dequantize::Always => true,
+        Dequantize::Never => false,
+        Dequantize::Auto => f32_bytes <= Dequantize::AUTO_LIMIT,
+    };
+    let weights_error = |e: candle_core::Error| LocalError::Gguf {
+        path: path.to_owned(),
+        message: format!("cannot load the weights: {e}"),
+    };
+    let weights = if expand {
+        let (content, mut expanded) = expand_to_f32(content, &mut file).map_err(weights_error)?;
+        ModelWeights::from_gguf(content, &mut expanded, &Device::Cpu)
+    } else {
+        ModelWeights::from_gguf(content, &mut file, &Device::Cpu)
+    }
+    .map_err(weights_error)?;
     Ok(Loaded {
         weights,
         tokenizer,
@@ -75,6 +112,33 @@ pub(crate) fn load(path: &Path) -> Result<Loaded, LocalError> {
         add_bos,
         vocab_size,
     })
+}
+
+/// The same GGUF in memory with every quantized tensor expanded to `f32` (candle's loader
+/// keeps `f32` tensors as plain matrices).
+fn expand_to_f32(
+    content: gguf_file::Content,
+    file: &mut std::fs::File,
+) -> candle_core::Result<(gguf_file::Content, std::io::Cursor<Vec<u8>>)> {
+    let mut names: Vec<&String> = content.tensor_infos.keys().collect();
+    names.sort();
+    let mut tensors = Vec::with_capacity(names.len());
+    for name in names {
+        let tensor = content.tensor(file, name, &Device::Cpu)?;
+        let tensor = match tensor.dtype() {
+            GgmlDType::F32 => tensor,
+            _ => QTensor::quantize(&tensor.dequantize(&Device::Cpu)?, GgmlDType::F32)?,
+        };
+        tensors.push((name.as_str(), tensor));
+    }
+    let metadata: Vec<(&str, &gguf_file::Value)> =
+        content.metadata.iter().map(|(key, value)| (key.as_str(), value)).collect();
+    let tensors: Vec<(&str, &QTensor)> = tensors.iter().map(|(name, t)| (*name, t)).collect();
+    let mut buffer = std::io::Cursor::new(Vec::new());
+    gguf_file::write(&mut buffer, &metadata, &tensors)?;
+    buffer.set_position(0);
+    let expanded = gguf_file::Content::read(&mut buffer)?;
+    Ok((expanded, buffer))
 }
 
 /// How tokens are picked.
