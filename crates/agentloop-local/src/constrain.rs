@@ -77,7 +77,8 @@ impl ToolGrammar {
     }
 
     /// The constraint for a request, when it must call a tool: `None` for `auto` / `none` or
-    /// a request without tools.
+    /// a request without tools, or tools whose schemas the grammar compiler rejects (a warning is
+    /// logged; the prompt still asks for a call).
     pub(crate) fn constraint(
         &self,
         request: &ModelRequest,
@@ -100,10 +101,15 @@ impl ToolGrammar {
             return Ok(None);
         }
         let grammar = lark_grammar(&tools, protocol);
-        let parser =
-            self.factory.create_parser(TopLevelGrammar::from_lark(grammar)).map_err(|e| {
-                LocalError::Grammar(format!("the tool-call grammar does not compile: {e}"))
-            })?;
+        let parser = match self.factory.create_parser(TopLevelGrammar::from_lark(grammar)) {
+            Ok(parser) => parser,
+            Err(error) => {
+                // A schema the grammar compiler cannot take: the prompt still asks for the
+                // call, the output is just not forced.
+                tracing::warn!(%error, "the tool-call grammar does not compile; not constraining");
+                return Ok(None);
+            }
+        };
         Ok(Some(Box::new(GrammarConstraint {
             matcher: Matcher::new(Ok(parser)),
             tokenizer: Arc::clone(&self.tokenizer),

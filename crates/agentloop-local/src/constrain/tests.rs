@@ -136,3 +136,13 @@ fn auto_needs_no_constraint_and_unknown_names_are_errors() {
         grammar.constraint(&request(ToolChoice::Named("nope".into())), &protocol).err().unwrap();
     assert!(error.to_string().contains("nope"), "{error}");
 }
+
+#[test]
+fn a_schema_the_compiler_rejects_means_no_constraint() {
+    let Some(tokenizer) = model_tokenizer() else { return };
+    let grammar = ToolGrammar::new(Arc::clone(&tokenizer), tokenizer.vocab_size()).unwrap();
+    let mut request = request(ToolChoice::Required);
+    request.tools = Arc::new(vec![spec("bad", json!({"type": "object", "$ref": "#/nowhere"}))]);
+    let constraint = grammar.constraint(&request, &PromptedProtocol::default()).unwrap();
+    assert!(constraint.is_none());
+}
