@@ -2,15 +2,16 @@
 //! second, and the latency to the first streamed token.
 //!
 //! ```sh
-//! cargo run --release -p agentloop-local --example local_speed [-- MODEL.gguf]
+//! cargo run --release -p agentloop-local --example local_speed [-- [--quantized] [MODEL.gguf]]
 //! ```
 //!
-//! The model is the first argument, else `AGENTLOOP_LOCAL_MODEL`, else the cached
-//! SmolLM2-135M-Instruct.
+//! The model is the path argument, else `AGENTLOOP_LOCAL_MODEL`, else the cached
+//! SmolLM2-135M-Instruct. `--quantized` keeps the file's weight formats instead of expanding
+//! them to `f32` ([`Dequantize::Never`]).
 
 use agentloop::message::Message;
 use agentloop::provider::{ModelRequest, Provider, StreamChunk};
-use agentloop_local::LocalModel;
+use agentloop_local::{Dequantize, LocalModel};
 use futures::StreamExt;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -25,8 +26,11 @@ fn median(mut values: Vec<f64>) -> f64 {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let path = std::env::args_os()
-        .nth(1)
+    let args: Vec<_> = std::env::args_os().skip(1).collect();
+    let quantized = args.iter().any(|a| a == "--quantized");
+    let path = args
+        .iter()
+        .find(|a| *a != "--quantized")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("AGENTLOOP_LOCAL_MODEL").map(PathBuf::from))
         .or_else(|| {
@@ -36,8 +40,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         })
         .ok_or("no model path")?;
     let start = Instant::now();
-    let model = LocalModel::builder(&path).temperature(0.0).build()?;
-    println!("model: {} (loaded in {:.2} s)", path.display(), start.elapsed().as_secs_f64());
+    let policy = if quantized { Dequantize::Never } else { Dequantize::Auto };
+    let model = LocalModel::builder(&path).temperature(0.0).dequantize(policy).build()?;
+    println!(
+        "model: {} (loaded in {:.2} s, weights {:?})",
+        path.display(),
+        start.elapsed().as_secs_f64(),
+        policy
+    );
     println!("threads: {}", std::thread::available_parallelism().map_or(1, |n| n.get()));
 
     // Prompt evaluation and generation, raw prompt (no template), greedy.

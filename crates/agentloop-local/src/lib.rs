@@ -28,7 +28,7 @@ mod provider;
 pub mod template;
 pub mod tokenizer;
 
-pub use engine::{Finish, GenerationStats, SamplingParams};
+pub use engine::{Dequantize, Finish, GenerationStats, SamplingParams};
 pub use error::LocalError;
 pub use provider::{LocalModel, LocalModelBuilder};
 

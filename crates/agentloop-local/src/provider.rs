@@ -1,6 +1,6 @@
 //! [`LocalModel`]: the [`Provider`] that runs a GGUF model in this process.
 
-use crate::engine::{self, Constraint, Finish, GenerationStats, Job, SamplingParams};
+use crate::engine::{self, Constraint, Dequantize, Finish, GenerationStats, Job, SamplingParams};
 use crate::template::{chat_messages, ChatTemplate};
 use crate::tokenizer::Tokenizer;
 use crate::LocalError;
@@ -24,9 +24,17 @@ pub struct LocalModelBuilder {
     max_tokens: usize,
     context_size: Option<usize>,
     constrain_tool_calls: bool,
+    dequantize: Dequantize,
 }
 
 impl LocalModelBuilder {
+    /// Whether the weights are expanded to `f32` at load time (default
+    /// [`Dequantize::Auto`]: when they take at most 2 GiB so).
+    pub fn dequantize(mut self, policy: Dequantize) -> Self {
+        self.dequantize = policy;
+        self
+    }
+
     /// Uses this chat template (Jinja) instead of the file's `tokenizer.chat_template`.
     pub fn chat_template(mut self, template: impl Into<String>) -> Self {
         self.template = Some(template.into());
@@ -88,7 +96,7 @@ impl LocalModelBuilder {
         if self.context_size.is_some_and(|n| n < 16) {
             return Err(LocalError::Config("context_size is below 16 tokens".into()));
         }
-        let loaded = engine::load(&self.path)?;
+        let loaded = engine::load(&self.path, self.dequantize)?;
         let source = match self.template.or(loaded.chat_template) {
             Some(source) => source,
             None => {
@@ -106,15 +114,17 @@ impl LocalModelBuilder {
             .file_stem()
             .map(|stem| stem.to_string_lossy().into_owned())
             .unwrap_or_else(|| "local".to_owned());
+        let tokenizer = Arc::new(loaded.tokenizer);
+        let vocab_size = loaded.vocab_size;
         let grammar = if self.constrain_tool_calls {
-            Some(crate::constrain::ToolGrammar::new(&loaded.tokenizer)?)
+            Some(crate::constrain::ToolGrammar::new(Arc::clone(&tokenizer), vocab_size)?)
         } else {
             None
         };
         Ok(LocalModel {
             inner: Arc::new(Inner {
                 weights: loaded.weights,
-                tokenizer: loaded.tokenizer,
+                tokenizer,
                 template,
                 protocol: PromptedProtocol::default(),
                 context,
@@ -131,7 +141,7 @@ impl LocalModelBuilder {
 
 struct Inner {
     weights: ModelWeights,
-    tokenizer: Tokenizer,
+    tokenizer: Arc<Tokenizer>,
     template: ChatTemplate,
     protocol: PromptedProtocol,
     context: usize,
@@ -193,6 +203,7 @@ impl LocalModel {
             max_tokens: 512,
             context_size: None,
             constrain_tool_calls: true,
+            dequantize: Dequantize::Auto,
         }
     }
 

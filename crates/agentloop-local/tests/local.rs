@@ -2,6 +2,7 @@
 //! cancellation, and an agent that calls a tool. Skipped (with a notice) when the file is
 //! missing: set `AGENTLOOP_LOCAL_MODEL` to its path.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 use agentloop::message::{FinishReason, Message};
 use agentloop::provider::{ModelRequest, Provider, StepToolChoice, StreamChunk, ToolChoice};
 use agentloop::tool::builtin::Calculator;

@@ -58,14 +58,14 @@ fn stats_rates() {
 #[test]
 fn loading_errors_are_clear() {
     let missing = Path::new("/nonexistent/model.gguf");
-    let error = load(missing).err().unwrap();
+    let error = load(missing, Dequantize::Auto).err().unwrap();
     assert!(matches!(error, LocalError::Io { .. }));
     assert!(error.to_string().contains("/nonexistent/model.gguf"), "{error}");
     let dir = std::env::temp_dir().join(format!("agentloop-local-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let junk = dir.join("junk.gguf");
     std::fs::write(&junk, b"this is not a gguf file at all").unwrap();
-    let error = load(&junk).err().unwrap();
+    let error = load(&junk, Dequantize::Auto).err().unwrap();
     assert!(matches!(error, LocalError::Gguf { .. }), "{error}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -36,3 +36,23 @@ fn renders_the_prompt_and_names_the_model() {
         "{prompt}"
     );
 }
+
+#[test]
+fn the_chat_template_can_be_overridden() {
+    let Some(path) = crate::test_model_path() else { return };
+    let model = LocalModel::builder(&path)
+        .chat_template("{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}{% if add_generation_prompt %}[assistant] {% endif %}")
+        .build()
+        .unwrap();
+    let request = ModelRequest {
+        instructions: Some("Be brief.".into()),
+        messages: Arc::new(vec![agentloop::message::Message::user("Hi")]),
+        ..ModelRequest::default()
+    };
+    assert_eq!(
+        model.render_prompt(&request).unwrap(),
+        "[system] Be brief.\n[user] Hi\n[assistant] "
+    );
+    let error = LocalModel::builder(&path).chat_template("{% if %}").build().unwrap_err();
+    assert!(matches!(error, LocalError::Template(_)), "{error}");
+}

@@ -1,0 +1,148 @@
+use super::*;
+use crate::engine::{Sampler, SamplingParams};
+use crate::gguf::Metadata;
+use candle_core::quantized::gguf_file;
+
+fn spec(name: &str, parameters: Value) -> ToolSpec {
+    ToolSpec { name: name.into(), description: String::new(), parameters }
+}
+
+#[test]
+fn the_grammar_has_one_alternative_per_tool() {
+    let protocol = PromptedProtocol::default();
+    let a = spec("add", json!({"type": "object", "properties": {"x": {"type": "integer"}}}));
+    let b = spec("echo", Value::Null);
+    let grammar = lark_grammar(&[&a, &b], &protocol);
+    let expected = concat!(
+        "start: call_0 | call_1\n",
+        r#"call_0: "<tool_call>\n{\"name\": \"add\", \"arguments\": " args_0 "}\n</tool_call>""#,
+        "\n",
+        r#"args_0: %json {"type":"object","properties":{"x":{"type":"integer"}},"x-guidance":{"whitespace_flexible":false,"item_separator":", ","key_separator":": ","lenient":true}}"#,
+        "\n",
+        r#"call_1: "<tool_call>\n{\"name\": \"echo\", \"arguments\": " args_1 "}\n</tool_call>""#,
+        "\n",
+        r#"args_1: %json {"type":"object","x-guidance":{"whitespace_flexible":false,"item_separator":", ","key_separator":": ","lenient":true}}"#,
+        "\n",
+    );
+    assert_eq!(grammar, expected);
+}
+
+fn model_tokenizer() -> Option<Arc<Tokenizer>> {
+    let path = crate::test_model_path()?;
+    let mut file = std::fs::File::open(path).unwrap();
+    let content = gguf_file::Content::read(&mut file).unwrap();
+    Some(Arc::new(Tokenizer::from_metadata(&Metadata(&content.metadata)).unwrap()))
+}
+
+fn request(choice: ToolChoice) -> ModelRequest {
+    let calculator = spec(
+        "calculator",
+        json!({"type": "object", "properties": {"expression": {"type": "string", "maxLength": 12}}, "required": ["expression"], "additionalProperties": false}),
+    );
+    let pick = spec(
+        "pick",
+        json!({"type": "object", "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 99}, "c": {"enum": ["red", "blue"]}}, "required": ["n", "c"], "additionalProperties": false}),
+    );
+    ModelRequest {
+        tools: Arc::new(vec![calculator, pick]),
+        tool_choice: choice,
+        ..ModelRequest::default()
+    }
+}
+
+/// Random logits through the mask still give a well-formed call.
+fn random_call(
+    grammar: &ToolGrammar,
+    tokenizer: &Tokenizer,
+    choice: ToolChoice,
+    seed: u64,
+) -> String {
+    let protocol = PromptedProtocol::default();
+    let mut constraint = grammar.constraint(&request(choice), &protocol).unwrap().unwrap();
+    let mut sampler = Sampler::new(SamplingParams { temperature: 1.0, top_p: None, seed });
+    let mut noise = seed;
+    let mut ids = Vec::new();
+    for _ in 0..300 {
+        let forced = constraint.forced().unwrap();
+        if !forced.is_empty() {
+            ids.extend(forced);
+            if constraint.is_finished() {
+                break;
+            }
+            continue;
+        }
+        let mask = constraint.mask().unwrap().unwrap();
+        let logits: Vec<f32> = (0..mask.len())
+            .map(|_| {
+                noise = noise.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                (noise >> 40) as f32 / (1u64 << 24) as f32 * 4.0
+            })
+            .collect();
+        let allowed = |id: u32| mask[id as usize];
+        let token = sampler.sample(logits, Some(&allowed)).unwrap();
+        constraint.commit(token).unwrap();
+        if tokenizer.stop_tokens().contains(&token) {
+            break;
+        }
+        ids.push(token);
+        if constraint.is_finished() {
+            break;
+        }
+    }
+    assert!(constraint.is_finished(), "{:?}", tokenizer.decode(&ids));
+    tokenizer.decode(&ids)
+}
+
+#[test]
+fn constrained_calls_are_well_formed() {
+    let Some(tokenizer) = model_tokenizer() else { return };
+    let grammar = ToolGrammar::new(Arc::clone(&tokenizer), tokenizer.vocab_size()).unwrap();
+    let mut names = std::collections::HashSet::new();
+    for seed in 0..6 {
+        let text = random_call(&grammar, &tokenizer, ToolChoice::Required, seed);
+        let body = text
+            .strip_prefix("<tool_call>\n")
+            .and_then(|t| t.strip_suffix("\n</tool_call>"))
+            .unwrap_or_else(|| panic!("{text:?}"));
+        let call: Value = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {text:?}"));
+        let name = call["name"].as_str().unwrap().to_owned();
+        let arguments = call["arguments"].as_object().unwrap();
+        match name.as_str() {
+            "calculator" => {
+                assert_eq!(arguments.len(), 1, "{text}");
+                assert!(arguments["expression"].as_str().unwrap().chars().count() <= 12);
+            }
+            "pick" => {
+                let n = arguments["n"].as_i64().unwrap();
+                assert!((0..=99).contains(&n), "{text}");
+                assert!(["red", "blue"].contains(&arguments["c"].as_str().unwrap()), "{text}");
+            }
+            other => panic!("unexpected tool {other}"),
+        }
+        names.insert(name);
+    }
+    let text = random_call(&grammar, &tokenizer, ToolChoice::Named("pick".into()), 11);
+    assert!(text.starts_with("<tool_call>\n{\"name\": \"pick\""), "{text}");
+}
+
+#[test]
+fn auto_needs_no_constraint_and_unknown_names_are_errors() {
+    let Some(tokenizer) = model_tokenizer() else { return };
+    let grammar = ToolGrammar::new(Arc::clone(&tokenizer), tokenizer.vocab_size()).unwrap();
+    let protocol = PromptedProtocol::default();
+    assert!(grammar.constraint(&request(ToolChoice::Auto), &protocol).unwrap().is_none());
+    assert!(grammar.constraint(&request(ToolChoice::None), &protocol).unwrap().is_none());
+    let error =
+        grammar.constraint(&request(ToolChoice::Named("nope".into())), &protocol).err().unwrap();
+    assert!(error.to_string().contains("nope"), "{error}");
+}
+
+#[test]
+fn a_schema_the_compiler_rejects_means_no_constraint() {
+    let Some(tokenizer) = model_tokenizer() else { return };
+    let grammar = ToolGrammar::new(Arc::clone(&tokenizer), tokenizer.vocab_size()).unwrap();
+    let mut request = request(ToolChoice::Required);
+    request.tools = Arc::new(vec![spec("bad", json!({"type": "object", "$ref": "#/nowhere"}))]);
+    let constraint = grammar.constraint(&request, &PromptedProtocol::default()).unwrap();
+    assert!(constraint.is_none());
+}
