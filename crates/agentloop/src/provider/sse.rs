@@ -33,17 +33,30 @@ where
 {
     let timed = async_stream::stream! {
         let mut bytes = std::pin::pin!(bytes);
+        // One timer for the whole stream, pushed back before each read (a later deadline
+        // is an atomic update of the registered timer, not a new one).
+        let mut idle = std::pin::pin!(tokio::time::sleep(idle_timeout));
+        let mut first = true;
         loop {
-            match tokio::time::timeout(idle_timeout, bytes.next()).await {
-                Err(_) => {
+            if !first {
+                idle.as_mut().reset(tokio::time::Instant::now() + idle_timeout);
+            }
+            first = false;
+            let next = tokio::select! {
+                biased;
+                next = bytes.next() => Some(next),
+                () = &mut idle => None,
+            };
+            match next {
+                None => {
                     yield Err(ProviderError::Timeout {
                         message: format!("the stream was idle for {idle_timeout:?}"),
                     });
                     break;
                 }
-                Ok(None) => break,
-                Ok(Some(Ok(chunk))) => yield Ok(chunk),
-                Ok(Some(Err(error))) => {
+                Some(None) => break,
+                Some(Some(Ok(chunk))) => yield Ok(chunk),
+                Some(Some(Err(error))) => {
                     yield Err(map_err(error));
                     break;
                 }

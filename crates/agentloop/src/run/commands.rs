@@ -102,8 +102,7 @@ impl Run {
     /// error result (or the run ends) here; the driver then skips it.
     pub fn gate_tool(&mut self, call_id: &str) -> Result<Gate, RunError> {
         let pending = self.pending(call_id)?;
-        let (name, key) = (pending.call.name.clone(), pending.key.clone());
-        if self.is_internal_tool(&name) {
+        if self.is_internal_tool(&pending.call.name) {
             let call = pending.call.clone();
             let arguments = crate::tool::parse_arguments(&call.arguments).ok();
             self.tool_started(call_id, arguments)?;
@@ -114,8 +113,8 @@ impl Run {
             self.tool_finished(call_id, result, Duration::ZERO)?;
             return Ok(Gate::Handled);
         }
-        if let Some(limit) =
-            self.config.limits.before_tool_call(&name, &self.spent, self.elapsed_ms)
+        let name = &pending.call.name;
+        if let Some(limit) = self.config.limits.before_tool_call(name, &self.spent, self.elapsed_ms)
         {
             if self.wind_down.is_none() {
                 self.record(Event::LimitReached { limit: limit.clone() });
@@ -126,9 +125,10 @@ impl Run {
         }
         // Peek: the breaker records the call only when it starts.
         let breaker = &self.config.breaker;
-        if let Verdict::Stalled { count } = self.breaker.would_stall(breaker, &name, &key) {
+        if let Verdict::Stalled { count } = self.breaker.would_stall(breaker, name, &pending.key) {
             let action = breaker.stall_action;
-            self.record(Event::StallDetected { tool: name, count, action });
+            let tool = name.clone();
+            self.record(Event::StallDetected { tool, count, action });
             if action == StallAction::Stop {
                 return Ok(Gate::Handled);
             }
