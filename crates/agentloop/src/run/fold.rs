@@ -115,7 +115,10 @@ impl Run {
                 let pending = self.pending_mut(&call.id)?;
                 pending.started = true;
                 let approved = pending.approval == CallApproval::Approved;
-                let key = pending.key.clone();
+                pending.ensure_key(None);
+                // The call starts once: its key moves to the breaker (computed again if a
+                // resumed run gates it again).
+                let key = std::mem::take(&mut pending.key);
                 self.spent.tool_calls += 1;
                 count(&mut self.spent.tool_calls_by_name, &call.name);
                 self.metrics.tool_calls += 1;

@@ -476,12 +476,17 @@ fn the_whole_history_plan_is_the_window_plan() {
                 "policy {max_messages:?} / {context_window:?}, round {round}"
             );
             let id = format!("c{round}");
+            // No reported usage: the token estimate stays uncalibrated, as the budget above.
+            let uncalibrated = |calls: &[(&str, &str, &str)]| ModelResponse {
+                usage: Usage::default(),
+                ..calls_response(calls)
+            };
             if round % 3 == 2 {
                 let calls = [(id.as_str(), "add", "{}"), ("other", "add", "{\"a\":1}")];
-                run.model_responded(calls_response(&calls), ms(1)).unwrap();
+                run.model_responded(uncalibrated(&calls), ms(1)).unwrap();
                 run.tool_finished("other", Ok(ToolOutput::Value(json!(2))), ms(1)).unwrap();
             } else {
-                run.model_responded(calls_response(&[(id.as_str(), "add", "{}")]), ms(1)).unwrap();
+                run.model_responded(uncalibrated(&[(id.as_str(), "add", "{}")]), ms(1)).unwrap();
             }
             let plan = run.plan();
             let expected = plan_window(
