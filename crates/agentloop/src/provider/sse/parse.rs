@@ -12,8 +12,8 @@ pub(super) struct SseParser {
     /// The stream's first bytes were checked for a byte-order mark.
     started: bool,
     /// The event being read: its type and data buffers.
-    event: String,
-    data: String,
+    type_buffer: String,
+    data_buffer: String,
     /// The last dispatched event.
     name: String,
     payload: String,
@@ -79,12 +79,12 @@ impl SseParser {
             };
             match field {
                 "event" => {
-                    self.event.clear();
-                    self.event.push_str(value);
+                    self.type_buffer.clear();
+                    self.type_buffer.push_str(value);
                 }
                 "data" => {
-                    self.data.push_str(value);
-                    self.data.push('\n');
+                    self.data_buffer.push_str(value);
+                    self.data_buffer.push('\n');
                 }
                 // `id` and `retry` are for reconnecting, which a model call never does.
                 _ => {}
@@ -94,17 +94,17 @@ impl SseParser {
 
     /// Ends the event being read: `true` when it has data (an event to deliver).
     fn dispatch(&mut self) -> bool {
-        if self.data.is_empty() {
-            self.event.clear();
+        if self.data_buffer.is_empty() {
+            self.type_buffer.clear();
             return false;
         }
-        if self.data.ends_with('\n') {
-            self.data.pop();
+        if self.data_buffer.ends_with('\n') {
+            self.data_buffer.pop();
         }
-        std::mem::swap(&mut self.payload, &mut self.data);
-        std::mem::swap(&mut self.name, &mut self.event);
-        self.data.clear();
-        self.event.clear();
+        std::mem::swap(&mut self.payload, &mut self.data_buffer);
+        std::mem::swap(&mut self.name, &mut self.type_buffer);
+        self.data_buffer.clear();
+        self.type_buffer.clear();
         true
     }
 

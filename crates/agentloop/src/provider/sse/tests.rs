@@ -164,9 +164,12 @@ fn a_whole_response_streams_back_into_itself() {
     assert_eq!(assembler.finish(), response);
 }
 
+/// Parsed events: (name, data).
+type Events = Vec<(String, String)>;
+
 /// Every event of `whole` pushed in two pieces split at every point: (name, data) pairs and
 /// the end's verdict.
-fn parse_split(whole: &[u8]) -> Vec<(Vec<(String, String)>, bool)> {
+fn parse_split(whole: &[u8]) -> Vec<(Events, bool)> {
     (0..=whole.len())
         .map(|split| {
             let mut parser = super::parse::SseParser::default();
@@ -186,10 +189,10 @@ fn parse_split(whole: &[u8]) -> Vec<(Vec<(String, String)>, bool)> {
 
 #[test]
 fn the_parser_follows_the_event_stream_rules() {
-    let pairs = |list: &[(&str, &str)]| -> Vec<(String, String)> {
+    let pairs = |list: &[(&str, &str)]| -> Events {
         list.iter().map(|(a, b)| ((*a).to_owned(), (*b).to_owned())).collect()
     };
-    let cases: Vec<(&[u8], Vec<(String, String)>)> = vec![
+    let cases: Vec<(&[u8], Events)> = vec![
         // A byte-order mark opens the stream; CR, LF and CRLF all end lines.
         (
             "\u{feff}data: a\r\rdata:b\n\ndata:  c\r\n\r\n".as_bytes(),
