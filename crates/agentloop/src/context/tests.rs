@@ -243,3 +243,47 @@ mod window_properties {
         }
     }
 }
+
+#[test]
+fn the_incremental_boundary_scan_agrees_with_the_full_scan() {
+    use super::window::BoundaryScan;
+    let mut open_call = history(2);
+    open_call.push(call("open"));
+    open_call.push(Message::user("between"));
+    open_call.push(result("open"));
+    open_call.push(call("x"));
+    let mut orphan = history(1);
+    orphan.push(result("nobody"));
+    orphan.extend(history(1));
+    let two_calls = Message {
+        role: Role::Assistant,
+        content: vec![
+            Part::ToolCall(ToolCall { id: "p".into(), name: "t".into(), arguments: "{}".into() }),
+            Part::ToolCall(ToolCall { id: "q".into(), name: "t".into(), arguments: "{}".into() }),
+        ],
+    };
+    let parallel = vec![
+        Message::user("go"),
+        two_calls,
+        Message::tool_results([ToolResult::ok("q", "1"), ToolResult::ok("p", "2")]),
+        Message::assistant("done"),
+    ];
+    for messages in [history(4), open_call, orphan, parallel] {
+        for start in 0..=messages.len() + 1 {
+            // Grown one message at a time, and all at once.
+            let mut scan = BoundaryScan::new(start);
+            for len in 0..=messages.len() {
+                let prefix = &messages[..len];
+                assert_eq!(
+                    scan.is_safe(prefix),
+                    is_tool_boundary_safe(prefix, start),
+                    "start {start}, length {len}: {messages:?}"
+                );
+            }
+            let mut fresh = BoundaryScan::new(start);
+            assert_eq!(fresh.is_safe(&messages), is_tool_boundary_safe(&messages, start));
+            // A shorter history starts the scan over.
+            assert_eq!(fresh.is_safe(&messages[..1]), is_tool_boundary_safe(&messages[..1], start));
+        }
+    }
+}

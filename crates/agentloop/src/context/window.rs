@@ -71,6 +71,73 @@ pub fn is_tool_boundary_safe(messages: &[Message], start: usize) -> bool {
     true
 }
 
+/// [`is_tool_boundary_safe`] for a fixed `start` over a history that only grows: each call
+/// scans only the messages appended since the previous one, so asking again every iteration
+/// costs O(new messages), not O(history).
+#[derive(Debug, Clone, Default)]
+pub struct BoundaryScan {
+    start: usize,
+    /// Window messages (from `start`) scanned so far.
+    scanned: usize,
+    /// Calls not answered yet, after the last scanned message.
+    open: Vec<String>,
+    /// After the last scanned message's results, a call of an earlier message was still
+    /// open: unsafe as soon as another message follows.
+    open_before_last: bool,
+    /// An earlier message already made the window unbalanced (final: the history only grows).
+    failed: bool,
+}
+
+impl BoundaryScan {
+    /// A scan for windows starting at `start`.
+    pub fn new(start: usize) -> Self {
+        Self { start, ..Self::default() }
+    }
+
+    /// Where the scanned windows start.
+    pub fn start(&self) -> usize {
+        self.start
+    }
+
+    /// `is_tool_boundary_safe(messages, self.start())`, where `messages` extends the history
+    /// of the previous call (a shorter one starts the scan over).
+    pub fn is_safe(&mut self, messages: &[Message]) -> bool {
+        let Some(window) = messages.get(self.start..) else { return true };
+        if window.len() < self.scanned {
+            *self = Self::new(self.start);
+        }
+        for message in &window[self.scanned..] {
+            if self.failed {
+                break;
+            }
+            if self.open_before_last {
+                // The previous message had an unanswered earlier call and is not the last.
+                self.failed = true;
+                break;
+            }
+            for result in message.tool_results_iter() {
+                match self.open.iter().position(|id| *id == result.call_id) {
+                    Some(index) => {
+                        self.open.swap_remove(index);
+                    }
+                    None => {
+                        self.failed = true;
+                        break;
+                    }
+                }
+            }
+            self.open_before_last = !self.open.is_empty();
+            self.open.extend(message.tool_calls().map(|c| c.id.clone()));
+            self.scanned += 1;
+        }
+        if self.failed {
+            // Nothing more to learn: stay failed.
+            self.scanned = window.len();
+        }
+        !self.failed
+    }
+}
+
 /// The nearest index at or after `target` where a window can start safely (`messages.len()`
 /// when there is none).
 pub fn find_safe_tool_boundary(messages: &[Message], target: usize) -> usize {

@@ -3,6 +3,7 @@
 
 use super::{fail_hook, fail_on_error, Driver, Scope};
 use crate::event::Event;
+use crate::message::{Message, Part, Role};
 use crate::provider::{ModelRequest, ModelResponse, ProviderError, ResponseAssembler, StreamChunk};
 use crate::run::Run;
 use futures::{Stream, StreamExt};
@@ -48,7 +49,42 @@ impl Driver {
                 Err(response) => ModelCall::Responded(response),
                 Ok(request) => {
                     let mut attempt = 1u32;
+                    let whole = !self.provider.streams();
                     loop {
+                        if whole {
+                            // The provider gets the whole response anyway: take it as it is.
+                            let next = tokio::select! {
+                                biased;
+                                () = scope.control.cancel.cancelled() => None,
+                                next = self.provider.complete(request.clone()) => Some(next),
+                            };
+                            let ended = match next {
+                                None => ModelCall::Cancelled,
+                                Some(Ok(response)) => {
+                                    let response = as_streamed(response, &mut events);
+                                    for event in events.drain(..) {
+                                        yield event;
+                                    }
+                                    ModelCall::Responded(response)
+                                }
+                                Some(Err(error)) => ModelCall::Failed(error),
+                            };
+                            let delay = match &ended {
+                                ModelCall::Failed(error) => {
+                                    self.retry.as_ref().and_then(|policy| policy.next_delay(attempt, error))
+                                }
+                                _ => None,
+                            };
+                            let (Some(delay), ModelCall::Failed(error)) = (delay, &ended) else { break ended };
+                            yield Event::ModelRetrying { attempt, delay_ms: crate::run::millis(delay), error: error.clone() };
+                            tokio::select! {
+                                biased;
+                                () = scope.control.cancel.cancelled() => break ModelCall::Cancelled,
+                                () = tokio::time::sleep(delay) => {}
+                            }
+                            attempt += 1;
+                            continue;
+                        }
                         let mut chunks = self.provider.stream(request.clone());
                         let mut assembler = ResponseAssembler::default();
                         let mut delivered = false;
@@ -124,6 +160,51 @@ impl Driver {
     }
 }
 
+/// A whole response as the chunk path would have delivered it: the delta events its chunks
+/// would have streamed (added to `events`), and the response as [`ResponseAssembler`] would
+/// have rebuilt it from them (assistant role, adjacent text parts joined, only text,
+/// reasoning and tool-call parts), without the chunks.
+fn as_streamed(response: ModelResponse, events: &mut Vec<Event>) -> ModelResponse {
+    let ModelResponse { message, finish_reason, usage } = response;
+    let mut parts: Vec<Part> = Vec::with_capacity(message.content.len());
+    for part in message.content {
+        match part {
+            Part::Text { text } => {
+                events.push(Event::TextDelta { delta: text.clone() });
+                match parts.last_mut() {
+                    Some(Part::Text { text: current }) => current.push_str(&text),
+                    _ => parts.push(Part::Text { text }),
+                }
+            }
+            Part::Reasoning(reasoning) => {
+                if !reasoning.text.is_empty() {
+                    events.push(Event::ReasoningDelta { delta: reasoning.text.clone() });
+                }
+                parts.push(Part::Reasoning(reasoning));
+            }
+            Part::ToolCall(call) => {
+                events.push(Event::ToolCallStreamStarted {
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                });
+                if !call.arguments.is_empty() {
+                    events.push(Event::ToolArgumentsDelta {
+                        call_id: call.id.clone(),
+                        delta: call.arguments.clone(),
+                    });
+                }
+                parts.push(Part::ToolCall(call));
+            }
+            Part::Image { .. } | Part::File { .. } | Part::ToolResult(_) => {}
+        }
+    }
+    ModelResponse {
+        message: Message { role: Role::Assistant, content: parts },
+        finish_reason,
+        usage,
+    }
+}
+
 /// The transient event that streams a chunk to the caller, if any.
 fn delta_event(chunk: &StreamChunk) -> Option<Event> {
     match chunk {
@@ -141,3 +222,6 @@ fn delta_event(chunk: &StreamChunk) -> Option<Event> {
         | StreamChunk::Finish { .. } => None,
     }
 }
+
+#[cfg(test)]
+mod tests;

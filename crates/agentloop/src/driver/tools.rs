@@ -11,6 +11,9 @@ use futures::stream::FuturesUnordered;
 use futures::{Stream, StreamExt};
 use serde_json::{json, Value};
 use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
 use std::time::Duration;
 use tokio::sync::watch;
 
@@ -22,6 +25,58 @@ enum Prepared {
     Answered(Result<ToolOutput, ToolError>),
     /// A human decides; the call waits with these arguments.
     Deferred(Value),
+}
+
+/// The running tool futures. Most turns make one call at a time: it runs in a box of its
+/// own, and a `FuturesUnordered` is set up only when several run at once.
+struct Running<F> {
+    one: Option<Pin<Box<F>>>,
+    many: Option<FuturesUnordered<F>>,
+}
+
+impl<F: Future> Running<F> {
+    fn new() -> Self {
+        Self { one: None, many: None }
+    }
+
+    fn len(&self) -> usize {
+        usize::from(self.one.is_some()) + self.many.as_ref().map_or(0, FuturesUnordered::len)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn push(&mut self, future: F) {
+        if self.is_empty() {
+            self.one = Some(Box::pin(future));
+        } else {
+            self.many.get_or_insert_with(FuturesUnordered::new).push(future);
+        }
+    }
+
+    /// The next future to finish (`None` when none runs).
+    async fn next(&mut self) -> Option<F::Output> {
+        std::future::poll_fn(|cx| {
+            if let Some(one) = &mut self.one {
+                if let Poll::Ready(output) = one.as_mut().poll(cx) {
+                    self.one = None;
+                    return Poll::Ready(Some(output));
+                }
+            }
+            if let Some(many) = self.many.as_mut().filter(|many| !many.is_empty()) {
+                if let Poll::Ready(Some(output)) = many.poll_next_unpin(cx) {
+                    return Poll::Ready(Some(output));
+                }
+            }
+            if self.is_empty() {
+                Poll::Ready(None)
+            } else {
+                Poll::Pending
+            }
+        })
+        .await
+    }
 }
 
 /// A finished tool future.
@@ -43,7 +98,7 @@ impl Driver {
         async_stream::stream! {
             let mut events = Vec::new();
             let mut queue: VecDeque<ToolInvocation> = invocations.into();
-            let mut running = FuturesUnordered::new();
+            let mut running = Running::new();
             loop {
                 if run.is_ending() {
                     break;
@@ -52,12 +107,12 @@ impl Driver {
                 while running.len() < self.concurrency && scope.control.pause_reason().is_none() && !run.is_ending() {
                     let Some(ToolInvocation { call, approved }) = queue.pop_front() else { break };
                     scope.tick(run);
-                    match run.gate_tool(&call.id) {
+                    let parsed = parse_arguments(&call.arguments);
+                    match run.gate_tool_with(&call.id, parsed.as_ref().ok()) {
                         Err(error) => fail_on_error(run, Err(error)),
                         Ok(Gate::Handled) => {}
                         Ok(Gate::Run) => {
                             let ctx = scope.hook_context(run);
-                            let parsed = parse_arguments(&call.arguments);
                             match self.prepare(&ctx, &call, parsed, approved, &mut events).await {
                                 Err(failure) => fail_hook(run, failure),
                                 Ok(Prepared::Answered(result)) => {
@@ -110,7 +165,7 @@ impl Driver {
                 };
                 let Some(finished) = next else {
                     // Cancelled: drop the running tools' futures.
-                    running = FuturesUnordered::new();
+                    running = Running::new();
                     run.cancel(scope.control.cancel_reason());
                     for event in run.drain_events() {
                         yield event;

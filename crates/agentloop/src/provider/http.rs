@@ -326,7 +326,7 @@ impl<W: WireFormat> HttpProvider<W> {
 }
 
 impl<W: WireFormat> Shared<W> {
-    fn request(&self, wire: EncodedRequest, stream: bool) -> reqwest::RequestBuilder {
+    fn request(&self, wire: EncodedRequest, stream: bool) -> (String, reqwest::RequestBuilder) {
         let builder = match self.url(&wire.path) {
             Some(url) => self.client.post(url),
             // reqwest reports the invalid URL when the request is sent.
@@ -342,7 +342,7 @@ impl<W: WireFormat> Shared<W> {
         for (name, value) in wire.headers {
             builder = builder.header(name, value);
         }
-        builder.body(wire.body)
+        (wire.path, builder.body(wire.body))
     }
 
     /// The parsed URL of `path` (appended to the base URL), from the cache when it was parsed
@@ -366,15 +366,23 @@ impl<W: WireFormat> Shared<W> {
         wire: EncodedRequest,
         stream: bool,
     ) -> Result<reqwest::Response, ProviderError> {
-        let path = wire.path.clone();
-        tracing::debug!(provider = self.format.name(), %path, stream, "sending model request");
-        let request = self.request(wire, stream);
-        let response = tokio::time::timeout(self.request_timeout, request.send())
-            .await
-            .map_err(|_| ProviderError::Timeout {
+        tokio::time::timeout(self.request_timeout, self.send_untimed(wire, stream)).await.map_err(
+            |_| ProviderError::Timeout {
                 message: format!("no response within {:?}", self.request_timeout),
-            })?
-            .map_err(|e| transport_error(&e, "sending the request"))?;
+            },
+        )?
+    }
+
+    /// [`send`](Self::send) without its timeout (the caller has one around it).
+    async fn send_untimed(
+        &self,
+        wire: EncodedRequest,
+        stream: bool,
+    ) -> Result<reqwest::Response, ProviderError> {
+        let (path, request) = self.request(wire, stream);
+        tracing::debug!(provider = self.format.name(), %path, stream, "sending model request");
+        let response =
+            request.send().await.map_err(|e| transport_error(&e, "sending the request"))?;
         let status = response.status();
         if status.is_success() {
             return Ok(response);
@@ -483,7 +491,7 @@ impl<W: WireFormat> Provider for HttpProvider<W> {
             let wire = shared.format.encode_json(&request, false)?;
             let timeout = shared.request_timeout;
             let bytes = tokio::time::timeout(timeout, async {
-                let response = shared.send(wire, false).await?;
+                let response = shared.send_untimed(wire, false).await?;
                 response.bytes().await.map_err(|e| transport_error(&e, "reading the response"))
             })
             .await
@@ -496,6 +504,10 @@ impl<W: WireFormat> Provider for HttpProvider<W> {
 
     fn name(&self) -> &str {
         &self.shared.model
+    }
+
+    fn streams(&self) -> bool {
+        self.shared.streaming
     }
 }
 

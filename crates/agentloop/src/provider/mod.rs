@@ -170,6 +170,15 @@ pub trait Provider: Send + Sync {
         "provider"
     }
 
+    /// Whether [`stream`](Provider::stream) really streams. A provider that only ever gets
+    /// the whole response (e.g. an HTTP provider configured not to stream) says `false`:
+    /// the driver then calls [`complete`](Provider::complete) and takes the response as it
+    /// is, instead of taking it apart into chunks and assembling it again. The events are the
+    /// same either way. Default: `true`.
+    fn streams(&self) -> bool {
+        true
+    }
+
     /// How the driver retries this provider's failed calls (before any content arrived).
     /// `None`: no retries (the agent's own policy, if set, still applies).
     fn retry_policy(&self) -> Option<RetryPolicy> {
@@ -203,6 +212,9 @@ impl<P: Provider + ?Sized> Provider for Arc<P> {
     fn supports_tools(&self) -> bool {
         (**self).supports_tools()
     }
+    fn streams(&self) -> bool {
+        (**self).streams()
+    }
 }
 
 impl<P: Provider + ?Sized> Provider for Box<P> {
@@ -223,6 +235,9 @@ impl<P: Provider + ?Sized> Provider for Box<P> {
     }
     fn supports_tools(&self) -> bool {
         (**self).supports_tools()
+    }
+    fn streams(&self) -> bool {
+        (**self).streams()
     }
 }
 

@@ -1,12 +1,14 @@
-//! Server-sent events: bytes → events (the `eventsource-stream` crate) → [`StreamChunk`]s
-//! through a format's [`StreamDecoder`], with an idle timeout between bytes.
+//! Server-sent events: bytes → events (`parse.rs`) → [`StreamChunk`]s through a format's
+//! [`StreamDecoder`], with an idle timeout between bytes.
+
+mod parse;
 
 use super::wire::StreamDecoder;
 use super::{ChunkStream, ModelResponse, ProviderError, StreamChunk};
 use crate::message::Part;
 use bytes::Bytes;
-use eventsource_stream::{EventStreamError, Eventsource};
 use futures::{Stream, StreamExt};
+use parse::{NotUtf8, SseParser};
 use std::time::Duration;
 
 /// Decodes a byte stream of server-sent events with `decoder`.
@@ -31,31 +33,45 @@ where
     E: Send + 'static,
     F: Fn(E) -> ProviderError + Send + 'static,
 {
-    let timed = async_stream::stream! {
-        let mut bytes = std::pin::pin!(bytes);
-        loop {
-            match tokio::time::timeout(idle_timeout, bytes.next()).await {
-                Err(_) => {
-                    yield Err(ProviderError::Timeout {
-                        message: format!("the stream was idle for {idle_timeout:?}"),
-                    });
-                    break;
-                }
-                Ok(None) => break,
-                Ok(Some(Ok(chunk))) => yield Ok(chunk),
-                Ok(Some(Err(error))) => {
-                    yield Err(map_err(error));
-                    break;
-                }
-            }
-        }
-    };
     Box::pin(async_stream::stream! {
-        let mut events = std::pin::pin!(timed.eventsource());
+        let mut bytes = std::pin::pin!(bytes);
+        // One timer for the whole stream, pushed back before each read (a later deadline
+        // is an atomic update of the registered timer, not a new one).
+        let mut idle = std::pin::pin!(tokio::time::sleep(idle_timeout));
+        let mut first = true;
+        let mut parser = SseParser::default();
         let mut out = Vec::new();
         loop {
-            let result = match events.next().await {
-                None => {
+            // Every event complete in what was received, then more bytes.
+            while let Some(event) = parser.next_event() {
+                let result = match event {
+                    Ok(()) => decoder.decode(parser.name(), parser.data(), &mut out),
+                    Err(NotUtf8(bytes)) => Err(not_utf8(&bytes)),
+                };
+                for chunk in out.drain(..) {
+                    yield Ok(chunk);
+                }
+                if let Err(error) = result {
+                    yield Err(error);
+                    return;
+                }
+            }
+            if !first {
+                idle.as_mut().reset(tokio::time::Instant::now() + idle_timeout);
+            }
+            first = false;
+            let next = tokio::select! {
+                biased;
+                next = bytes.next() => Some(next),
+                () = &mut idle => None,
+            };
+            match next {
+                Some(Some(Ok(received))) => parser.push(&received),
+                Some(None) => {
+                    if let Err(NotUtf8(bytes)) = parser.finish() {
+                        yield Err(not_utf8(&bytes));
+                        return;
+                    }
                     let finished = decoder.finish(&mut out);
                     for chunk in out.drain(..) {
                         yield Ok(chunk);
@@ -63,31 +79,25 @@ where
                     if let Err(error) = finished {
                         yield Err(error);
                     }
-                    break;
+                    return;
                 }
-                Some(Ok(event)) => {
-                    // The crate names unnamed events "message"; decoders get "" for those.
-                    let name = if event.event == "message" { "" } else { event.event.as_str() };
-                    decoder.decode(name, &event.data, &mut out)
+                Some(Some(Err(error))) => {
+                    yield Err(map_err(error));
+                    return;
                 }
-                Some(Err(EventStreamError::Transport(error))) => Err(error),
-                Some(Err(EventStreamError::Utf8(error))) => Err(ProviderError::protocol(
-                    "the event stream is not valid UTF-8",
-                    &String::from_utf8_lossy(error.as_bytes()),
-                )),
-                Some(Err(EventStreamError::Parser(error))) => {
-                    Err(ProviderError::protocol("malformed server-sent event", &error.input))
+                None => {
+                    yield Err(ProviderError::Timeout {
+                        message: format!("the stream was idle for {idle_timeout:?}"),
+                    });
+                    return;
                 }
-            };
-            for chunk in out.drain(..) {
-                yield Ok(chunk);
-            }
-            if let Err(error) = result {
-                yield Err(error);
-                break;
             }
         }
     })
+}
+
+fn not_utf8(bytes: &[u8]) -> ProviderError {
+    ProviderError::protocol("the event stream is not valid UTF-8", &String::from_utf8_lossy(bytes))
 }
 
 /// A whole response as the chunks that stream it (for a server that answered a streamed

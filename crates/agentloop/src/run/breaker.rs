@@ -107,7 +107,14 @@ impl BreakerState {
     pub fn on_call(&mut self, config: &BreakerConfig, tool: &str, key: String) -> Verdict {
         let verdict = self.would_stall(config, tool, &key);
         let count = self.repeats(tool, &key);
-        self.last_call = Some((tool.to_owned(), key, count));
+        match &mut self.last_call {
+            // The same tool again: keep its name.
+            Some((last_tool, last_key, last_count)) if last_tool == tool => {
+                *last_key = key;
+                *last_count = count;
+            }
+            last => *last = Some((tool.to_owned(), key, count)),
+        }
         verdict
     }
 
@@ -140,14 +147,15 @@ impl BreakerState {
 /// order and spacing do not matter), or the raw text when it is not JSON.
 pub fn call_key(call: &ToolCall) -> String {
     match parse_arguments(&call.arguments) {
-        Ok(value) => canonical_json(&value),
+        Ok(value) => canonical_json(&value, call.arguments.len()),
         Err(_) => call.arguments.clone(),
     }
 }
 
-/// JSON text with object keys sorted, so equal values compare equal.
-fn canonical_json(value: &Value) -> String {
-    let mut out = String::new();
+/// JSON text with object keys sorted, so equal values compare equal. `size` is about how
+/// long it will be (the length of the text it was parsed from).
+pub(super) fn canonical_json(value: &Value, size: usize) -> String {
+    let mut out = String::with_capacity(size);
     write_canonical(value, &mut out);
     out
 }
@@ -156,16 +164,15 @@ fn canonical_json(value: &Value) -> String {
 fn write_canonical(value: &Value, out: &mut String) {
     match value {
         Value::Object(map) => {
-            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-            entries.sort_by(|a, b| a.0.cmp(b.0));
             out.push('{');
-            for (i, (key, value)) in entries.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_json_string(key, out);
-                out.push(':');
-                write_canonical(value, out);
+            let sorted = map.keys().zip(map.keys().skip(1)).all(|(a, b)| a < b);
+            if sorted {
+                // The usual map keeps its keys in order: no list to sort.
+                write_entries(map.iter(), out);
+            } else {
+                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+                entries.sort_by(|a, b| a.0.cmp(b.0));
+                write_entries(entries.into_iter(), out);
             }
             out.push('}');
         }
@@ -184,6 +191,17 @@ fn write_canonical(value: &Value, out: &mut String) {
             use std::fmt::Write as _;
             let _ = write!(out, "{other}");
         }
+    }
+}
+
+fn write_entries<'a>(entries: impl Iterator<Item = (&'a String, &'a Value)>, out: &mut String) {
+    for (i, (key, value)) in entries.enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        write_json_string(key, out);
+        out.push(':');
+        write_canonical(value, out);
     }
 }
 

@@ -101,9 +101,19 @@ impl Run {
     /// Checks the budget and the stall rule before a tool call. A refused call gets its
     /// error result (or the run ends) here; the driver then skips it.
     pub fn gate_tool(&mut self, call_id: &str) -> Result<Gate, RunError> {
+        self.gate_tool_with(call_id, None)
+    }
+
+    /// [`gate_tool`](Self::gate_tool) with the call's argument text already parsed by
+    /// [`crate::tool::parse_arguments`] (`None`: not parsed, or not JSON), so that the stall
+    /// rule does not parse it again.
+    pub(crate) fn gate_tool_with(
+        &mut self,
+        call_id: &str,
+        parsed: Option<&Value>,
+    ) -> Result<Gate, RunError> {
         let pending = self.pending(call_id)?;
-        let (name, key) = (pending.call.name.clone(), pending.key.clone());
-        if self.is_internal_tool(&name) {
+        if self.is_internal_tool(&pending.call.name) {
             let call = pending.call.clone();
             let arguments = crate::tool::parse_arguments(&call.arguments).ok();
             self.tool_started(call_id, arguments)?;
@@ -114,8 +124,8 @@ impl Run {
             self.tool_finished(call_id, result, Duration::ZERO)?;
             return Ok(Gate::Handled);
         }
-        if let Some(limit) =
-            self.config.limits.before_tool_call(&name, &self.spent, self.elapsed_ms)
+        let name = &pending.call.name;
+        if let Some(limit) = self.config.limits.before_tool_call(name, &self.spent, self.elapsed_ms)
         {
             if self.wind_down.is_none() {
                 self.record(Event::LimitReached { limit: limit.clone() });
@@ -126,9 +136,18 @@ impl Run {
         }
         // Peek: the breaker records the call only when it starts.
         let breaker = &self.config.breaker;
-        if let Verdict::Stalled { count } = self.breaker.would_stall(breaker, &name, &key) {
+        if breaker.max_repeated_calls == 0 {
+            // The rule is off: nothing to compare.
+            return Ok(Gate::Run);
+        }
+        self.pending_mut(call_id)?.ensure_key(parsed);
+        let pending = self.pending(call_id)?;
+        let (name, key) = (&pending.call.name, &pending.key);
+        let breaker = &self.config.breaker;
+        if let Verdict::Stalled { count } = self.breaker.would_stall(breaker, name, key) {
             let action = breaker.stall_action;
-            self.record(Event::StallDetected { tool: name, count, action });
+            let tool = name.clone();
+            self.record(Event::StallDetected { tool, count, action });
             if action == StallAction::Stop {
                 return Ok(Gate::Handled);
             }

@@ -7,7 +7,8 @@ use crate::context::compact::{summary_message, Compaction, CompactionReason};
 use crate::context::tokens::{EstimateCounter, TokenCounter};
 use crate::context::trim::{self, READ_TOOL_OUTPUT};
 use crate::context::window::{
-    current_interaction, find_safe_tool_boundary, plan_window, WindowError, WindowPlan,
+    current_interaction, find_safe_tool_boundary, plan_window, BoundaryScan, WindowError,
+    WindowPlan,
 };
 use crate::context::WindowPolicy;
 use crate::message::{Message, Part, Role, ToolResult, ToolResultContent};
@@ -47,9 +48,11 @@ pub(super) struct ContextState {
 pub(super) struct ContextCache {
     counter: Option<Arc<dyn TokenCounter>>,
     /// Token counts of `history[..counts.len()]`, and their prefix sums.
-    counts: Vec<usize>,
+    pub(super) counts: Vec<usize>,
     prefix: Vec<usize>,
     view: Option<ViewCache>,
+    /// Whether a window may start at the compaction floor, scanned incrementally.
+    boundary: BoundaryScan,
     reader_tools: Option<Arc<Vec<ToolSpec>>>,
     /// Estimated input tokens of the last request, and the correction learned from the
     /// provider's reported usage.
@@ -116,7 +119,7 @@ impl Run {
     }
 
     /// Counts the messages not counted yet (only new messages are counted each iteration).
-    fn ensure_counts(&mut self) {
+    pub(super) fn ensure_counts(&mut self) {
         let counter: &dyn TokenCounter = match &self.cache.counter {
             Some(counter) => counter.as_ref(),
             None => &ESTIMATE,
@@ -137,9 +140,10 @@ impl Run {
         self.cache.counts.truncate(index);
         self.cache.prefix.truncate(index + 1);
         self.cache.view = None;
+        self.cache.boundary = BoundaryScan::default();
     }
 
-    fn floor(&self) -> usize {
+    pub(super) fn floor(&self) -> usize {
         self.context.compaction.as_ref().map_or(0, |c| c.cut)
     }
 
@@ -250,6 +254,9 @@ impl Run {
             max_tokens: budget,
         };
         let extra = self.summary().map_or((0, 0), |(_, tokens)| (1, tokens));
+        if let Some(plan) = self.plan_everything(extra, policy) {
+            return Ok(plan);
+        }
         plan_window(
             &self.history,
             &self.cache.counts,
@@ -258,6 +265,46 @@ impl Run {
             extra,
             policy,
         )
+    }
+
+    /// The plan of [`plan_window`] when everything since the floor fits the policy and the
+    /// floor is a safe start (the common case with no window or a large one), in time
+    /// independent of the history's length: token sums from the prefix sums, the boundary
+    /// check from an incremental scan. `None`: ask [`plan_window`].
+    fn plan_everything(
+        &mut self,
+        extra: (usize, usize),
+        policy: WindowPolicy,
+    ) -> Option<WindowPlan> {
+        let floor = self.floor();
+        let len = self.history.len();
+        let first = self.history.get(floor)?;
+        if first.role == Role::Tool || first.tool_results_iter().next().is_some() {
+            return None;
+        }
+        let (extra_messages, extra_tokens) = extra;
+        let pinned: Vec<usize> =
+            self.context.pinned.iter().copied().filter(|&i| i < floor).collect();
+        if policy
+            .max_messages
+            .is_some_and(|max| pinned.len() + extra_messages + (len - floor) > max)
+        {
+            return None;
+        }
+        let count = |i: usize| self.cache.counts.get(i).copied().unwrap_or(0);
+        let prefix = |i: usize| self.cache.prefix.get(i).copied().unwrap_or(0);
+        let pinned_tokens: usize = pinned.iter().map(|&i| count(i)).sum();
+        let tokens = pinned_tokens + extra_tokens + (prefix(len) - prefix(floor));
+        if policy.max_tokens.is_some_and(|max| tokens > max) {
+            return None;
+        }
+        if self.cache.boundary.start() != floor {
+            self.cache.boundary = BoundaryScan::new(floor);
+        }
+        if !self.cache.boundary.is_safe(&self.history) {
+            return None;
+        }
+        Some(WindowPlan { pinned, start: floor, tokens })
     }
 
     /// The messages of the next request: pinned, the summary, the window's tail. Shares the

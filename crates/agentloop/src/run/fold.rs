@@ -115,7 +115,10 @@ impl Run {
                 let pending = self.pending_mut(&call.id)?;
                 pending.started = true;
                 let approved = pending.approval == CallApproval::Approved;
-                let key = pending.key.clone();
+                pending.ensure_key(None);
+                // The call starts once: its key moves to the breaker (computed again if a
+                // resumed run gates it again).
+                let key = std::mem::take(&mut pending.key);
                 self.spent.tool_calls += 1;
                 count(&mut self.spent.tool_calls_by_name, &call.name);
                 self.metrics.tool_calls += 1;
@@ -252,9 +255,10 @@ impl Run {
         // A call that started has its audit entry already; others (refused, skipped,
         // rejected) are audited with the arguments the model sent.
         let raw = (!started).then(|| pending.call.arguments.clone());
-        let result = &self.trim_result(name, result.clone());
+        let trimmed = self.trim_result(name, result.clone());
+        let (content, is_error) = (trimmed.content.clone(), trimmed.is_error);
         let pending = self.pending_mut(&result.call_id)?;
-        pending.result = Some(result.clone());
+        pending.result = Some(trimmed);
         pending.signal = signal;
 
         let arguments = || {
@@ -262,14 +266,14 @@ impl Run {
                 .unwrap_or_default()
         };
         let entry = self.audit_entry(&result.call_id, name, arguments);
-        entry.result = Some(result.content.clone());
-        entry.is_error = result.is_error;
+        entry.result = Some(content);
+        entry.is_error = is_error;
         entry.duration_ms = duration_ms;
         if let Some(ToolError::Rejected(reason)) = error {
             entry.approval = ApprovalRecord::Rejected { reason: reason.clone() };
         }
         self.metrics.tool_time_ms += duration_ms;
-        if result.is_error {
+        if is_error {
             self.metrics.tool_errors += 1;
         }
         // Only calls that really ran count for the breaker and the failure mode.

@@ -109,10 +109,11 @@ enum CallApproval {
 }
 
 /// A tool call of the current iteration.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct PendingCall {
     call: ToolCall,
-    /// What the stall rule compares ([`breaker::call_key`]), computed once.
+    /// What the stall rule compares ([`breaker::call_key`]), computed once, when first
+    /// needed (empty until then).
     #[serde(default)]
     key: String,
     started: bool,
@@ -121,16 +122,37 @@ struct PendingCall {
     approval: CallApproval,
 }
 
+impl PartialEq for PendingCall {
+    /// The stall key is derived from the call (and computed when needed): not compared.
+    fn eq(&self, other: &Self) -> bool {
+        self.call == other.call
+            && self.started == other.started
+            && self.result == other.result
+            && self.signal == other.signal
+            && self.approval == other.approval
+    }
+}
+
 impl PendingCall {
     fn new(call: ToolCall) -> Self {
-        let key = breaker::call_key(&call);
         Self {
             call,
-            key,
+            key: String::new(),
             started: false,
             result: None,
             signal: None,
             approval: CallApproval::Automatic,
+        }
+    }
+
+    /// Computes the stall key if it is not known yet; `parsed` is the call's argument text
+    /// parsed with [`crate::tool::parse_arguments`] when the caller has it (it saves a parse).
+    fn ensure_key(&mut self, parsed: Option<&Value>) {
+        if self.key.is_empty() {
+            self.key = match parsed {
+                Some(value) => breaker::canonical_json(value, self.call.arguments.len()),
+                None => breaker::call_key(&self.call),
+            };
         }
     }
 

@@ -200,14 +200,25 @@ impl Run {
     }
 
     pub(super) fn finishing(&self, answer: String, stop_reason: StopReason) -> Phase {
-        Phase::Finishing { outcome: self.outcome_with(answer, stop_reason), error: None }
+        Phase::Finishing { outcome: self.decided(answer, stop_reason), error: None }
     }
 
     /// A failing end: the run fails with `error` and this stop reason.
     pub(super) fn failing_with(&self, error: String, stop_reason: StopReason) -> Phase {
-        Phase::Finishing {
-            outcome: self.outcome_with(String::new(), stop_reason),
-            error: Some(error),
+        Phase::Finishing { outcome: self.decided(String::new(), stop_reason), error: Some(error) }
+    }
+
+    /// The outcome a finishing run holds until [`Run::next_step`] builds the real one with
+    /// [`outcome_with`](Self::outcome_with): only its answer and stop reason are read, so the
+    /// metrics (the whole audit trail) are not copied into it.
+    fn decided(&self, answer: String, stop_reason: StopReason) -> Outcome {
+        Outcome {
+            run_id: self.run_id.clone(),
+            answer,
+            stop_reason,
+            iterations: self.iteration,
+            usage: self.spent.usage,
+            metrics: super::Metrics::default(),
         }
     }
 
@@ -337,12 +348,14 @@ impl Run {
     /// What follows once every tool call of the iteration has a result: the results join
     /// the history in call order, then the first control signal (in call order) decides.
     pub(super) fn after_tools(&mut self) -> Phase {
-        let Phase::AwaitingTools { calls, .. } = &self.phase else {
+        // The phase is replaced by what this returns: take the results instead of copying.
+        let Phase::AwaitingTools { calls, .. } = &mut self.phase else {
             return Phase::NeedModel;
         };
-        let results: Vec<_> = calls.iter().filter_map(|c| c.result.clone()).collect();
-        let signal =
-            calls.iter().find_map(|c| c.signal.clone().map(|signal| (c.call.name.clone(), signal)));
+        let results: Vec<_> = calls.iter_mut().filter_map(|c| c.result.take()).collect();
+        let signal = calls
+            .iter_mut()
+            .find_map(|c| c.signal.take().map(|signal| (c.call.name.clone(), signal)));
         self.history_mut().push(Message::tool_results(results));
         match signal {
             Some((tool, Signal::Done { answer })) => {

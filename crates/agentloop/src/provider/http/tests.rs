@@ -234,6 +234,6 @@ fn request_urls_are_parsed_once_per_path() {
     // Built with the cached URL, a request goes where the path says.
     let wire =
         EncodedRequest { path: "/chat/completions".into(), body: b"{}".to_vec(), headers: vec![] };
-    let request = shared.request(wire, false).build().unwrap();
+    let request = shared.request(wire, false).1.build().unwrap();
     assert_eq!(request.url(), &url);
 }

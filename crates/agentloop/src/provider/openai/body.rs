@@ -72,9 +72,35 @@ pub(super) fn encode_body(
     }
     // The order a `Value` object serializes in.
     fields.sort_by(|a, b| a.0.cmp(b.0));
-    serde_json::to_vec(&Body(&fields)).map_err(|e| ProviderError::Other {
+    // Sized up front: growing the buffer as it fills copies the body again and again.
+    let mut body = Vec::with_capacity(size_hint(request));
+    serde_json::to_writer(&mut body, &Body(&fields)).map_err(|e| ProviderError::Other {
         message: format!("could not serialize the request: {e}"),
-    })
+    })?;
+    Ok(body)
+}
+
+/// About how many bytes the body of `request` takes (a little more for plain text, less
+/// when strings need escaping or tool schemas are large).
+fn size_hint(request: &ModelRequest) -> usize {
+    let parts = |message: &Message| -> usize {
+        message
+            .content
+            .iter()
+            .map(|part| match part {
+                Part::Text { text } => text.len() + 16,
+                Part::ToolCall(call) => call.id.len() + call.name.len() + call.arguments.len() + 80,
+                Part::ToolResult(result) => match &result.content {
+                    ToolResultContent::Text(text) => result.call_id.len() + text.len() + 64,
+                    ToolResultContent::Json(_) => result.call_id.len() + 96,
+                },
+                _ => 64,
+            })
+            .sum()
+    };
+    let messages: usize = request.messages.iter().map(|m| 32 + parts(m)).sum();
+    let instructions = request.instructions.as_ref().map_or(0, |i| i.len() + 48);
+    256 + instructions + messages + request.tools.len() * 512
 }
 
 /// The messages as [`OpenAiChat::messages`](super::OpenAiChat) makes them.

@@ -163,3 +163,62 @@ fn a_whole_response_streams_back_into_itself() {
     }
     assert_eq!(assembler.finish(), response);
 }
+
+/// Parsed events: (name, data).
+type Events = Vec<(String, String)>;
+
+/// Every event of `whole` pushed in two pieces split at every point: (name, data) pairs and
+/// the end's verdict.
+fn parse_split(whole: &[u8]) -> Vec<(Events, bool)> {
+    (0..=whole.len())
+        .map(|split| {
+            let mut parser = super::parse::SseParser::default();
+            let mut events = Vec::new();
+            for piece in [&whole[..split], &whole[split..]] {
+                parser.push(piece);
+                while let Some(event) = parser.next_event() {
+                    event.unwrap();
+                    events.push((parser.name().to_owned(), parser.data().to_owned()));
+                }
+            }
+            let ok = parser.finish().is_ok();
+            (events, ok)
+        })
+        .collect()
+}
+
+#[test]
+fn the_parser_follows_the_event_stream_rules() {
+    let pairs = |list: &[(&str, &str)]| -> Events {
+        list.iter().map(|(a, b)| ((*a).to_owned(), (*b).to_owned())).collect()
+    };
+    let cases: Vec<(&[u8], Events)> = vec![
+        // A byte-order mark opens the stream; CR, LF and CRLF all end lines.
+        (
+            "\u{feff}data: a\r\rdata:b\n\ndata:  c\r\n\r\n".as_bytes(),
+            pairs(&[("", "a"), ("", "b"), ("", " c")]),
+        ),
+        // Comments, fields without a colon, unknown fields, `id`, `retry`.
+        (b": hi\ndata\nfoo: bar\nid: 7\nretry: 10\ndata: x\n\n", pairs(&[("", "\nx")])),
+        // No data: no event (and its type is forgotten); `message` is the default type.
+        (
+            b"event: a\n\nevent: message\ndata: y\n\nevent: b\ndata: z\n\n",
+            pairs(&[("", "y"), ("b", "z")]),
+        ),
+        // An unfinished event at the end is dropped.
+        (b"data: done\n\ndata: cut", pairs(&[("", "done")])),
+        // A byte-order mark later in the stream is data.
+        ("data: \u{feff}\n\n".as_bytes(), pairs(&[("", "\u{feff}")])),
+    ];
+    for (whole, expected) in cases {
+        for (split, (events, ok)) in parse_split(whole).into_iter().enumerate() {
+            assert_eq!(events, expected, "{:?} split at {split}", String::from_utf8_lossy(whole));
+            assert!(ok);
+        }
+    }
+    // Bytes that are not UTF-8 at the very end (even a cut byte-order mark) are an error.
+    assert!(parse_split(b"data: a\n\n\xe2\x82")
+        .iter()
+        .all(|(events, ok)| events.len() == 1 && !ok));
+    assert!(parse_split(b"\xef\xbb").iter().all(|(events, ok)| events.is_empty() && !ok));
+}

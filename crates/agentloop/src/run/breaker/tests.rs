@@ -35,9 +35,9 @@ fn canonical_json_sorts_keys_and_escapes_like_serde_json() {
         json!(false),
     ];
     for value in values {
-        assert_eq!(canonical_json(&value), reference(&value), "{value}");
+        assert_eq!(canonical_json(&value, 0), reference(&value), "{value}");
     }
-    assert_eq!(canonical_json(&json!({"b": 2, "a": 1})), r#"{"a":1,"b":2}"#);
+    assert_eq!(canonical_json(&json!({"b": 2, "a": 1}), 0), r#"{"a":1,"b":2}"#);
 }
 
 #[test]

@@ -435,3 +435,70 @@ fn requests_share_the_history_instead_of_copying_it() {
     );
     assert_eq!(second.messages.len(), 3);
 }
+
+#[test]
+fn the_whole_history_plan_is_the_window_plan() {
+    use crate::context::window::{plan_window, WindowPolicy};
+    let policies = [
+        (None, None),
+        (Some(3), None),
+        (Some(1000), None),
+        (None, Some(1_000_000)),
+        (None, Some(30)),
+        (Some(1000), Some(1_000_000)),
+    ];
+    for (max_messages, context_window) in policies {
+        let mut config = config();
+        config.context.max_input_messages = max_messages;
+        config.context.context_window = context_window;
+        config.context.reserved_output = 0;
+        config.context.margin = 0;
+        config.context.compaction.enabled = false;
+        let input = vec![Message::system("sys"), Message::user("x")];
+        let mut run = Run::new("r", config, input);
+        for round in 0..12 {
+            let Step::CallModel(_) = run.next_step() else { break };
+            // What `plan` chose against `plan_window` over the whole history.
+            let plan = run.plan();
+            run.ensure_counts();
+            let budget = run.config.context.input_budget(run.config.max_tokens);
+            let policy = WindowPolicy { max_messages, max_tokens: budget };
+            let expected = plan_window(
+                &run.history,
+                &run.cache.counts,
+                &run.context.pinned,
+                run.floor(),
+                (0, 0),
+                policy,
+            );
+            assert_eq!(
+                plan, expected,
+                "policy {max_messages:?} / {context_window:?}, round {round}"
+            );
+            let id = format!("c{round}");
+            // No reported usage: the token estimate stays uncalibrated, as the budget above.
+            let uncalibrated = |calls: &[(&str, &str, &str)]| ModelResponse {
+                usage: Usage::default(),
+                ..calls_response(calls)
+            };
+            if round % 3 == 2 {
+                let calls = [(id.as_str(), "add", "{}"), ("other", "add", "{\"a\":1}")];
+                run.model_responded(uncalibrated(&calls), ms(1)).unwrap();
+                run.tool_finished("other", Ok(ToolOutput::Value(json!(2))), ms(1)).unwrap();
+            } else {
+                run.model_responded(uncalibrated(&[(id.as_str(), "add", "{}")]), ms(1)).unwrap();
+            }
+            let plan = run.plan();
+            let expected = plan_window(
+                &run.history,
+                &run.cache.counts,
+                &run.context.pinned,
+                run.floor(),
+                (0, 0),
+                WindowPolicy { max_messages, max_tokens: budget },
+            );
+            assert_eq!(plan, expected, "with a call open, round {round}");
+            run.tool_finished(&id, Ok(ToolOutput::Value(json!(1))), ms(1)).unwrap();
+        }
+    }
+}
