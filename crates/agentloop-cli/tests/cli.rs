@@ -61,7 +61,7 @@ fn run_streams_text_tool_lines_and_a_summary() {
         .success()
         .stdout(predicate::str::contains("Let me calculate."))
         .stdout(predicate::str::contains("→ calculator({\"expression\":\"17 * 23\"})"))
-        .stdout(predicate::str::contains("← calculator: 391.0"))
+        .stdout(predicate::str::contains("← calculator: 391 ("))
         .stdout(predicate::str::contains("17 multiplied by 23 is 391."))
         .stdout(
             predicate::str::is_match(r"\[completed · 2 iterations · 1 tool call · \d+ tokens")

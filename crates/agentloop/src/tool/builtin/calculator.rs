@@ -20,16 +20,31 @@ pub struct CalculatorArgs {
 impl Tool for Calculator {
     const NAME: &'static str = "calculator";
     type Args = CalculatorArgs;
-    type Output = f64;
+    type Output = serde_json::Number;
     type Error = String;
 
     fn description(&self) -> String {
         "Evaluate an arithmetic expression (+ - * / % ^, parentheses, sqrt(), abs()) and return the number.".into()
     }
 
-    async fn call(&self, args: CalculatorArgs, _ctx: ToolContext) -> Result<f64, String> {
-        evaluate(&args.expression)
+    async fn call(
+        &self,
+        args: CalculatorArgs,
+        _ctx: ToolContext,
+    ) -> Result<serde_json::Number, String> {
+        number(evaluate(&args.expression)?)
     }
+}
+
+/// The result as JSON: a whole number without a fraction (`391`, not `391.0`), exactly
+/// representable ones only; anything else as a float.
+pub fn number(value: f64) -> Result<serde_json::Number, String> {
+    const EXACT: f64 = 9_007_199_254_740_992.0; // 2^53
+    if value.fract() == 0.0 && value.abs() <= EXACT {
+        return Ok(serde_json::Number::from(value as i64));
+    }
+    serde_json::Number::from_f64(value)
+        .ok_or_else(|| format!("the result {value} is not a finite number"))
 }
 
 /// Evaluates an expression; errors say where it went wrong.

@@ -7,7 +7,7 @@ mod fs;
 mod http;
 mod shell;
 
-pub use calculator::{evaluate, Calculator, CalculatorArgs};
+pub use calculator::{evaluate, number, Calculator, CalculatorArgs};
 pub use control::{AskUser, AskUserArgs, TaskComplete, TaskCompleteArgs};
 pub use fs::{ListDir, ReadFile, Workspace, WorkspaceError, WriteFile};
 pub use http::HttpGet;

@@ -32,8 +32,13 @@ fn the_calculator_evaluates_expressions_exactly() {
 async fn the_calculator_tool() {
     assert_eq!(
         Calculator.call_json(json!({"expression": "17*23"}), ctx()).await,
-        Ok(ToolOutput::Value(json!(391.0)))
+        Ok(ToolOutput::Value(json!(391)))
     );
+    assert_eq!(
+        Calculator.call_json(json!({"expression": "7 / 2"}), ctx()).await,
+        Ok(ToolOutput::Value(json!(3.5)))
+    );
+    assert_eq!(number(1e300), Ok(serde_json::Number::from_f64(1e300).unwrap()));
     assert!(matches!(
         Calculator.call_json(json!({"expression": "1/0"}), ctx()).await,
         Err(ToolError::Failed(_))
