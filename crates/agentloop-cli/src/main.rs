@@ -256,6 +256,10 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
     }
 }
 
+/// The system prompt of the local model when none is configured.
+const LOCAL_INSTRUCTIONS: &str = "You are a helpful assistant. When a tool result arrives, \
+     answer the user's question in one short sentence that states the result.";
+
 /// Builds the agent from the configuration, the environment and the flags.
 async fn build_agent(
     config: &Config,
@@ -293,10 +297,12 @@ async fn build_agent(
     if let Some(name) = &agent.name {
         builder = builder.name(name.clone());
     }
-    if let Some(instructions) =
-        agent_flags.instructions.clone().or_else(|| agent.instructions.clone())
-    {
+    let instructions = agent_flags.instructions.clone().or_else(|| agent.instructions.clone());
+    if let Some(instructions) = instructions {
         builder = builder.instructions(instructions);
+    } else if local {
+        // Without it, the small default model tends to echo the tool result's markup.
+        builder = builder.instructions(LOCAL_INSTRUCTIONS);
     }
     if let Some(temperature) = agent.temperature {
         builder = builder.temperature(temperature);
