@@ -203,7 +203,8 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Run { prompt, json, agent } => {
             let stores = runs::open(&config.store).await?;
             let agent =
-                build_agent(&config, &cli.provider, &agent, None, Some(stores), true).await?;
+                build_agent(&config, &cli.provider, &agent, None, Some(stores), Purpose::Run)
+                    .await?;
             Ok(run_once(&agent, prompt, json).await.code())
         }
         Command::Chat { session, agent } => {
@@ -235,9 +236,15 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                     Ok(runs::replay(store.as_ref(), &run_id, json).await?.code())
                 }
                 RunsCommand::Resume { run_id, json, agent } => {
-                    let agent =
-                        build_agent(&config, &cli.provider, &agent, None, Some(stores), true)
-                            .await?;
+                    let agent = build_agent(
+                        &config,
+                        &cli.provider,
+                        &agent,
+                        None,
+                        Some(stores),
+                        Purpose::Run,
+                    )
+                    .await?;
                     let events = agent
                         .resume(&run_id)
                         .await
@@ -247,13 +254,25 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             }
         }
         Command::Tools { command: ToolsCommand::List { agent } } => {
-            let agent = build_agent(&config, &cli.provider, &agent, None, None, false).await?;
+            let agent =
+                build_agent(&config, &cli.provider, &agent, None, None, Purpose::ListTools).await?;
             for tool in agent.tools().iter() {
                 println!("{}\n  {}\n  {}", tool.name, tool.description, tool.parameters);
             }
             Ok(0)
         }
     }
+}
+
+/// What the agent is built for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Purpose {
+    /// One run (`run`, `runs resume`).
+    Run,
+    /// An interactive session.
+    Chat,
+    /// Listing its tools (no model call).
+    ListTools,
 }
 
 /// The system prompt of the local model when none is configured.
@@ -267,7 +286,7 @@ async fn build_agent(
     agent_flags: &AgentFlags,
     lines: Option<tools::SharedLines>,
     stores: Option<runs::Stores>,
-    one_shot: bool,
+    purpose: Purpose,
 ) -> anyhow::Result<Agent> {
     let flag_section = ProviderSection {
         kind: flags.provider,
@@ -278,14 +297,21 @@ async fn build_agent(
     };
     let section = providers::merge(&flag_section, &config.provider)?;
     let local = matches!(section.kind, None | Some(ProviderKind::Local));
-    let provider = providers::build(&section)?;
+    let provider: std::sync::Arc<dyn agentloop::provider::Provider> =
+        if purpose == Purpose::ListTools && section.kind.is_none() {
+            // Listing tools needs no model: do not load (or fetch) the local one for it.
+            std::sync::Arc::new(agentloop::provider::scripted::ScriptedModel::new(Vec::new()))
+        } else {
+            providers::build(&section)?
+        };
     let mut builder = Agent::builder(provider);
-    let tool_choice =
-        agent_flags.tool_choice.or(config.agent.tool_choice).unwrap_or(if local && one_shot {
+    let tool_choice = agent_flags.tool_choice.or(config.agent.tool_choice).unwrap_or(
+        if local && purpose == Purpose::Run {
             ToolChoiceSetting::RequiredFirst
         } else {
             ToolChoiceSetting::Auto
-        });
+        },
+    );
     builder = match tool_choice {
         ToolChoiceSetting::Auto => builder,
         ToolChoiceSetting::Required => builder.tool_choice(ToolChoice::Required),
