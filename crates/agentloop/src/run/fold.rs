@@ -209,7 +209,8 @@ impl Run {
         tool: &str,
         arguments: impl FnOnce() -> Arc<Value>,
     ) -> &mut AuditEntry {
-        let audit = &mut self.metrics.audit;
+        // Copies the trail only if an outcome still shares it (a resumed suspended run).
+        let audit = Arc::make_mut(&mut self.metrics.audit);
         let iteration = self.iteration;
         let found = audit
             .iter()

@@ -78,6 +78,7 @@ pub struct Metrics {
     pub usage: Usage,
     /// USD, when the run has a price.
     pub cost_usd: f64,
-    /// Every tool call.
-    pub audit: Vec<AuditEntry>,
+    /// Every tool call. Shared: an outcome's metrics and the run's own refer to the same
+    /// trail, so finishing a run does not copy it (serialized as the list itself).
+    pub audit: Arc<Vec<AuditEntry>>,
 }
