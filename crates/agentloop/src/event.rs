@@ -7,6 +7,7 @@ use crate::provider::ProviderError;
 use crate::run::{Outcome, RunConfig};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::sync::Arc;
 
 /// Why a model was called.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -95,10 +96,10 @@ pub enum Event {
     },
     /// A tool call waits for a human decision (an approval hook deferred it).
     ApprovalRequested {
-        /// The call.
-        call: ToolCall,
-        /// Its arguments.
-        arguments: Value,
+        /// The call (shared with the run's pending call; serialized as the call itself).
+        call: Arc<ToolCall>,
+        /// Its arguments (shared with the audit entry; serialized as the value itself).
+        arguments: Arc<Value>,
     },
     /// A human decided on a deferred call.
     ApprovalDecided {
@@ -158,10 +159,12 @@ pub enum Event {
     },
     /// A tool call began.
     ToolStarted {
-        /// The call.
-        call: ToolCall,
-        /// The parsed arguments, or `{"_raw": "<text>"}` when they were not JSON.
-        arguments: Value,
+        /// The call (shared with the run's pending call and the driver; serialized as the
+        /// call itself).
+        call: Arc<ToolCall>,
+        /// The parsed arguments, or `{"_raw": "<text>"}` when they were not JSON (shared with
+        /// the audit entry; serialized as the value itself).
+        arguments: Arc<Value>,
     },
     /// A tool call returned a value or a control signal.
     ToolCompleted {
@@ -259,8 +262,9 @@ pub enum Event {
     },
     /// The model asked for these tool calls.
     ToolDetected {
-        /// The calls, in order.
-        calls: Vec<ToolCall>,
+        /// The calls, in order (shared with the run's pending calls; serialized as the calls
+        /// themselves).
+        calls: Vec<Arc<ToolCall>>,
     },
     /// A tool step begins (before [`Event::ToolStarted`]).
     StepStarted {

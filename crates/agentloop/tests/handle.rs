@@ -327,6 +327,6 @@ async fn the_outcome_carries_metrics_and_an_audit_trail() {
     assert!((m.cost_usd - (120.0 * 2.0 + 100.0 * 1.0 + 15.0 * 10.0) / 1e6).abs() < 1e-12);
     assert_eq!(m.audit.len(), 1);
     assert_eq!(m.audit[0].tool, "add");
-    assert_eq!(m.audit[0].arguments, json!({"a": 1, "b": 2}));
+    assert_eq!(*m.audit[0].arguments, json!({"a": 1, "b": 2}));
     assert_eq!(m.audit[0].result, Some(agentloop::message::ToolResultContent::Json(json!(3))));
 }

@@ -187,7 +187,7 @@ async fn rewrite_actions_change_config_request_arguments_result_and_outcome() {
     assert_eq!(requests[0].instructions.as_deref(), Some("Rewritten instructions."));
     assert_eq!(requests[0].temperature, Some(0.0));
     let started = events.iter().find_map(|e| match e {
-        Event::ToolStarted { arguments, .. } => Some(arguments.clone()),
+        Event::ToolStarted { arguments, .. } => Some(serde_json::Value::clone(arguments)),
         _ => None,
     });
     assert_eq!(

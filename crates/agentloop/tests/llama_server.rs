@@ -186,7 +186,7 @@ async fn agent_run<P: Provider + 'static>(provider: P, non_streaming: bool) {
     assert!(!started.is_empty(), "the server emitted no tool call: {events:#?}");
     let (call, arguments) = &started[0];
     assert_eq!(call.name, "add");
-    assert_eq!(arguments, &json!({"a": 1, "b": 2}), "the call's arguments were parsed");
+    assert_eq!(**arguments, json!({"a": 1, "b": 2}), "the call's arguments were parsed");
     assert!(!call.id.is_empty());
     if !non_streaming {
         assert!(

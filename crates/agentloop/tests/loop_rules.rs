@@ -99,7 +99,10 @@ async fn a_tool_round_trip_sends_the_exact_history() {
     let started = events.iter().find(|e| matches!(e, Event::ToolStarted { .. })).unwrap();
     assert_eq!(
         started,
-        &Event::ToolStarted { call: call.clone(), arguments: json!({"a": 17, "b": 25}) }
+        &Event::ToolStarted {
+            call: std::sync::Arc::new(call.clone()),
+            arguments: std::sync::Arc::new(json!({"a": 17, "b": 25}))
+        }
     );
     let requests = model.requests();
     assert_eq!(requests[1].instructions.as_deref(), Some("Use tools."));
@@ -269,7 +272,7 @@ async fn arguments_that_are_not_json_are_shown_raw_and_answered_with_an_error() 
     let agent = Agent::builder(model.clone()).tool(Add).build().unwrap();
     let events = collect(agent.run_stream("go")).await;
     let arguments = events.iter().find_map(|e| match e {
-        Event::ToolStarted { arguments, .. } => Some(arguments.clone()),
+        Event::ToolStarted { arguments, .. } => Some(serde_json::Value::clone(arguments)),
         _ => None,
     });
     assert_eq!(arguments, Some(json!({"_raw": r#"{"a": 1, "b": "#})));

@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -81,7 +82,7 @@ impl<F: Future> Running<F> {
 
 /// A finished tool future.
 struct Finished {
-    call_id: String,
+    call: Arc<ToolCall>,
     result: Result<Result<ToolOutput, ToolError>, CriticalFailure>,
     duration: Duration,
     events: Vec<Event>,
@@ -175,7 +176,7 @@ impl Driver {
                 scope.tick(run);
                 match finished.result {
                     Ok(result) => {
-                        let fed = run.tool_finished(&finished.call_id, result, finished.duration);
+                        let fed = run.tool_finished(&finished.call.id, result, finished.duration);
                         fail_on_error(run, fed);
                     }
                     Err(failure) => fail_hook(run, failure),
@@ -226,7 +227,7 @@ impl Driver {
         &self,
         hook_ctx: HookContext,
         scope: &Scope,
-        call: ToolCall,
+        call: Arc<ToolCall>,
         arguments: Result<Value, String>,
     ) -> impl std::future::Future<Output = Finished> + Send + 'static {
         let ctx = ToolContext {
@@ -246,7 +247,7 @@ impl Driver {
             } else {
                 hooks.after_tool(&hook_ctx, &call, execution.result, &mut events).await
             };
-            Finished { call_id: call.id, result, duration: execution.duration, events }
+            Finished { call, result, duration: execution.duration, events }
         }
     }
 }

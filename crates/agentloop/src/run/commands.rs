@@ -11,6 +11,7 @@ use crate::run::breaker::Verdict;
 use crate::run::StallAction;
 use crate::tool::{ToolError, ToolOutput};
 use serde_json::Value;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Whether a tool call may run (the answer of [`Run::gate_tool`]).
@@ -51,7 +52,7 @@ impl Run {
             self.outbox.push(Event::Text { text });
         }
         if let Phase::AwaitingTools { calls, .. } = &self.phase {
-            let calls = calls.iter().map(|c| c.call.clone()).collect();
+            let calls = calls.iter().map(|c| Arc::clone(&c.call)).collect();
             self.outbox.push(Event::ToolDetected { calls });
         }
         self.close_iteration();
@@ -114,7 +115,7 @@ impl Run {
     ) -> Result<Gate, RunError> {
         let pending = self.pending(call_id)?;
         if self.is_internal_tool(&pending.call.name) {
-            let call = pending.call.clone();
+            let call = Arc::clone(&pending.call);
             let arguments = crate::tool::parse_arguments(&call.arguments).ok();
             self.tool_started(call_id, arguments)?;
             let result = self
@@ -163,9 +164,10 @@ impl Run {
         call_id: &str,
         arguments: Option<Value>,
     ) -> Result<(), RunError> {
-        let call = self.pending(call_id)?.call.clone();
-        let arguments =
-            arguments.unwrap_or_else(|| serde_json::json!({ "_raw": call.arguments.clone() }));
+        let call = Arc::clone(&self.pending(call_id)?.call);
+        let arguments = Arc::new(
+            arguments.unwrap_or_else(|| serde_json::json!({ "_raw": call.arguments.clone() })),
+        );
         self.outbox.push(Event::StepStarted { call_id: call.id.clone(), name: call.name.clone() });
         self.record(Event::ToolStarted { call, arguments });
         Ok(())
@@ -174,8 +176,8 @@ impl Run {
     /// Records that an approval hook deferred the call to a human. Once every other call of
     /// the iteration is done, the run suspends with `awaiting_approval`.
     pub fn tool_deferred(&mut self, call_id: &str, arguments: Value) -> Result<(), RunError> {
-        let call = self.pending(call_id)?.call.clone();
-        self.record(Event::ApprovalRequested { call, arguments });
+        let call = Arc::clone(&self.pending(call_id)?.call);
+        self.record(Event::ApprovalRequested { call, arguments: Arc::new(arguments) });
         Ok(())
     }
 

@@ -79,7 +79,7 @@ impl Run {
             }
             Event::ApprovalRequested { call, arguments } => {
                 self.pending_mut(&call.id)?.approval = CallApproval::Deferred;
-                let entry = self.audit_entry(&call.id, &call.name, || arguments.clone());
+                let entry = self.audit_entry(&call.id, &call.name, || Arc::clone(arguments));
                 entry.approval = ApprovalRecord::Pending;
             }
             Event::ApprovalDecided { call_id, decision } => {
@@ -88,7 +88,7 @@ impl Run {
                 match decision {
                     Decision::Approve => {
                         pending.approval = CallApproval::Approved;
-                        self.audit_entry(call_id, &name, || Value::Null).approval =
+                        self.audit_entry(call_id, &name, Arc::default).approval =
                             ApprovalRecord::Approved;
                     }
                     Decision::Reject { reason } => {
@@ -124,8 +124,8 @@ impl Run {
                 self.metrics.tool_calls += 1;
                 count(&mut self.metrics.tool_calls_by_name, &call.name);
                 self.breaker.on_call(&self.config.breaker, &call.name, key);
-                let entry = self.audit_entry(&call.id, &call.name, || Value::Null);
-                entry.arguments = arguments.clone();
+                let entry = self.audit_entry(&call.id, &call.name, Arc::default);
+                entry.arguments = Arc::clone(arguments);
                 entry.approval =
                     if approved { ApprovalRecord::Approved } else { ApprovalRecord::Automatic };
             }
@@ -207,9 +207,10 @@ impl Run {
         &mut self,
         call_id: &str,
         tool: &str,
-        arguments: impl FnOnce() -> Value,
+        arguments: impl FnOnce() -> Arc<Value>,
     ) -> &mut AuditEntry {
-        let audit = &mut self.metrics.audit;
+        // Copies the trail only if an outcome still shares it (a resumed suspended run).
+        let audit = Arc::make_mut(&mut self.metrics.audit);
         let iteration = self.iteration;
         let found = audit
             .iter()
@@ -262,8 +263,10 @@ impl Run {
         pending.signal = signal;
 
         let arguments = || {
-            raw.map(|raw| crate::tool::parse_arguments(&raw).unwrap_or(Value::String(raw)))
-                .unwrap_or_default()
+            Arc::new(
+                raw.map(|raw| crate::tool::parse_arguments(&raw).unwrap_or(Value::String(raw)))
+                    .unwrap_or_default(),
+            )
         };
         let entry = self.audit_entry(&result.call_id, name, arguments);
         entry.result = Some(content);

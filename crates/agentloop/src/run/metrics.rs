@@ -5,6 +5,7 @@ use crate::message::{ToolResultContent, Usage};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// One iteration's timing.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -41,8 +42,9 @@ pub struct AuditEntry {
     pub call_id: String,
     /// The tool.
     pub tool: String,
-    /// The arguments it ran with (after hooks), or `{"_raw": …}`.
-    pub arguments: Value,
+    /// The arguments it ran with (after hooks), or `{"_raw": …}` (shared with the
+    /// `tool_started` / `approval_requested` event; serialized as the value itself).
+    pub arguments: Arc<Value>,
     /// Its result or error text (once finished).
     pub result: Option<ToolResultContent>,
     /// Whether the result is an error.
@@ -76,6 +78,7 @@ pub struct Metrics {
     pub usage: Usage,
     /// USD, when the run has a price.
     pub cost_usd: f64,
-    /// Every tool call.
-    pub audit: Vec<AuditEntry>,
+    /// Every tool call. Shared: an outcome's metrics and the run's own refer to the same
+    /// trail, so finishing a run does not copy it (serialized as the list itself).
+    pub audit: Arc<Vec<AuditEntry>>,
 }

@@ -42,8 +42,8 @@ pub const SCHEMA_VERSION: u32 = 1;
 /// A tool call to carry out.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolInvocation {
-    /// The call.
-    pub call: ToolCall,
+    /// The call (shared with the run's pending call and the tool events).
+    pub call: Arc<ToolCall>,
     /// A human already approved it (skip the approval hooks).
     pub approved: bool,
 }
@@ -111,7 +111,7 @@ enum CallApproval {
 /// A tool call of the current iteration.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct PendingCall {
-    call: ToolCall,
+    call: Arc<ToolCall>,
     /// What the stall rule compares ([`breaker::call_key`]), computed once, when first
     /// needed (empty until then).
     #[serde(default)]
@@ -134,7 +134,7 @@ impl PartialEq for PendingCall {
 }
 
 impl PendingCall {
-    fn new(call: ToolCall) -> Self {
+    fn new(call: Arc<ToolCall>) -> Self {
         Self {
             call,
             key: String::new(),
@@ -384,7 +384,7 @@ impl Run {
     pub fn awaiting_approval(&self) -> Vec<&ToolCall> {
         match &self.phase {
             Phase::AwaitingTools { calls, .. } => {
-                calls.iter().filter(|c| c.is_waiting()).map(|c| &c.call).collect()
+                calls.iter().filter(|c| c.is_waiting()).map(|c| &*c.call).collect()
             }
             _ => Vec::new(),
         }

@@ -8,6 +8,7 @@ use crate::provider::ProviderError;
 use crate::run::metrics::Metrics;
 use crate::tool::ToolOutput;
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// A control signal a tool returned.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -287,11 +288,8 @@ impl Run {
         let calls: Vec<PendingCall> = self
             .history
             .last()
-            .map(|m| m.tool_calls().cloned().collect::<Vec<_>>())
-            .unwrap_or_default()
-            .into_iter()
-            .map(PendingCall::new)
-            .collect();
+            .map(|m| m.tool_calls().map(|c| PendingCall::new(Arc::new(c.clone()))).collect())
+            .unwrap_or_default();
         if !calls.is_empty() {
             return Phase::AwaitingTools { calls, suspended: false };
         }
@@ -372,7 +370,7 @@ impl Run {
     pub(super) fn suspended_outcome(&self) -> Option<Outcome> {
         let Phase::AwaitingTools { calls, .. } = &self.phase else { return None };
         let deferred: Vec<ToolCall> =
-            calls.iter().filter(|c| c.is_waiting()).map(|c| c.call.clone()).collect();
+            calls.iter().filter(|c| c.is_waiting()).map(|c| ToolCall::clone(&c.call)).collect();
         (!deferred.is_empty() && calls.iter().all(|c| c.result.is_some() || c.is_waiting())).then(
             || self.outcome_with(String::new(), StopReason::AwaitingApproval { calls: deferred }),
         )

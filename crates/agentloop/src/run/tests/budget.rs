@@ -286,7 +286,7 @@ fn metrics_and_audit_trail() {
     assert_eq!(m.iterations[0].duration_ms, 50, "closed when the last call finished");
     assert_eq!(m.usage, outcome.usage);
     assert_eq!(m.audit.len(), 2);
-    assert_eq!(m.audit[0].arguments, json!({"x": 1}));
+    assert_eq!(*m.audit[0].arguments, json!({"x": 1}));
     assert_eq!(m.audit[0].result, Some(ToolResultContent::Json(json!(2))));
     assert_eq!(m.audit[0].duration_ms, 7);
     assert_eq!(m.audit[1].approval, ApprovalRecord::Rejected { reason: "not allowed".into() });

@@ -330,7 +330,7 @@ fn the_run_is_a_fold_over_its_journal() {
 fn bad_json_arguments_are_journaled_raw() {
     let (_, journal) = full_run();
     let raw = journal.iter().find_map(|e| match e {
-        Event::ToolStarted { call, arguments } if call.id == "b" => Some(arguments.clone()),
+        Event::ToolStarted { call, arguments } if call.id == "b" => Some(Value::clone(arguments)),
         _ => None,
     });
     assert_eq!(raw, Some(json!({"_raw": "oops"})));

@@ -2,6 +2,7 @@
 
 mod approvals;
 mod budget;
+mod journal_json;
 mod loop_rules;
 
 pub(super) use super::*;
