@@ -217,7 +217,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 &agent,
                 Some(lines.clone()),
                 Some(stores),
-                false,
+                Purpose::Chat,
             )
             .await?;
             chat::chat(agent, sessions, lines, session).await
