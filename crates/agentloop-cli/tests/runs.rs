@@ -96,7 +96,7 @@ fn a_killed_run_is_listed_resumed_shown_and_replayed() {
         .success()
         .stdout(predicate::str::contains("started"))
         .stdout(predicate::str::contains("→ calculator({\"expression\":\"6 * 7\"})"))
-        .stdout(predicate::str::contains("← calculator: 42.0"))
+        .stdout(predicate::str::contains("← calculator: 42 ("))
         .stdout(predicate::str::contains("finished after 2 iterations"));
 
     // Replay needs neither the model nor the tools.
