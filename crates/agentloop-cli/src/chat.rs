@@ -4,13 +4,12 @@
 //! cancels the current turn without ending the session (a cancelled turn adds nothing to the
 //! conversation). A turn left unfinished by a crash is resumed when the session is opened.
 
-use crate::render::{Ending, Renderer};
+use crate::render::Ending;
 use crate::tools::SharedLines;
 use agentloop::prelude::*;
 use agentloop::store::{SessionState, SessionStore};
 use agentloop::{EventStream, RunOptions};
 use anyhow::Context;
-use futures::StreamExt;
 use std::io::Write;
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -114,27 +113,6 @@ pub async fn chat(
 }
 
 /// Shows one turn's events; Ctrl-C cancels it through `cancel`.
-async fn show_turn(mut events: EventStream, cancel: Option<CancellationToken>) -> Ending {
-    let mut renderer = Renderer::new(false);
-    let mut ending = Ending::Unknown;
-    let mut cancelled = cancel.is_none();
-    loop {
-        tokio::select! {
-            event = events.next() => match event {
-                Some(event) => {
-                    if let Some(end) = renderer.show(&event) {
-                        ending = end;
-                    }
-                }
-                None => break,
-            },
-            _ = tokio::signal::ctrl_c(), if !cancelled => {
-                cancelled = true;
-                if let Some(cancel) = &cancel {
-                    cancel.cancel();
-                }
-            }
-        }
-    }
-    ending
+async fn show_turn(events: EventStream, cancel: Option<CancellationToken>) -> Ending {
+    crate::render::show_events(events, false, cancel.map(|cancel| move || cancel.cancel())).await
 }

@@ -15,8 +15,7 @@ use agentloop::run::Price;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use config::{Config, ProviderKind, ProviderSection, ToolChoiceSetting};
-use futures::StreamExt;
-use render::{Ending, Renderer};
+use render::Ending;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -391,25 +390,6 @@ async fn build_agent(
 
 /// Runs once, rendering every event; Ctrl-C cancels the run.
 async fn run_once(agent: &Agent, input: impl Into<RunInput>, json: bool) -> Ending {
-    let (handle, mut events) = agent.start(input);
-    let mut renderer = Renderer::new(json);
-    let mut ending = Ending::Unknown;
-    let mut interrupted = false;
-    loop {
-        tokio::select! {
-            event = events.next() => match event {
-                Some(event) => {
-                    if let Some(end) = renderer.show(&event) {
-                        ending = end;
-                    }
-                }
-                None => break,
-            },
-            _ = tokio::signal::ctrl_c(), if !interrupted => {
-                interrupted = true;
-                handle.cancel("interrupted (Ctrl-C)");
-            }
-        }
-    }
-    ending
+    let (handle, events) = agent.start(input);
+    render::show_events(events, json, Some(|| handle.cancel("interrupted (Ctrl-C)"))).await
 }

@@ -238,3 +238,33 @@ fn ending_of(event: &Event) -> Option<Ending> {
         _ => None,
     }
 }
+
+/// Shows a run's events until the stream ends and returns how it ended. The first Ctrl-C
+/// calls `interrupt` (which should cancel the run: its ending is still shown).
+pub async fn show_events<F: FnOnce()>(
+    mut events: agentloop::EventStream,
+    json: bool,
+    mut interrupt: Option<F>,
+) -> Ending {
+    use futures::StreamExt;
+    let mut renderer = Renderer::new(json);
+    let mut ending = Ending::Unknown;
+    loop {
+        tokio::select! {
+            event = events.next() => match event {
+                Some(event) => {
+                    if let Some(end) = renderer.show(&event) {
+                        ending = end;
+                    }
+                }
+                None => break,
+            },
+            _ = tokio::signal::ctrl_c(), if interrupt.is_some() => {
+                if let Some(interrupt) = interrupt.take() {
+                    interrupt();
+                }
+            }
+        }
+    }
+    ending
+}

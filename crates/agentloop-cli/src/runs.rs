@@ -2,12 +2,11 @@
 //! interrupted run, replay a recorded one without the model or the tools.
 
 use crate::config::StoreSection;
-use crate::render::{Ending, Renderer};
+use crate::render::Ending;
 use agentloop::provider::replay::JournalReplay;
 use agentloop::store::{JournalEntry, MemoryStore, RunFilter, RunState, RunStore, SessionStore};
 use agentloop::{Event, EventStream};
 use anyhow::{bail, Context};
-use futures::StreamExt;
 use std::sync::Arc;
 
 /// The configured store, as a run journal and as a session store.
@@ -175,15 +174,8 @@ pub async fn show(store: &dyn RunStore, run_id: &str) -> anyhow::Result<()> {
 }
 
 /// Renders a stream to the end.
-pub async fn render(mut events: EventStream, json: bool) -> Ending {
-    let mut renderer = Renderer::new(json);
-    let mut ending = Ending::Unknown;
-    while let Some(event) = events.next().await {
-        if let Some(end) = renderer.show(&event) {
-            ending = end;
-        }
-    }
-    ending
+pub async fn render(events: EventStream, json: bool) -> Ending {
+    crate::render::show_events(events, json, None::<fn()>).await
 }
 
 /// `runs replay`: the run again from its journal, without the model or the tools.
