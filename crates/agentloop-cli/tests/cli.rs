@@ -34,6 +34,28 @@ fn script(dir: &Path, turns: serde_json::Value) -> String {
     path.display().to_string()
 }
 
+/// A mock OpenAI-compatible server that streams `answer` to every chat completion request.
+async fn openai_server(answer: &str) -> wiremock::MockServer {
+    use wiremock::matchers::{method, path};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+    let server = MockServer::start().await;
+    let chunk = |delta: serde_json::Value, finish: serde_json::Value| {
+        format!(
+            "data: {}\n\n",
+            json!({"id": "1", "object": "chat.completion.chunk", "created": 1, "model": "m", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+        )
+    };
+    let body = chunk(json!({"role": "assistant", "content": answer}), json!(null))
+        + &chunk(json!({}), json!("stop"))
+        + "data: [DONE]\n\n";
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(ResponseTemplate::new(200).set_body_raw(body, "text/event-stream"))
+        .mount(&server)
+        .await;
+    server
+}
+
 fn calculator_script(dir: &Path) -> String {
     script(
         dir,
@@ -209,24 +231,7 @@ fn tools_that_need_approval_ask_on_stdin() {
 
 #[tokio::test]
 async fn an_openai_compatible_server_from_the_environment() {
-    use wiremock::matchers::{method, path};
-    use wiremock::{Mock, MockServer, ResponseTemplate};
-    let server = MockServer::start().await;
-    let chunk = |delta: serde_json::Value, finish: serde_json::Value| {
-        format!(
-            "data: {}\n\n",
-            json!({"id": "1", "object": "chat.completion.chunk", "created": 1, "model": "m", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
-        )
-    };
-    let body =
-        chunk(json!({"role": "assistant", "content": "Hello from the server."}), json!(null))
-            + &chunk(json!({}), json!("stop"))
-            + "data: [DONE]\n\n";
-    Mock::given(method("POST"))
-        .and(path("/v1/chat/completions"))
-        .respond_with(ResponseTemplate::new(200).set_body_raw(body, "text/event-stream"))
-        .mount(&server)
-        .await;
+    let server = openai_server("Hello from the server.").await;
     let dir = tempfile::tempdir().unwrap();
     let base = format!("{}/v1", server.uri());
     let output = tokio::task::spawn_blocking(move || {
@@ -247,23 +252,7 @@ async fn an_openai_compatible_server_from_the_environment() {
 
 #[tokio::test]
 async fn chat_keeps_the_conversation_in_the_session_store_across_processes() {
-    use wiremock::matchers::{method, path};
-    use wiremock::{Mock, MockServer, ResponseTemplate};
-    let server = MockServer::start().await;
-    let chunk = |delta: serde_json::Value, finish: serde_json::Value| {
-        format!(
-            "data: {}\n\n",
-            json!({"id": "1", "object": "chat.completion.chunk", "created": 1, "model": "m", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
-        )
-    };
-    let body = chunk(json!({"role": "assistant", "content": "Noted."}), json!(null))
-        + &chunk(json!({}), json!("stop"))
-        + "data: [DONE]\n\n";
-    Mock::given(method("POST"))
-        .and(path("/v1/chat/completions"))
-        .respond_with(ResponseTemplate::new(200).set_body_raw(body, "text/event-stream"))
-        .mount(&server)
-        .await;
+    let server = openai_server("Noted.").await;
     let dir = tempfile::tempdir().unwrap();
     let base = format!("{}/v1", server.uri());
     let chat = move |dir: std::path::PathBuf, input: &'static str| {
