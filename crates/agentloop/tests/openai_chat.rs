@@ -383,3 +383,47 @@ async fn a_provider_without_a_key_sends_no_authorization() {
     assert_eq!(body["messages"][0]["role"], "system");
     assert_eq!(local.name(), "llama3.2");
 }
+
+#[tokio::test]
+async fn a_configured_proxy_carries_the_requests() {
+    // The mock plays the proxy: it receives the request in absolute form, for the model's
+    // host, with the provider's headers, and answers it.
+    let proxy = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .and(header("host", "model.invalid"))
+        .and(header("authorization", "Bearer sk-test-key"))
+        .respond_with(sse(fixture(DIR, "text_stream.sse")))
+        .mount(&proxy)
+        .await;
+    let config = HttpConfig::new("http://model.invalid/v1", "gpt-4.1")
+        .api_key("sk-test-key")
+        .proxy(proxy.uri());
+    let provider = OpenAi::chat_with(config, Dialect::openai()).unwrap();
+    assert!(provider.is_proxied());
+    let (chunks, error) = stream_all(&provider, simple_request("Capital of France?")).await;
+    assert_eq!(error, None);
+    assert_eq!(assemble(&chunks).message.text(), "The capital of France is Paris.");
+    let received = proxy.received_requests().await.unwrap();
+    assert_eq!(received.len(), 1);
+    assert_eq!(received[0].url.as_str(), "http://model.invalid/v1/chat/completions");
+}
+
+#[tokio::test]
+async fn a_redirect_is_an_error_not_followed() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(
+            ResponseTemplate::new(307).insert_header("location", "http://elsewhere.invalid/v1"),
+        )
+        .mount(&server)
+        .await;
+    let error = provider(&server.uri()).complete(simple_request("x")).await.unwrap_err();
+    assert!(
+        matches!(&error, ProviderError::InvalidRequest { message }
+            if message.contains("redirects to http://elsewhere.invalid/v1")),
+        "{error:?}"
+    );
+    assert_eq!(server.received_requests().await.unwrap().len(), 1);
+}

@@ -6,6 +6,7 @@
 //! reported and a stream that already delivered content is not silently sent again.
 
 mod classify;
+mod transport;
 
 pub(crate) use classify::error_object;
 pub use classify::{classify_http_error, error_message, retry_after};
@@ -13,13 +14,16 @@ pub use classify::{classify_http_error, error_message, retry_after};
 use super::sse::{chunk_stream, response_chunks};
 use super::wire::{AuthStyle, EncodedRequest, WireFormat};
 use super::{ChunkStream, ModelRequest, ModelResponse, Provider, ProviderError, RetryPolicy};
+use bytes::Bytes;
 use futures::future::BoxFuture;
-use reqwest::header::{
-    HeaderMap, HeaderName, HeaderValue, ACCEPT, AUTHORIZATION, CONNECTION, CONTENT_TYPE,
+use http::header::{
+    HeaderMap, HeaderName, HeaderValue, ACCEPT, AUTHORIZATION, CONNECTION, CONTENT_TYPE, USER_AGENT,
 };
+use http_body_util::BodyExt;
 use secrecy::{ExposeSecret, SecretString};
 use std::sync::Arc;
 use std::time::Duration;
+use transport::{ResponseBody, Transport, TransportError};
 
 /// Where and how to reach a provider over HTTP. Built with chained setters:
 ///
@@ -47,6 +51,7 @@ pub struct HttpConfig {
     close_streamed_connections: bool,
     streaming: bool,
     retry: RetryPolicy,
+    proxy: Option<String>,
 }
 
 impl HttpConfig {
@@ -67,6 +72,7 @@ impl HttpConfig {
             close_streamed_connections: false,
             streaming: true,
             retry: RetryPolicy::default(),
+            proxy: None,
         }
     }
 
@@ -152,6 +158,15 @@ impl HttpConfig {
         self
     }
 
+    /// Sends every request through the proxy at `url` (`http://` or `https://`,
+    /// credentials in the URL). Without it, the `HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY` and
+    /// `NO_PROXY` environment variables (or their lower-case forms) decide, read when the
+    /// provider is built.
+    pub fn proxy(mut self, url: impl Into<String>) -> Self {
+        self.proxy = Some(url.into());
+        self
+    }
+
     /// The model id.
     pub fn model(&self) -> &str {
         &self.model
@@ -206,7 +221,7 @@ impl<W: WireFormat> Clone for HttpProvider<W> {
 
 struct Shared<W> {
     format: W,
-    client: reqwest::Client,
+    transport: Transport,
     base_url: String,
     model: String,
     /// Default headers, authentication included (marked sensitive).
@@ -216,13 +231,9 @@ struct Shared<W> {
     close_streamed_connections: bool,
     streaming: bool,
     retry: RetryPolicy,
-    /// Request URLs already parsed, by path (parsing costs more than the rest of building a
-    /// request; a format uses one or two paths).
-    urls: std::sync::Mutex<Vec<(String, reqwest::Url)>>,
+    /// Request URIs already parsed, by path (a format uses one or two paths).
+    uris: std::sync::Mutex<Vec<(String, http::Uri)>>,
 }
-
-/// Paths whose parsed URL a provider keeps.
-const CACHED_URLS: usize = 8;
 
 impl<W: WireFormat> std::fmt::Debug for HttpProvider<W> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -282,15 +293,17 @@ impl<W: WireFormat> HttpProvider<W> {
             value.set_sensitive(true);
             headers.insert(name, value);
         }
-        let client = reqwest::Client::builder()
-            .connect_timeout(config.connect_timeout)
-            .user_agent(concat!("agentloop/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| HttpConfigError::Client(e.to_string()))?;
+        headers.insert(USER_AGENT, HeaderValue::from_static(USER_AGENT_VALUE));
+        let base = base_url.parse::<http::Uri>().map_err(|e| HttpConfigError::InvalidBaseUrl {
+            url: base_url.clone(),
+            reason: e.to_string(),
+        })?;
+        let transport = Transport::new(&base, config.connect_timeout, config.proxy.as_deref())
+            .map_err(HttpConfigError::Client)?;
         Ok(Self {
             shared: Arc::new(Shared {
                 format,
-                client,
+                transport,
                 base_url,
                 model: config.model,
                 headers,
@@ -299,7 +312,7 @@ impl<W: WireFormat> HttpProvider<W> {
                 close_streamed_connections: config.close_streamed_connections,
                 streaming: config.streaming,
                 retry: config.retry,
-                urls: std::sync::Mutex::new(Vec::new()),
+                uris: std::sync::Mutex::new(Vec::new()),
             }),
         })
     }
@@ -323,40 +336,61 @@ impl<W: WireFormat> HttpProvider<W> {
     pub fn retry_policy(&self) -> &RetryPolicy {
         &self.shared.retry
     }
+
+    /// Whether requests go through a proxy (configured, or from the environment).
+    pub fn is_proxied(&self) -> bool {
+        self.shared.transport.is_proxied()
+    }
 }
 
+/// The `User-Agent` of every request.
+const USER_AGENT_VALUE: &str = concat!("agentloop/", env!("CARGO_PKG_VERSION"));
+
 impl<W: WireFormat> Shared<W> {
-    fn request(&self, wire: EncodedRequest, stream: bool) -> (String, reqwest::RequestBuilder) {
-        let builder = match self.url(&wire.path) {
-            Some(url) => self.client.post(url),
-            // reqwest reports the invalid URL when the request is sent.
-            None => self.client.post(format!("{}{}", self.base_url, wire.path)),
-        };
-        let mut builder = builder
-            .headers(self.headers.clone())
-            .header(CONTENT_TYPE, "application/json")
-            .header(ACCEPT, if stream { "text/event-stream" } else { "application/json" });
+    /// The HTTP request for `wire`.
+    fn request(
+        &self,
+        wire: EncodedRequest,
+        stream: bool,
+    ) -> Result<http::Request<Bytes>, ProviderError> {
+        let uri = self.uri(&wire.path)?;
+        let mut request = http::Request::new(Bytes::from(wire.body));
+        *request.method_mut() = http::Method::POST;
+        *request.uri_mut() = uri;
+        let headers = request.headers_mut();
+        headers.clone_from(&self.headers);
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        let accept = if stream { "text/event-stream" } else { "application/json" };
+        headers.insert(ACCEPT, HeaderValue::from_static(accept));
         if stream && self.close_streamed_connections {
-            builder = builder.header(CONNECTION, "close");
+            headers.insert(CONNECTION, HeaderValue::from_static("close"));
         }
         for (name, value) in wire.headers {
-            builder = builder.header(name, value);
+            let invalid = || ProviderError::InvalidRequest {
+                message: format!("the request header {name:?} is not valid in HTTP"),
+            };
+            let header = HeaderName::from_bytes(name.as_bytes()).map_err(|_| invalid())?;
+            headers.insert(header, HeaderValue::from_str(&value).map_err(|_| invalid())?);
         }
-        (wire.path, builder.body(wire.body))
+        Ok(request)
     }
 
-    /// The parsed URL of `path` (appended to the base URL), from the cache when it was parsed
-    /// before; `None` when it does not parse.
-    fn url(&self, path: &str) -> Option<reqwest::Url> {
-        let mut cache = self.urls.lock().ok()?;
-        if let Some((_, url)) = cache.iter().find(|(cached, _)| cached == path) {
-            return Some(url.clone());
+    /// The URI of `path` (appended to the base URL), parsed once per path.
+    fn uri(&self, path: &str) -> Result<http::Uri, ProviderError> {
+        let mut cache = self.uris.lock().map_err(|_| ProviderError::InvalidRequest {
+            message: "the provider's URI cache is poisoned".into(),
+        })?;
+        if let Some((_, uri)) = cache.iter().find(|(cached, _)| cached == path) {
+            return Ok(uri.clone());
         }
-        let url = reqwest::Url::parse(&format!("{}{}", self.base_url, path)).ok()?;
-        if cache.len() < CACHED_URLS {
-            cache.push((path.to_owned(), url.clone()));
+        let text = format!("{}{}", self.base_url, path);
+        let uri = text.parse::<http::Uri>().map_err(|e| ProviderError::InvalidRequest {
+            message: format!("invalid request URL {text:?}: {e}"),
+        })?;
+        if cache.len() < CACHED_URIS {
+            cache.push((path.to_owned(), uri.clone()));
         }
-        Some(url)
+        Ok(uri)
     }
 
     /// Sends `wire` and waits for the response headers; a non-success status becomes the
@@ -365,7 +399,7 @@ impl<W: WireFormat> Shared<W> {
         &self,
         wire: EncodedRequest,
         stream: bool,
-    ) -> Result<reqwest::Response, ProviderError> {
+    ) -> Result<http::Response<ResponseBody>, ProviderError> {
         tokio::time::timeout(self.request_timeout, self.send_untimed(wire, stream)).await.map_err(
             |_| ProviderError::Timeout {
                 message: format!("no response within {:?}", self.request_timeout),
@@ -378,20 +412,25 @@ impl<W: WireFormat> Shared<W> {
         &self,
         wire: EncodedRequest,
         stream: bool,
-    ) -> Result<reqwest::Response, ProviderError> {
-        let (path, request) = self.request(wire, stream);
+    ) -> Result<http::Response<ResponseBody>, ProviderError> {
+        let path = wire.path.clone();
+        let request = self.request(wire, stream)?;
         tracing::debug!(provider = self.format.name(), %path, stream, "sending model request");
-        let response =
-            request.send().await.map_err(|e| transport_error(&e, "sending the request"))?;
+        let response = self
+            .transport
+            .send(request)
+            .await
+            .map_err(|e| transport_error(&*e, "sending the request"))?;
         let status = response.status();
         if status.is_success() {
             return Ok(response);
         }
         let headers = response.headers().clone();
-        let body = tokio::time::timeout(self.request_timeout, response.text())
+        let body = tokio::time::timeout(self.request_timeout, read_body(response))
             .await
             .ok()
             .and_then(Result::ok)
+            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
             .unwrap_or_default();
         let generic = classify_http_error(status.as_u16(), &headers, &body);
         let error = self.format.classify_error(status.as_u16(), &body, generic);
@@ -400,24 +439,35 @@ impl<W: WireFormat> Shared<W> {
     }
 }
 
-/// A reqwest error as a [`ProviderError`]: timeouts → `Timeout`, anything else → `Network`
-/// (with the causes, which reqwest's own message leaves out).
-pub(crate) fn transport_error(error: &reqwest::Error, doing: &str) -> ProviderError {
+/// Paths whose parsed URI a provider keeps.
+const CACHED_URIS: usize = 8;
+
+/// The whole body of `response`.
+async fn read_body(response: http::Response<ResponseBody>) -> Result<Bytes, TransportError> {
+    Ok(response.into_body().collect().await?.to_bytes())
+}
+
+/// A transport error as a [`ProviderError`]: timeouts → `Timeout`, anything else →
+/// `Network` (with the causes, which the errors' own messages leave out).
+pub(crate) fn transport_error(
+    error: &(dyn std::error::Error + 'static),
+    doing: &str,
+) -> ProviderError {
     let mut message = format!("{doing}: {error}");
-    let mut source = std::error::Error::source(error);
+    let mut source = error.source();
     while let Some(cause) = source {
         message.push_str(": ");
         message.push_str(&cause.to_string());
         source = cause.source();
     }
-    if error.is_timeout() {
+    if transport::is_timeout(error) {
         ProviderError::Timeout { message }
     } else {
         ProviderError::Network { message }
     }
 }
 
-fn is_json(response: &reqwest::Response) -> bool {
+fn is_json(response: &http::Response<ResponseBody>) -> bool {
     response
         .headers()
         .get(CONTENT_TYPE)
@@ -451,12 +501,12 @@ impl<W: WireFormat> Provider for HttpProvider<W> {
             if !streaming || is_json(&response) {
                 // A non-streamed request, or a server that ignored `stream: true` and
                 // answered with one JSON body.
-                let body = tokio::time::timeout(shared.request_timeout, response.bytes()).await;
+                let body = tokio::time::timeout(shared.request_timeout, read_body(response)).await;
                 let decoded = match body {
                     Err(_) => Err(ProviderError::Timeout {
                         message: format!("response body not read within {:?}", shared.request_timeout),
                     }),
-                    Ok(Err(e)) => Err(transport_error(&e, "reading the response")),
+                    Ok(Err(e)) => Err(transport_error(&*e, "reading the response")),
                     Ok(Ok(bytes)) => shared.format.decode_response(&bytes),
                 };
                 match decoded {
@@ -469,12 +519,12 @@ impl<W: WireFormat> Provider for HttpProvider<W> {
                 }
                 return;
             }
-            let bytes = response.bytes_stream();
+            let bytes = http_body_util::BodyDataStream::new(response.into_body());
             let mut chunks = chunk_stream(
                 bytes,
                 shared.stream_idle_timeout,
                 shared.format.stream_decoder(),
-                |e: reqwest::Error| transport_error(&e, "the stream broke off"),
+                |e: TransportError| transport_error(&*e, "the stream broke off"),
             );
             while let Some(chunk) = futures::StreamExt::next(&mut chunks).await {
                 yield chunk;
@@ -492,7 +542,7 @@ impl<W: WireFormat> Provider for HttpProvider<W> {
             let timeout = shared.request_timeout;
             let bytes = tokio::time::timeout(timeout, async {
                 let response = shared.send_untimed(wire, false).await?;
-                response.bytes().await.map_err(|e| transport_error(&e, "reading the response"))
+                read_body(response).await.map_err(|e| transport_error(&*e, "reading the response"))
             })
             .await
             .map_err(|_| ProviderError::Timeout {

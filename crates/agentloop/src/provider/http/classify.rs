@@ -2,7 +2,7 @@
 //! status, the headers (rate-limit delays) and the JSON error body (the provider's message).
 
 use crate::provider::ProviderError;
-use reqwest::header::HeaderMap;
+use http::header::HeaderMap;
 use serde_json::Value;
 use std::time::{Duration, SystemTime};
 
@@ -37,6 +37,16 @@ pub(crate) fn classify_at(
         529 => ProviderError::Overloaded { message },
         409 | 500..=599 => ProviderError::Server { status, message },
         402..=499 => ProviderError::InvalidRequest { message: format!("HTTP {status}: {message}") },
+        // Redirects are not followed (a POST would be sent again, with its credentials).
+        300..=399 => {
+            let location = headers.get("location").and_then(|v| v.to_str().ok()).unwrap_or("?");
+            ProviderError::InvalidRequest {
+                message: format!(
+                    "HTTP {status}: the server redirects to {location}; redirects are not \
+                     followed, use the new address as the base URL"
+                ),
+            }
+        }
         _ => {
             ProviderError::Other { message: format!("unexpected HTTP status {status}: {message}") }
         }
@@ -74,7 +84,7 @@ pub(crate) fn error_object(body: &str) -> Option<Value> {
 fn raw_message(status: u16, body: &str) -> String {
     let body = body.trim();
     if body.is_empty() {
-        return reqwest::StatusCode::from_u16(status)
+        return http::StatusCode::from_u16(status)
             .ok()
             .and_then(|s| s.canonical_reason())
             .unwrap_or("no message")

@@ -65,7 +65,13 @@ fn statuses_map_to_error_classes_with_the_providers_message() {
         classify_at(502, &none, "<html>bad gateway</html>", now()),
         ProviderError::Server { status: 502, message: "<html>bad gateway</html>".into() }
     );
-    assert!(matches!(classify_at(302, &none, "", now()), ProviderError::Other { .. }));
+    // Redirects are not followed: the error names the new address.
+    let moved = headers(&[("location", "https://api.example.com/v2")]);
+    assert!(matches!(
+        classify_at(302, &moved, "", now()),
+        ProviderError::InvalidRequest { message } if message.contains("redirects to https://api.example.com/v2")
+    ));
+    assert!(matches!(classify_at(101, &none, "", now()), ProviderError::Other { .. }));
 }
 
 #[test]
@@ -217,23 +223,74 @@ fn the_config_debug_output_hides_the_key() {
 }
 
 #[test]
-fn request_urls_are_parsed_once_per_path() {
+fn request_uris_are_parsed_once_per_path() {
     let provider =
         HttpProvider::new(Dummy, HttpConfig::new("http://127.0.0.1:1/v1/", "m")).unwrap();
     let shared = &provider.shared;
-    let url = shared.url("/chat/completions").unwrap();
-    assert_eq!(url.as_str(), "http://127.0.0.1:1/v1/chat/completions");
-    assert_eq!(shared.url("/chat/completions").unwrap(), url);
-    let query = shared.url("/models/m:streamGenerateContent?alt=sse").unwrap();
-    assert_eq!(query.as_str(), "http://127.0.0.1:1/v1/models/m:streamGenerateContent?alt=sse");
-    assert_eq!(shared.urls.lock().unwrap().len(), 2);
+    let uri = shared.uri("/chat/completions").unwrap();
+    assert_eq!(uri.to_string(), "http://127.0.0.1:1/v1/chat/completions");
+    assert_eq!(shared.uri("/chat/completions").unwrap(), uri);
+    let query = shared.uri("/models/m:streamGenerateContent?alt=sse").unwrap();
+    assert_eq!(query.to_string(), "http://127.0.0.1:1/v1/models/m:streamGenerateContent?alt=sse");
+    assert_eq!(shared.uris.lock().unwrap().len(), 2);
     for i in 0..20 {
-        assert_eq!(shared.url(&format!("/p{i}")).unwrap().path(), format!("/v1/p{i}"));
+        assert_eq!(shared.uri(&format!("/p{i}")).unwrap().path(), format!("/v1/p{i}"));
     }
-    assert_eq!(shared.urls.lock().unwrap().len(), CACHED_URLS);
-    // Built with the cached URL, a request goes where the path says.
-    let wire =
-        EncodedRequest { path: "/chat/completions".into(), body: b"{}".to_vec(), headers: vec![] };
-    let request = shared.request(wire, false).1.build().unwrap();
-    assert_eq!(request.url(), &url);
+    assert_eq!(shared.uris.lock().unwrap().len(), CACHED_URIS);
+    assert!(matches!(shared.uri("/a b"), Err(ProviderError::InvalidRequest { .. })));
+    // Built with the cached URI, a request goes where the path says, with the provider's
+    // headers and the format's.
+    let wire = EncodedRequest {
+        path: "/chat/completions".into(),
+        body: b"{}".to_vec(),
+        headers: vec![("anthropic-version".into(), "2023-06-01".into())],
+    };
+    let request = shared.request(wire, true).unwrap();
+    assert_eq!(request.method(), http::Method::POST);
+    assert_eq!(request.uri(), &uri);
+    assert_eq!(request.body().as_ref(), b"{}");
+    let header = |name: &str| request.headers().get(name).and_then(|v| v.to_str().ok());
+    assert_eq!(header("content-type"), Some("application/json"));
+    assert_eq!(header("accept"), Some("text/event-stream"));
+    assert_eq!(header("anthropic-version"), Some("2023-06-01"));
+    assert_eq!(header("user-agent"), Some(USER_AGENT_VALUE));
+    let bad = EncodedRequest {
+        path: "/x".into(),
+        body: Vec::new(),
+        headers: vec![("bad header".into(), "v".into())],
+    };
+    assert!(matches!(shared.request(bad, false), Err(ProviderError::InvalidRequest { .. })));
+}
+
+#[test]
+fn a_proxy_from_the_environment_applies_unless_no_proxy_names_the_host() {
+    use hyper_util::client::proxy::matcher::Matcher;
+    let matcher = Matcher::builder().all("http://proxy.internal:3128").no("localhost").build();
+    let remote: http::Uri = "https://api.example.com/v1".parse().unwrap();
+    let local: http::Uri = "http://localhost:8080/v1".parse().unwrap();
+    assert!(transport::proxy_applies(&matcher, &remote));
+    assert!(!transport::proxy_applies(&matcher, &local));
+    assert!(!transport::proxy_applies(&Matcher::builder().build(), &remote));
+    // An explicit proxy is used whatever the environment says; an invalid one is refused.
+    let proxied = HttpConfig::new("http://127.0.0.1:1/v1", "m").proxy("http://127.0.0.1:2");
+    assert!(HttpProvider::new(Dummy, proxied).unwrap().is_proxied());
+    let invalid = HttpConfig::new("http://127.0.0.1:1/v1", "m").proxy("not a proxy url");
+    assert!(matches!(HttpProvider::new(Dummy, invalid), Err(HttpConfigError::Client(_))));
+}
+
+#[test]
+fn timeouts_are_found_among_the_causes() {
+    #[derive(Debug, thiserror::Error)]
+    #[error("client error (Connect)")]
+    struct Outer(#[source] std::io::Error);
+    let timed_out = Outer(std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timeout"));
+    assert!(matches!(
+        transport_error(&timed_out, "sending the request"),
+        ProviderError::Timeout { message } if message == "sending the request: client error (Connect): connect timeout"
+    ));
+    let refused = Outer(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+    assert!(matches!(
+        transport_error(&refused, "sending the request"),
+        ProviderError::Network { .. }
+    ));
 }
