@@ -222,12 +222,12 @@ const FULL: Sizes = Sizes {
     seq_k: 10,
     seq_runs: 40,
     seq_warmup: 5,
-    seq_reps: 7,
+    seq_reps: 21,
     conc: [1_000, 10_000],
     conc_k: 5,
     conc_latency: 50,
     conc_runs: [4, 2],
-    conc_reps: 3,
+    conc_reps: 5,
     history_k: 1_000,
     history_reps: 3,
     trivial: [(1, 5_000), (256, 200)],
@@ -292,20 +292,40 @@ fn med(values: impl Iterator<Item = f64>) -> f64 {
     median(&mut values).unwrap_or(f64::NAN)
 }
 
-fn row(
-    scenario: &str,
-    measure: &str,
+/// The medians of `get` over the floor's and agentloop's runs, and the median of the ratios
+/// of each agentloop run to the floor run just before it. On a shared machine the load
+/// drifts between runs; a pair's two runs see nearly the same load, so the paired ratio
+/// cancels most of the drift that the ratio of two medians keeps.
+fn paired(floor: &[Measured], agentloop: &[Measured], get: impl Fn(&Measured) -> f64) -> Paired {
+    let ratios = floor.iter().zip(agentloop).map(|(f, a)| get(a) / get(f));
+    Paired {
+        floor: med(floor.iter().map(&get)),
+        agentloop: med(agentloop.iter().map(&get)),
+        ratio: med(ratios),
+    }
+}
+
+/// See [`paired`].
+struct Paired {
     floor: f64,
     agentloop: f64,
-    target: &str,
-    ok: Option<bool>,
-) -> Row {
+    ratio: f64,
+}
+
+impl Paired {
+    /// Two values and their ratio.
+    fn plain(floor: f64, agentloop: f64) -> Self {
+        Self { floor, agentloop, ratio: agentloop / floor }
+    }
+}
+
+fn row(scenario: &str, measure: &str, values: Paired, target: &str, ok: Option<bool>) -> Row {
     Row {
         scenario: scenario.to_owned(),
         measure: measure.to_owned(),
-        floor,
-        agentloop,
-        ratio: agentloop / floor,
+        floor: values.floor,
+        agentloop: values.agentloop,
+        ratio: values.ratio,
         target: target.to_owned(),
         met: ok,
     }
@@ -381,9 +401,9 @@ pub async fn run(options: &Options) -> Result<Results, String> {
             ("wall µs / round trip", DriverReport::wall_per_round as fn(&DriverReport) -> f64),
             ("driver CPU µs / round trip", DriverReport::cpu_per_round),
         ] {
-            let f = med(floor.iter().map(|m| get(&m.report)));
-            let a = med(agentloop.iter().map(|m| get(&m.report)));
-            rows.push(row(&name, measure, f, a, &target, check.then_some(a / f <= limit)));
+            let values = paired(&floor, &agentloop, |m| get(&m.report));
+            let ok = check.then_some(values.ratio <= limit);
+            rows.push(row(&name, measure, values, &target, ok));
         }
     }
 
@@ -408,27 +428,19 @@ pub async fn run(options: &Options) -> Result<Results, String> {
             sizes.conc_k, sizes.conc_latency
         );
         let (throughput, memory) = if i == 0 { (0.95, 1.5) } else { (0.90, f64::INFINITY) };
-        let f = med(floor.iter().map(|m| m.report.rounds_per_sec()));
-        let a = med(agentloop.iter().map(|m| m.report.rounds_per_sec()));
-        rows.push(row(
-            &name,
-            "round trips / s",
-            f,
-            a,
-            &format!("≥ {:.0} % of floor", throughput * 100.0),
-            check.then_some(a / f >= throughput),
-        ));
-        let f = med(floor.iter().map(|m| m.report.cpu_per_round()));
-        let a = med(agentloop.iter().map(|m| m.report.cpu_per_round()));
-        rows.push(row(&name, "driver CPU µs / round trip", f, a, "reference", None));
-        let f = med(floor.iter().map(|m| m.report.peak_rss_kb as f64 / 1024.0));
-        let a = med(agentloop.iter().map(|m| m.report.peak_rss_kb as f64 / 1024.0));
+        let values = paired(&floor, &agentloop, |m| m.report.rounds_per_sec());
+        let target = format!("≥ {:.0} % of floor", throughput * 100.0);
+        let ok = check.then_some(values.ratio >= throughput);
+        rows.push(row(&name, "round trips / s", values, &target, ok));
+        let values = paired(&floor, &agentloop, |m| m.report.cpu_per_round());
+        rows.push(row(&name, "driver CPU µs / round trip", values, "reference", None));
+        let values = paired(&floor, &agentloop, |m| m.report.peak_rss_kb as f64 / 1024.0);
         let (target, ok) = if memory.is_finite() {
-            (format!("≤ {memory:.1}× floor"), check.then_some(a / f <= memory))
+            (format!("≤ {memory:.1}× floor"), check.then_some(values.ratio <= memory))
         } else {
             ("no errors (checked)".to_owned(), None)
         };
-        rows.push(row(&name, "peak RSS, MiB", f, a, &target, ok));
+        rows.push(row(&name, "peak RSS, MiB", values, &target, ok));
     }
 
     if options.runs("history") {
@@ -480,44 +492,38 @@ async fn history(
     rows.push(row(
         &name,
         "CPU µs / round at rounds 6–15, excl. body encoding",
-        f10,
-        a10,
+        Paired::plain(f10, a10),
         "reference",
         None,
     ));
     rows.push(row(
         &name,
         &format!("CPU µs / round at rounds {}–{k}, excl. body encoding", late.start()),
-        f1k,
-        a1k,
+        Paired::plain(f1k, a1k),
         "reference",
         None,
     ));
-    let mut growth = row(
+    let growth = row(
         &name,
         "growth (late / early), excl. encoding",
-        f1k / f10,
-        a1k / a10,
+        Paired::plain(f1k / f10, a1k / a10),
         "agentloop ≤ 1.5",
         check.then_some(a1k / a10 <= 1.5),
     );
-    growth.ratio = (a1k / a10) / (f1k / f10);
     rows.push(growth);
     let (fe10, ae10) = (at(&floor, &early, true), at(&agentloop, &early, true));
     let (fe1k, ae1k) = (at(&floor, &late, true), at(&agentloop, &late, true));
     rows.push(row(
         &name,
         "body encoding µs at rounds 6–15 (excluded above)",
-        fe10,
-        ae10,
+        Paired::plain(fe10, ae10),
         "reference",
         None,
     ));
     rows.push(row(
         &name,
         &format!("body encoding µs at rounds {}–{k} (excluded above)", late.start()),
-        fe1k,
-        ae1k,
+        Paired::plain(fe1k, ae1k),
         "reference",
         None,
     ));

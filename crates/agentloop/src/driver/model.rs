@@ -48,6 +48,9 @@ impl Driver {
                 // A hook answered instead of the model.
                 Err(response) => ModelCall::Responded(response),
                 Ok(request) => {
+                    // One cancellation waiter for the whole call (registering one per chunk
+                    // costs a lock and an unregistration each time).
+                    let mut cancelled = std::pin::pin!(scope.control.cancel.cancelled());
                     let mut attempt = 1u32;
                     let whole = !self.provider.streams();
                     loop {
@@ -55,7 +58,7 @@ impl Driver {
                             // The provider gets the whole response anyway: take it as it is.
                             let next = tokio::select! {
                                 biased;
-                                () = scope.control.cancel.cancelled() => None,
+                                () = &mut cancelled => None,
                                 next = self.provider.complete(request.clone()) => Some(next),
                             };
                             let ended = match next {
@@ -79,7 +82,7 @@ impl Driver {
                             yield Event::ModelRetrying { attempt, delay_ms: crate::run::millis(delay), error: error.clone() };
                             tokio::select! {
                                 biased;
-                                () = scope.control.cancel.cancelled() => break ModelCall::Cancelled,
+                                () = &mut cancelled => break ModelCall::Cancelled,
                                 () = tokio::time::sleep(delay) => {}
                             }
                             attempt += 1;
@@ -91,7 +94,7 @@ impl Driver {
                         let ended = loop {
                             let next = tokio::select! {
                                 biased;
-                                () = scope.control.cancel.cancelled() => break ModelCall::Cancelled,
+                                () = &mut cancelled => break ModelCall::Cancelled,
                                 next = chunks.next() => next,
                             };
                             match next {
@@ -124,7 +127,7 @@ impl Driver {
                         yield Event::ModelRetrying { attempt, delay_ms: crate::run::millis(delay), error: error.clone() };
                         tokio::select! {
                             biased;
-                            () = scope.control.cancel.cancelled() => break ModelCall::Cancelled,
+                            () = &mut cancelled => break ModelCall::Cancelled,
                             () = tokio::time::sleep(delay) => {}
                         }
                         attempt += 1;

@@ -100,6 +100,7 @@ impl Driver {
             let mut events = Vec::new();
             let mut queue: VecDeque<ToolInvocation> = invocations.into();
             let mut running = Running::new();
+            let mut cancelled = std::pin::pin!(scope.control.cancel.cancelled());
             loop {
                 if run.is_ending() {
                     break;
@@ -161,7 +162,7 @@ impl Driver {
                 }
                 let next = tokio::select! {
                     biased;
-                    () = scope.control.cancel.cancelled() => None,
+                    () = &mut cancelled => None,
                     next = running.next() => next,
                 };
                 let Some(finished) = next else {

@@ -11,7 +11,7 @@ mod transport;
 pub(crate) use classify::error_object;
 pub use classify::{classify_http_error, error_message, retry_after};
 
-use super::sse::{chunk_stream, response_chunks};
+use super::sse::{chunk_stream_with_timer, response_chunks};
 use super::wire::{AuthStyle, EncodedRequest, WireFormat};
 use super::{ChunkStream, ModelRequest, ModelResponse, Provider, ProviderError, RetryPolicy};
 use bytes::Bytes;
@@ -21,8 +21,10 @@ use http::header::{
 };
 use http_body_util::BodyExt;
 use secrecy::{ExposeSecret, SecretString};
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::time::Sleep;
 use transport::{ResponseBody, Transport, TransportError};
 
 /// Where and how to reach a provider over HTTP. Built with chained setters:
@@ -407,6 +409,37 @@ impl<W: WireFormat> Shared<W> {
         )?
     }
 
+    /// [`send`](Self::send) for a streamed request, with the timer that timed it, for the
+    /// stream's idle timeout to reuse. The timer is armed at the earlier of the request and
+    /// the idle deadline and moved to the request deadline if it fires first, so that the
+    /// idle timeout only ever moves it later: a new timer earlier than all the others makes
+    /// tokio wake its driver through an eventfd (a `write` and an extra `epoll_wait` per
+    /// request).
+    async fn send_streamed(
+        &self,
+        wire: EncodedRequest,
+    ) -> Result<(http::Response<ResponseBody>, Pin<Box<Sleep>>), ProviderError> {
+        let now = tokio::time::Instant::now();
+        let deadline = now + self.request_timeout;
+        let mut timer =
+            Box::pin(tokio::time::sleep_until(deadline.min(now + self.stream_idle_timeout)));
+        let mut send = std::pin::pin!(self.send_untimed(wire, true));
+        loop {
+            tokio::select! {
+                biased;
+                sent = &mut send => return sent.map(|response| (response, timer)),
+                () = timer.as_mut() => {
+                    if tokio::time::Instant::now() >= deadline {
+                        return Err(ProviderError::Timeout {
+                            message: format!("no response within {:?}", self.request_timeout),
+                        });
+                    }
+                    timer.as_mut().reset(deadline);
+                }
+            }
+        }
+    }
+
     /// [`send`](Self::send) without its timeout (the caller has one around it).
     async fn send_untimed(
         &self,
@@ -491,38 +524,47 @@ impl<W: WireFormat> Provider for HttpProvider<W> {
                     return;
                 }
             };
-            let response = match shared.send(wire, streaming).await {
-                Ok(response) => response,
+            let sent = if streaming {
+                shared.send_streamed(wire).await.map(|(response, timer)| (response, Some(timer)))
+            } else {
+                shared.send(wire, false).await.map(|response| (response, None))
+            };
+            let (response, timer) = match sent {
+                Ok(sent) => sent,
                 Err(error) => {
                     yield Err(error);
                     return;
                 }
             };
-            if !streaming || is_json(&response) {
-                // A non-streamed request, or a server that ignored `stream: true` and
-                // answered with one JSON body.
-                let body = tokio::time::timeout(shared.request_timeout, read_body(response)).await;
-                let decoded = match body {
-                    Err(_) => Err(ProviderError::Timeout {
-                        message: format!("response body not read within {:?}", shared.request_timeout),
-                    }),
-                    Ok(Err(e)) => Err(transport_error(&*e, "reading the response")),
-                    Ok(Ok(bytes)) => shared.format.decode_response(&bytes),
-                };
-                match decoded {
-                    Ok(response) => {
-                        for chunk in response_chunks(response) {
-                            yield Ok(chunk);
+            let timer = match timer {
+                Some(timer) if !is_json(&response) => timer,
+                _ => {
+                    // A non-streamed request, or a server that ignored `stream: true` and
+                    // answered with one JSON body.
+                    let body = tokio::time::timeout(shared.request_timeout, read_body(response)).await;
+                    let decoded = match body {
+                        Err(_) => Err(ProviderError::Timeout {
+                            message: format!("response body not read within {:?}", shared.request_timeout),
+                        }),
+                        Ok(Err(e)) => Err(transport_error(&*e, "reading the response")),
+                        Ok(Ok(bytes)) => shared.format.decode_response(&bytes),
+                    };
+                    match decoded {
+                        Ok(response) => {
+                            for chunk in response_chunks(response) {
+                                yield Ok(chunk);
+                            }
                         }
+                        Err(error) => yield Err(error),
                     }
-                    Err(error) => yield Err(error),
+                    return;
                 }
-                return;
-            }
+            };
             let bytes = http_body_util::BodyDataStream::new(response.into_body());
-            let mut chunks = chunk_stream(
+            let mut chunks = chunk_stream_with_timer(
                 bytes,
                 shared.stream_idle_timeout,
+                timer,
                 shared.format.stream_decoder(),
                 |e: TransportError| transport_error(&*e, "the stream broke off"),
             );

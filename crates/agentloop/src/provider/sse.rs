@@ -9,7 +9,9 @@ use crate::message::Part;
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use parse::{NotUtf8, SseParser};
+use std::pin::Pin;
 use std::time::Duration;
+use tokio::time::Sleep;
 
 /// Decodes a byte stream of server-sent events with `decoder`.
 ///
@@ -25,6 +27,25 @@ use std::time::Duration;
 pub fn chunk_stream<S, E, F>(
     bytes: S,
     idle_timeout: Duration,
+    decoder: Box<dyn StreamDecoder>,
+    map_err: F,
+) -> ChunkStream
+where
+    S: Stream<Item = Result<Bytes, E>> + Send + 'static,
+    E: Send + 'static,
+    F: Fn(E) -> ProviderError + Send + 'static,
+{
+    let timer = Box::pin(tokio::time::sleep(idle_timeout));
+    chunk_stream_with_timer(bytes, idle_timeout, timer, decoder, map_err)
+}
+
+/// [`chunk_stream`] timed by `timer`, a timer the caller may have used already (the HTTP
+/// provider's, for the response headers); it is pushed back to `idle_timeout` before each
+/// read.
+pub(crate) fn chunk_stream_with_timer<S, E, F>(
+    bytes: S,
+    idle_timeout: Duration,
+    timer: Pin<Box<Sleep>>,
     mut decoder: Box<dyn StreamDecoder>,
     map_err: F,
 ) -> ChunkStream
@@ -37,8 +58,7 @@ where
         let mut bytes = std::pin::pin!(bytes);
         // One timer for the whole stream, pushed back before each read (a later deadline
         // is an atomic update of the registered timer, not a new one).
-        let mut idle = std::pin::pin!(tokio::time::sleep(idle_timeout));
-        let mut first = true;
+        let mut idle = timer;
         let mut parser = SseParser::default();
         let mut out = Vec::new();
         loop {
@@ -56,10 +76,7 @@ where
                     return;
                 }
             }
-            if !first {
-                idle.as_mut().reset(tokio::time::Instant::now() + idle_timeout);
-            }
-            first = false;
+            idle.as_mut().reset(tokio::time::Instant::now() + idle_timeout);
             let next = tokio::select! {
                 biased;
                 next = bytes.next() => Some(next),

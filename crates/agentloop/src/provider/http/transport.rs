@@ -36,7 +36,7 @@ pub(crate) struct Transport {
 
 #[derive(Clone)]
 enum Inner {
-    Direct(Direct),
+    Direct(Box<Direct>),
     Proxied(reqwest::Client),
 }
 
@@ -53,7 +53,7 @@ impl Transport {
             None if proxy_applies(&Matcher::from_env(), base) => {
                 Inner::Proxied(proxied(connect_timeout, None)?)
             }
-            None => Inner::Direct(direct(connect_timeout)?),
+            None => Inner::Direct(Box::new(direct(connect_timeout)?)),
         };
         Ok(Self { inner })
     }
