@@ -309,9 +309,11 @@ async fn read_sse(response: reqwest::Response) -> Result<Turn, FloorError> {
     let mut done = false;
     while let Some(piece) = bytes.next().await {
         buffer.extend_from_slice(&piece?);
-        // Events end with a blank line; `data:` lines carry the JSON.
-        while let Some(end) = find(&buffer, b"\n\n") {
-            for line in buffer[..end].split(|&b| b == b'\n') {
+        // Events end with a blank line; `data:` lines carry the JSON. The complete events are
+        // handled in place, and what is left of the buffer moves to its front once per read.
+        let mut start = 0;
+        while let Some(end) = find(&buffer[start..], b"\n\n") {
+            for line in buffer[start..start + end].split(|&b| b == b'\n') {
                 let Some(data) = line.strip_prefix(b"data:") else { continue };
                 let data = data.strip_prefix(b" ").unwrap_or(data);
                 if data == b"[DONE]" {
@@ -320,8 +322,9 @@ async fn read_sse(response: reqwest::Response) -> Result<Turn, FloorError> {
                 }
                 apply_chunk(&mut turn, serde_json::from_slice(data)?)?;
             }
-            buffer.drain(..end + 2);
+            start += end + 2;
         }
+        buffer.drain(..start);
     }
     if !done {
         return Err(FloorError::Protocol("the stream ended without [DONE]".into()));
@@ -369,7 +372,7 @@ fn apply_chunk(turn: &mut Turn, chunk: Chunk) -> Result<(), FloorError> {
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
+    memchr::memmem::find(haystack, needle)
 }
 
 #[cfg(test)]

@@ -295,7 +295,8 @@ impl<W: WireFormat> HttpProvider<W> {
             value.set_sensitive(true);
             headers.insert(name, value);
         }
-        headers.insert(USER_AGENT, HeaderValue::from_static(USER_AGENT_VALUE));
+        // A configured `User-Agent` wins.
+        headers.entry(USER_AGENT).or_insert(HeaderValue::from_static(USER_AGENT_VALUE));
         let base = base_url.parse::<http::Uri>().map_err(|e| HttpConfigError::InvalidBaseUrl {
             url: base_url.clone(),
             reason: e.to_string(),
@@ -372,7 +373,9 @@ impl<W: WireFormat> Shared<W> {
                 message: format!("the request header {name:?} is not valid in HTTP"),
             };
             let header = HeaderName::from_bytes(name.as_bytes()).map_err(|_| invalid())?;
-            headers.insert(header, HeaderValue::from_str(&value).map_err(|_| invalid())?);
+            let value = HeaderValue::from_str(&value).map_err(|_| invalid())?;
+            // A header the configuration sets wins over the format's default for it.
+            headers.entry(header).or_insert(value);
         }
         Ok(request)
     }

@@ -254,6 +254,23 @@ fn request_uris_are_parsed_once_per_path() {
     assert_eq!(header("accept"), Some("text/event-stream"));
     assert_eq!(header("anthropic-version"), Some("2023-06-01"));
     assert_eq!(header("user-agent"), Some(USER_AGENT_VALUE));
+    // Configured headers win over the format's and over the default `User-Agent`.
+    let config = HttpConfig::new("http://127.0.0.1:1/v1", "m")
+        .header("anthropic-version", "2024-01-01")
+        .header("user-agent", "my-app/2");
+    let custom = HttpProvider::new(Dummy, config).unwrap();
+    let wire = EncodedRequest {
+        path: "/messages".into(),
+        body: Vec::new(),
+        headers: vec![("anthropic-version".into(), "2023-06-01".into())],
+    };
+    let request = custom.shared.request(wire, false).unwrap();
+    let values = |name: &str| -> Vec<&str> {
+        request.headers().get_all(name).iter().map(|v| v.to_str().unwrap()).collect()
+    };
+    assert_eq!(values("anthropic-version"), ["2024-01-01"]);
+    assert_eq!(values("user-agent"), ["my-app/2"]);
+    assert_eq!(values("accept"), ["application/json"]);
     let bad = EncodedRequest {
         path: "/x".into(),
         body: Vec::new(),
