@@ -144,6 +144,16 @@ impl Agent {
         input: impl Into<RunInput>,
         options: RunOptions,
     ) -> (RunHandle, EventStream) {
+        self.start_inner(input, options, false)
+    }
+
+    /// [`start_with`](Self::start_with); `quiet` leaves out the transient events.
+    fn start_inner(
+        &self,
+        input: impl Into<RunInput>,
+        options: RunOptions,
+        quiet: bool,
+    ) -> (RunHandle, EventStream) {
         let run_id = options.run_id.unwrap_or_else(new_run_id);
         let control = Control::new(options.cancel.unwrap_or_default());
         let handle = RunHandle { run_id: run_id.clone(), control: control.clone() };
@@ -152,7 +162,8 @@ impl Agent {
         config.tools = self.driver.tools.specs();
         let start =
             Start::New { run_id: run_id.clone(), config: Box::new(config), input: input.into().0 };
-        let events = self.driver.clone().drive(start, control);
+        let driver = Driver { quiet, ..self.driver.clone() };
+        let events = driver.drive(start, control);
         (handle, self.journal(events, run_id, Some(0)))
     }
 
@@ -299,9 +310,13 @@ impl Agent {
     }
 
     /// Runs to the end and returns the outcome. A failed or cancelled run is an error that
-    /// carries its outcome.
+    /// carries its outcome. Only the outcome is wanted, so the transient events (deltas and
+    /// notices) are not even built; the journal is the same as [`run_stream`](Self::run_stream)'s.
     pub async fn run(&self, input: impl Into<RunInput>) -> Result<Outcome, AgentError> {
-        outcome_of(self.run_stream(input)).await
+        // Only the outcome is wanted: the driver leaves out the deltas and notices (the
+        // journal is the same).
+        let (_, events) = self.start_inner(input, RunOptions::default(), true);
+        outcome_of(events).await
     }
 }
 
@@ -677,6 +692,7 @@ impl AgentBuilder {
                 tools: Arc::new(tools),
                 hooks: Arc::new(self.hooks),
                 concurrency: self.concurrency,
+                quiet: false,
             },
             config: Arc::new(self.config),
             store: self.store,

@@ -361,3 +361,29 @@ async fn continue_run_appends_after_the_stored_journal() {
         clean.iter().map(|e| e.event.kind()).collect::<Vec<_>>()
     );
 }
+
+/// `Agent::run` leaves out the transient events, but journals exactly what `run_stream`
+/// journals: the same durable events, the same conversation, the same outcome.
+#[tokio::test]
+async fn run_journals_what_run_stream_journals() {
+    let streamed_store = Arc::new(MemoryStore::new());
+    let streamed_agent =
+        agent(ScriptedModel::new(turns()), &Probe::default(), streamed_store.clone());
+    let events = collect(streamed_agent.run_stream("go")).await;
+    assert!(events.iter().any(|e| !e.is_durable()), "run_stream streams notices and deltas");
+    let streamed = outcome_of_events(&events);
+
+    let quiet_store = Arc::new(MemoryStore::new());
+    let quiet_agent = agent(ScriptedModel::new(turns()), &Probe::default(), quiet_store.clone());
+    let quiet = quiet_agent.run("go").await.unwrap();
+    assert_eq!(quiet.answer, streamed.answer);
+    assert_eq!(quiet.stop_reason, streamed.stop_reason);
+
+    let streamed_journal = events_of(&streamed_store.load(&streamed.run_id).await.unwrap());
+    let quiet_journal = events_of(&quiet_store.load(&quiet.run_id).await.unwrap());
+    let kinds = |journal: &[Event]| journal.iter().map(Event::kind).collect::<Vec<_>>();
+    assert_eq!(kinds(&quiet_journal), kinds(&streamed_journal));
+    let streamed_run = Run::from_journal(streamed_journal.iter()).unwrap();
+    let quiet_run = Run::from_journal(quiet_journal.iter()).unwrap();
+    assert_eq!(quiet_run.history(), streamed_run.history());
+}

@@ -41,6 +41,9 @@ pub(crate) struct Driver {
     pub(crate) retry: Option<crate::provider::RetryPolicy>,
     /// Tool calls of one model turn that may run at once.
     pub(crate) concurrency: usize,
+    /// Streams only the durable events (and the few the driver adds, such as retries): no
+    /// deltas, no notices. For a caller that only wants the outcome ([`crate::Agent::run`]).
+    pub(crate) quiet: bool,
 }
 
 /// Where a driven run comes from.
@@ -99,6 +102,7 @@ impl Driver {
             if let Some(counter) = &self.counter {
                 run.set_token_counter(counter.clone());
             }
+            run.set_quiet(self.quiet);
             let scope = Scope {
                 run_id: Arc::from(run.run_id()),
                 metadata: Arc::new(run.config().metadata.clone()),

@@ -64,7 +64,7 @@ impl Driver {
                             let ended = match next {
                                 None => ModelCall::Cancelled,
                                 Some(Ok(response)) => {
-                                    let response = as_streamed(response, &mut events);
+                                    let response = as_streamed(response, (!self.quiet).then_some(&mut events));
                                     for event in events.drain(..) {
                                         yield event;
                                     }
@@ -101,9 +101,15 @@ impl Driver {
                                 None => break ModelCall::Responded(std::mem::take(&mut assembler).finish()),
                                 Some(Err(error)) => break ModelCall::Failed(error),
                                 Some(Ok(chunk)) => {
-                                    if let Some(event) = delta_event(&chunk) {
+                                    // A delta counts as delivered whether or not it is
+                                    // streamed, so that retries do not depend on `quiet`.
+                                    if is_delta(&chunk) {
                                         delivered = true;
-                                        yield event;
+                                        if !self.quiet {
+                                            if let Some(event) = delta_event(&chunk) {
+                                                yield event;
+                                            }
+                                        }
                                     }
                                     if let Err(error) = assembler.push(chunk) {
                                         break ModelCall::Failed(error);
@@ -164,16 +170,21 @@ impl Driver {
 }
 
 /// A whole response as the chunk path would have delivered it: the delta events its chunks
-/// would have streamed (added to `events`), and the response as [`ResponseAssembler`] would
-/// have rebuilt it from them (assistant role, adjacent text parts joined, only text,
-/// reasoning and tool-call parts), without the chunks.
-fn as_streamed(response: ModelResponse, events: &mut Vec<Event>) -> ModelResponse {
+/// would have streamed (added to `events`, unless it is `None`), and the response as
+/// [`ResponseAssembler`] would have rebuilt it from them (assistant role, adjacent text parts
+/// joined, only text, reasoning and tool-call parts), without the chunks.
+fn as_streamed(response: ModelResponse, mut events: Option<&mut Vec<Event>>) -> ModelResponse {
     let ModelResponse { message, finish_reason, usage } = response;
     let mut parts: Vec<Part> = Vec::with_capacity(message.content.len());
+    let mut emit = |event: &dyn Fn() -> Event| {
+        if let Some(events) = events.as_mut() {
+            events.push(event());
+        }
+    };
     for part in message.content {
         match part {
             Part::Text { text } => {
-                events.push(Event::TextDelta { delta: text.clone() });
+                emit(&|| Event::TextDelta { delta: text.clone() });
                 match parts.last_mut() {
                     Some(Part::Text { text: current }) => current.push_str(&text),
                     _ => parts.push(Part::Text { text }),
@@ -181,17 +192,17 @@ fn as_streamed(response: ModelResponse, events: &mut Vec<Event>) -> ModelRespons
             }
             Part::Reasoning(reasoning) => {
                 if !reasoning.text.is_empty() {
-                    events.push(Event::ReasoningDelta { delta: reasoning.text.clone() });
+                    emit(&|| Event::ReasoningDelta { delta: reasoning.text.clone() });
                 }
                 parts.push(Part::Reasoning(reasoning));
             }
             Part::ToolCall(call) => {
-                events.push(Event::ToolCallStreamStarted {
+                emit(&|| Event::ToolCallStreamStarted {
                     call_id: call.id.clone(),
                     name: call.name.clone(),
                 });
                 if !call.arguments.is_empty() {
-                    events.push(Event::ToolArgumentsDelta {
+                    emit(&|| Event::ToolArgumentsDelta {
                         call_id: call.id.clone(),
                         delta: call.arguments.clone(),
                     });
@@ -206,6 +217,17 @@ fn as_streamed(response: ModelResponse, events: &mut Vec<Event>) -> ModelRespons
         finish_reason,
         usage,
     }
+}
+
+/// Whether `chunk` is content the caller sees as a delta event.
+fn is_delta(chunk: &StreamChunk) -> bool {
+    matches!(
+        chunk,
+        StreamChunk::TextDelta { .. }
+            | StreamChunk::ReasoningDelta { .. }
+            | StreamChunk::ToolCallStart { .. }
+            | StreamChunk::ToolCallDelta { .. }
+    )
 }
 
 /// The transient event that streams a chunk to the caller, if any.

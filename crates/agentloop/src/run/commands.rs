@@ -35,8 +35,7 @@ impl Run {
         self.expect_awaiting_model("model_responded")?;
         self.calibrate(response.usage.input);
         let message = response.message;
-        let reasoning = message.reasoning_text();
-        let text = message.text();
+        let notices = (!self.quiet).then(|| (message.reasoning_text(), message.text()));
         self.record(Event::ModelResponded {
             iteration: self.iteration,
             message,
@@ -44,16 +43,18 @@ impl Run {
             usage: response.usage,
             duration_ms: millis(duration),
         });
-        if !reasoning.is_empty() {
-            self.outbox.push(Event::Reasoning { text: reasoning });
-        }
-        let continues = matches!(self.phase, Phase::AwaitingTools { .. } | Phase::NeedModel);
-        if continues && !text.trim().is_empty() {
-            self.outbox.push(Event::Text { text });
-        }
-        if let Phase::AwaitingTools { calls, .. } = &self.phase {
-            let calls = calls.iter().map(|c| Arc::clone(&c.call)).collect();
-            self.outbox.push(Event::ToolDetected { calls });
+        if let Some((reasoning, text)) = notices {
+            if !reasoning.is_empty() {
+                self.outbox.push(Event::Reasoning { text: reasoning });
+            }
+            let continues = matches!(self.phase, Phase::AwaitingTools { .. } | Phase::NeedModel);
+            if continues && !text.trim().is_empty() {
+                self.outbox.push(Event::Text { text });
+            }
+            if let Phase::AwaitingTools { calls, .. } = &self.phase {
+                let calls = calls.iter().map(|c| Arc::clone(&c.call)).collect();
+                self.outbox.push(Event::ToolDetected { calls });
+            }
         }
         self.close_iteration();
         Ok(())
@@ -168,7 +169,7 @@ impl Run {
         let arguments = Arc::new(
             arguments.unwrap_or_else(|| serde_json::json!({ "_raw": call.arguments.clone() })),
         );
-        self.outbox.push(Event::StepStarted { call_id: call.id.clone(), name: call.name.clone() });
+        self.notice(|| Event::StepStarted { call_id: call.id.clone(), name: call.name.clone() });
         self.record(Event::ToolStarted { call, arguments });
         Ok(())
     }
@@ -221,7 +222,7 @@ impl Run {
             }
         };
         self.record(event);
-        self.outbox.push(Event::StepCompleted { call_id: call_id.to_owned(), status });
+        self.notice(|| Event::StepCompleted { call_id: call_id.to_owned(), status });
         self.close_iteration();
         Ok(())
     }

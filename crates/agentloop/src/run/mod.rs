@@ -236,6 +236,10 @@ pub struct Run {
     cache: context::ContextCache,
     #[serde(skip)]
     outbox: Vec<Event>,
+    /// Leaves out the transient events (notices such as `text`, `tool_detected`,
+    /// `step_started`): for a caller that only wants the outcome.
+    #[serde(skip)]
+    quiet: bool,
 }
 
 impl Run {
@@ -267,6 +271,7 @@ impl Run {
             context: context::ContextState::default(),
             cache: context::ContextCache::default(),
             outbox: Vec::new(),
+            quiet: false,
         }
     }
 
@@ -564,6 +569,20 @@ impl Run {
     /// The history for appending (copies it only if a request still shares it).
     fn history_mut(&mut self) -> &mut Vec<Message> {
         Arc::make_mut(&mut self.history)
+    }
+
+    /// Leaves out the transient events from now on (`quiet`), or emits them again. The
+    /// journal (the durable events) is the same either way.
+    pub(crate) fn set_quiet(&mut self, quiet: bool) {
+        self.quiet = quiet;
+    }
+
+    /// Queues a transient event built by `event`, unless the run is quiet (then it is not
+    /// even built).
+    fn notice(&mut self, event: impl FnOnce() -> Event) {
+        if !self.quiet {
+            self.outbox.push(event());
+        }
     }
 
     /// Applies an event to the state and queues it for the driver.
