@@ -313,8 +313,6 @@ impl Agent {
     /// carries its outcome. Only the outcome is wanted, so the transient events (deltas and
     /// notices) are not even built; the journal is the same as [`run_stream`](Self::run_stream)'s.
     pub async fn run(&self, input: impl Into<RunInput>) -> Result<Outcome, AgentError> {
-        // Only the outcome is wanted: the driver leaves out the deltas and notices (the
-        // journal is the same).
         let (_, events) = self.start_inner(input, RunOptions::default(), true);
         outcome_of(events).await
     }
