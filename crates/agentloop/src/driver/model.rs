@@ -54,7 +54,8 @@ impl Driver {
                     let mut attempt = 1u32;
                     let whole = !self.provider.streams();
                     loop {
-                        if whole {
+                        // How the attempt ended, and whether content reached the caller.
+                        let (ended, delivered) = if whole {
                             // The provider gets the whole response anyway: take it as it is.
                             let next = tokio::select! {
                                 biased;
@@ -72,54 +73,42 @@ impl Driver {
                                 }
                                 Some(Err(error)) => ModelCall::Failed(error),
                             };
-                            let delay = match &ended {
-                                ModelCall::Failed(error) => {
-                                    self.retry.as_ref().and_then(|policy| policy.next_delay(attempt, error))
-                                }
-                                _ => None,
-                            };
-                            let (Some(delay), ModelCall::Failed(error)) = (delay, &ended) else { break ended };
-                            yield Event::ModelRetrying { attempt, delay_ms: crate::run::millis(delay), error: error.clone() };
-                            tokio::select! {
-                                biased;
-                                () = &mut cancelled => break ModelCall::Cancelled,
-                                () = tokio::time::sleep(delay) => {}
-                            }
-                            attempt += 1;
-                            continue;
-                        }
-                        let mut chunks = self.provider.stream(request.clone());
-                        let mut assembler = ResponseAssembler::default();
-                        let mut delivered = false;
-                        let ended = loop {
-                            let next = tokio::select! {
-                                biased;
-                                () = &mut cancelled => break ModelCall::Cancelled,
-                                next = chunks.next() => next,
-                            };
-                            match next {
-                                None => break ModelCall::Responded(std::mem::take(&mut assembler).finish()),
-                                Some(Err(error)) => break ModelCall::Failed(error),
-                                Some(Ok(chunk)) => {
-                                    // A delta counts as delivered whether or not it is
-                                    // streamed, so that retries do not depend on `quiet`.
-                                    if is_delta(&chunk) {
-                                        delivered = true;
-                                        if !self.quiet {
-                                            if let Some(event) = delta_event(&chunk) {
-                                                yield event;
+                            (ended, false)
+                        } else {
+                            let mut chunks = self.provider.stream(request.clone());
+                            let mut assembler = ResponseAssembler::default();
+                            let mut delivered = false;
+                            let ended = loop {
+                                let next = tokio::select! {
+                                    biased;
+                                    () = &mut cancelled => break ModelCall::Cancelled,
+                                    next = chunks.next() => next,
+                                };
+                                match next {
+                                    None => break ModelCall::Responded(std::mem::take(&mut assembler).finish()),
+                                    Some(Err(error)) => break ModelCall::Failed(error),
+                                    Some(Ok(chunk)) => {
+                                        // A delta counts as delivered whether or not it is
+                                        // streamed, so that retries do not depend on `quiet`.
+                                        if is_delta(&chunk) {
+                                            delivered = true;
+                                            if !self.quiet {
+                                                if let Some(event) = delta_event(&chunk) {
+                                                    yield event;
+                                                }
                                             }
                                         }
-                                    }
-                                    if let Err(error) = assembler.push(chunk) {
-                                        break ModelCall::Failed(error);
+                                        if let Err(error) = assembler.push(chunk) {
+                                            break ModelCall::Failed(error);
+                                        }
                                     }
                                 }
-                            }
+                            };
+                            // `chunks` (and the request it holds) is dropped before the run
+                            // appends to the history it shares.
+                            drop(chunks);
+                            (ended, delivered)
                         };
-                        // `chunks` (and the request it holds) is dropped before the run
-                        // appends to the history it shares.
-                        drop(chunks);
                         // Retry only what nothing was delivered from: a stream that already
                         // streamed content to the caller is not silently re-sent (the run
                         // decides).
