@@ -10,6 +10,7 @@
 //! call order.
 
 mod model;
+mod outbox;
 mod tools;
 
 use crate::control::Control;
@@ -20,9 +21,8 @@ use crate::provider::Provider;
 use crate::run::{Run, RunConfig, RunError, Step};
 use crate::tool::ToolExecutor;
 use futures::stream::BoxStream;
-use futures::StreamExt;
+use outbox::{Driven, Outbox};
 use serde_json::{Map, Value};
-use std::pin::pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -73,142 +73,141 @@ impl Scope {
     }
 
     fn tick(&self, run: &mut Run) {
-        run.set_elapsed(self.base_elapsed + self.clock.elapsed());
+        self.tick_at(run, Instant::now());
+    }
+
+    /// [`tick`](Self::tick) with a clock reading the caller also needs.
+    fn tick_at(&self, run: &mut Run, now: Instant) {
+        run.set_elapsed(self.base_elapsed + now.saturating_duration_since(self.clock));
     }
 }
 
 impl Driver {
     /// Drives a run to its end (or suspension), streaming every event.
     pub(crate) fn drive(self, start: Start, control: Arc<Control>) -> EventStream {
-        Box::pin(async_stream::stream! {
-            let mut events = Vec::new();
-            let mut run = match start {
-                Start::Existing(run) => *run,
-                Start::New { run_id, config, input } => {
-                    if self.hooks.is_empty() {
-                        Run::new(run_id, *config, input)
-                    } else {
-                        match self.hooks.before_run((*config).clone(), &mut events).await {
-                            Ok(config) => Run::new(run_id, config, input),
+        let outbox = Arc::new(Outbox::default());
+        Box::pin(Driven::new(outbox.clone(), self.drive_into(start, control, outbox)))
+    }
+
+    /// The run's future: every event goes to `out`.
+    async fn drive_into(self, start: Start, control: Arc<Control>, out: Arc<Outbox>) {
+        let out = &*out;
+        let mut events = Vec::new();
+        let mut run = match start {
+            Start::Existing(run) => *run,
+            Start::New { run_id, config, input } => {
+                if self.hooks.is_empty() {
+                    Run::new(run_id, *config, input)
+                } else {
+                    match self.hooks.before_run((*config).clone(), &mut events).await {
+                        Ok(config) => Run::new(run_id, config, input),
+                        Err(failure) => {
+                            let mut run = Run::new(run_id, *config, input);
+                            run.fail_hook(failure.hook, failure.error);
+                            run
+                        }
+                    }
+                }
+            }
+        };
+        if let Some(counter) = &self.counter {
+            run.set_token_counter(counter.clone());
+        }
+        run.set_quiet(self.quiet);
+        let scope = Scope {
+            run_id: Arc::from(run.run_id()),
+            metadata: Arc::new(run.config().metadata.clone()),
+            control,
+            clock: Instant::now(),
+            base_elapsed: Duration::from_millis(run.elapsed_ms()),
+        };
+        out.send(run.drain_events().chain(events.drain(..))).await;
+        let mut pauses = scope.control.subscribe();
+        loop {
+            scope.tick(&mut run);
+            if scope.control.cancel.is_cancelled() {
+                run.cancel(scope.control.cancel_reason());
+            }
+            if run.is_between_iterations() && !self.hooks.is_empty() {
+                let ctx = scope.hook_context(&run);
+                match self.hooks.pause_check(&ctx, &mut events).await {
+                    Ok(Some(reason)) => scope.control.pause(reason),
+                    Ok(None) => {}
+                    Err(failure) => fail_hook(&mut run, failure),
+                }
+            }
+            // Safe point before an iteration: wait out a pause.
+            if run.is_between_iterations() {
+                if let Some(reason) = scope.control.pause_reason() {
+                    run.pause(reason);
+                    out.send(events.drain(..).chain(run.drain_events())).await;
+                    wait_for_resume(&scope, &mut pauses).await;
+                    if !scope.control.cancel.is_cancelled() {
+                        run.resume();
+                    }
+                }
+            }
+            if run.is_between_iterations()
+                && run.paused().is_some()
+                && scope.control.pause_reason().is_none()
+            {
+                run.resume();
+            }
+            let step = run.next_step();
+            out.send(events.drain(..).chain(run.drain_events())).await;
+            match step {
+                Step::Finish(outcome) => {
+                    if run.is_finishing() {
+                        let ctx = scope.hook_context(&run);
+                        let continued = match self
+                            .hooks
+                            .on_incomplete_work(&ctx, &outcome, &mut events)
+                            .await
+                        {
+                            Ok(Some(prompt)) => run.continue_with(prompt),
+                            Ok(None) => false,
                             Err(failure) => {
-                                let mut run = Run::new(run_id, *config, input);
-                                run.fail_hook(failure.hook, failure.error);
-                                run
-                            }
-                        }
-                    }
-                }
-            };
-            if let Some(counter) = &self.counter {
-                run.set_token_counter(counter.clone());
-            }
-            run.set_quiet(self.quiet);
-            let scope = Scope {
-                run_id: Arc::from(run.run_id()),
-                metadata: Arc::new(run.config().metadata.clone()),
-                control,
-                clock: Instant::now(),
-                base_elapsed: Duration::from_millis(run.elapsed_ms()),
-            };
-            for event in run.drain_events().chain(events.drain(..)) {
-                yield event;
-            }
-            let mut pauses = scope.control.subscribe();
-            loop {
-                scope.tick(&mut run);
-                if scope.control.cancel.is_cancelled() {
-                    run.cancel(scope.control.cancel_reason());
-                }
-                if run.is_between_iterations() && !self.hooks.is_empty() {
-                    let ctx = scope.hook_context(&run);
-                    match self.hooks.pause_check(&ctx, &mut events).await {
-                        Ok(Some(reason)) => scope.control.pause(reason),
-                        Ok(None) => {}
-                        Err(failure) => fail_hook(&mut run, failure),
-                    }
-                }
-                // Safe point before an iteration: wait out a pause.
-                if run.is_between_iterations() {
-                    if let Some(reason) = scope.control.pause_reason() {
-                        run.pause(reason);
-                        for event in events.drain(..).chain(run.drain_events()) {
-                            yield event;
-                        }
-                        wait_for_resume(&scope, &mut pauses).await;
-                        if !scope.control.cancel.is_cancelled() {
-                            run.resume();
-                        }
-                    }
-                }
-                if run.is_between_iterations() && run.paused().is_some() && scope.control.pause_reason().is_none() {
-                    run.resume();
-                }
-                let step = run.next_step();
-                for event in events.drain(..).chain(run.drain_events()) {
-                    yield event;
-                }
-                match step {
-                    Step::Finish(outcome) => {
-                        if run.is_finishing() {
-                            let ctx = scope.hook_context(&run);
-                            let continued = match self.hooks.on_incomplete_work(&ctx, &outcome, &mut events).await {
-                                Ok(Some(prompt)) => run.continue_with(prompt),
-                                Ok(None) => false,
-                                Err(failure) => {
-                                    fail_hook(&mut run, failure);
-                                    false
-                                }
-                            };
-                            if !continued && run.is_finishing() {
-                                match self.hooks.after_run(&ctx, outcome, &mut events).await {
-                                    Ok(outcome) => run.finish(outcome),
-                                    Err(failure) => fail_hook(&mut run, failure),
-                                }
-                            }
-                            for event in events.drain(..).chain(run.drain_events()) {
-                                yield event;
-                            }
-                            if continued {
-                                continue;
-                            }
-                        }
-                        break;
-                    }
-                    Step::CallModel(request) => {
-                        let mut step = pin!(self.model_call(&mut run, &scope, request));
-                        while let Some(event) = step.next().await {
-                            yield event;
-                        }
-                    }
-                    Step::Compact(request) => {
-                        let summary = tokio::select! {
-                            biased;
-                            () = scope.control.cancel.cancelled() => None,
-                            summary = crate::provider::collect(self.provider.stream(request)) => Some(summary),
-                        };
-                        scope.tick(&mut run);
-                        let fed = match summary {
-                            Some(Ok(response)) => run.compacted(response),
-                            Some(Err(error)) => run.compaction_failed(error.to_string()),
-                            None => {
-                                run.cancel(scope.control.cancel_reason());
-                                Ok(())
+                                fail_hook(&mut run, failure);
+                                false
                             }
                         };
-                        fail_on_error(&mut run, fed);
-                        for event in run.drain_events() {
-                            yield event;
+                        if !continued && run.is_finishing() {
+                            match self.hooks.after_run(&ctx, outcome, &mut events).await {
+                                Ok(outcome) => run.finish(outcome),
+                                Err(failure) => fail_hook(&mut run, failure),
+                            }
+                        }
+                        out.send(events.drain(..).chain(run.drain_events())).await;
+                        if continued {
+                            continue;
                         }
                     }
-                    Step::CallTools(invocations) => {
-                        let mut step = pin!(self.tool_calls(&mut run, &scope, &mut pauses, invocations));
-                        while let Some(event) = step.next().await {
-                            yield event;
+                    break;
+                }
+                Step::CallModel(request) => self.model_call(&mut run, &scope, request, out).await,
+                Step::Compact(request) => {
+                    let summary = tokio::select! {
+                        biased;
+                        () = scope.control.cancel.cancelled() => None,
+                        summary = crate::provider::collect(self.provider.stream(request)) => Some(summary),
+                    };
+                    scope.tick(&mut run);
+                    let fed = match summary {
+                        Some(Ok(response)) => run.compacted(response),
+                        Some(Err(error)) => run.compaction_failed(error.to_string()),
+                        None => {
+                            run.cancel(scope.control.cancel_reason());
+                            Ok(())
                         }
-                    }
+                    };
+                    fail_on_error(&mut run, fed);
+                    out.send(run.drain_events()).await;
+                }
+                Step::CallTools(invocations) => {
+                    self.tool_calls(&mut run, &scope, &mut pauses, invocations, out).await;
                 }
             }
-        })
+        }
     }
 }
 

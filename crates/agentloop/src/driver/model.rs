@@ -1,12 +1,12 @@
 //! One model call: `before_model` hooks, the provider stream with its deltas, cancellation,
 //! `after_model` hooks, and the result fed to the run.
 
-use super::{fail_hook, fail_on_error, Driver, Scope};
+use super::{fail_hook, fail_on_error, Driver, Outbox, Scope};
 use crate::event::Event;
 use crate::message::{Message, Part, Role};
 use crate::provider::{ModelRequest, ModelResponse, ProviderError, ResponseAssembler, StreamChunk};
 use crate::run::Run;
-use futures::{Stream, StreamExt};
+use futures::StreamExt;
 use std::time::Instant;
 
 /// How a model call ended, as seen by the driver.
@@ -17,144 +17,148 @@ enum ModelCall {
 }
 
 impl Driver {
-    pub(super) fn model_call<'a>(
-        &'a self,
-        run: &'a mut Run,
-        scope: &'a Scope,
+    pub(super) async fn model_call(
+        &self,
+        run: &mut Run,
+        scope: &Scope,
         request: ModelRequest,
-    ) -> impl Stream<Item = Event> + Send + 'a {
-        async_stream::stream! {
-            let mut events = Vec::new();
-            let ctx = scope.hook_context(run);
-            let request = if self.hooks.is_empty() {
-                Ok(request)
-            } else {
-                match self.hooks.before_model(&ctx, request, &mut events).await {
-                    Ok(request) => request,
-                    Err(failure) => {
-                        fail_hook(run, failure);
-                        for event in events.drain(..).chain(run.drain_events()) {
-                            yield event;
-                        }
-                        return;
-                    }
+        out: &Outbox,
+    ) {
+        let mut events = Vec::new();
+        let ctx = scope.hook_context(run);
+        let request = if self.hooks.is_empty() {
+            Ok(request)
+        } else {
+            match self.hooks.before_model(&ctx, request, &mut events).await {
+                Ok(request) => request,
+                Err(failure) => {
+                    fail_hook(run, failure);
+                    out.send(events.drain(..).chain(run.drain_events())).await;
+                    return;
                 }
-            };
-            for event in events.drain(..) {
-                yield event;
             }
-            let started = Instant::now();
-            let ended = match request {
-                // A hook answered instead of the model.
-                Err(response) => ModelCall::Responded(response),
-                Ok(request) => {
-                    // One cancellation waiter for the whole call (registering one per chunk
-                    // costs a lock and an unregistration each time).
-                    let mut cancelled = std::pin::pin!(scope.control.cancel.cancelled());
-                    let mut attempt = 1u32;
-                    let whole = !self.provider.streams();
-                    loop {
-                        // How the attempt ended, and whether content reached the caller.
-                        let (ended, delivered) = if whole {
-                            // The provider gets the whole response anyway: take it as it is.
+        };
+        out.send(events.drain(..)).await;
+        let started = Instant::now();
+        let ended = match request {
+            // A hook answered instead of the model.
+            Err(response) => ModelCall::Responded(response),
+            Ok(request) => {
+                // One cancellation waiter for the whole call (registering one per chunk
+                // costs a lock and an unregistration each time).
+                let mut cancelled = std::pin::pin!(scope.control.cancel.cancelled());
+                let mut attempt = 1u32;
+                let whole = !self.provider.streams();
+                loop {
+                    // How the attempt ended, and whether content reached the caller.
+                    let (ended, delivered) = if whole {
+                        // The provider gets the whole response anyway: take it as it is.
+                        let next = tokio::select! {
+                            biased;
+                            () = &mut cancelled => None,
+                            next = self.provider.complete(request.clone()) => Some(next),
+                        };
+                        let ended = match next {
+                            None => ModelCall::Cancelled,
+                            Some(Ok(response)) => {
+                                let response =
+                                    as_streamed(response, (!self.quiet).then_some(&mut events));
+                                out.send(events.drain(..)).await;
+                                ModelCall::Responded(response)
+                            }
+                            Some(Err(error)) => ModelCall::Failed(error),
+                        };
+                        (ended, false)
+                    } else {
+                        let mut chunks = self.provider.stream(request.clone());
+                        let mut assembler = ResponseAssembler::default();
+                        let mut delivered = false;
+                        let ended = loop {
                             let next = tokio::select! {
                                 biased;
-                                () = &mut cancelled => None,
-                                next = self.provider.complete(request.clone()) => Some(next),
+                                () = &mut cancelled => break ModelCall::Cancelled,
+                                next = chunks.next() => next,
                             };
-                            let ended = match next {
-                                None => ModelCall::Cancelled,
-                                Some(Ok(response)) => {
-                                    let response = as_streamed(response, (!self.quiet).then_some(&mut events));
-                                    for event in events.drain(..) {
-                                        yield event;
-                                    }
-                                    ModelCall::Responded(response)
+                            match next {
+                                None => {
+                                    break ModelCall::Responded(
+                                        std::mem::take(&mut assembler).finish(),
+                                    )
                                 }
-                                Some(Err(error)) => ModelCall::Failed(error),
-                            };
-                            (ended, false)
-                        } else {
-                            let mut chunks = self.provider.stream(request.clone());
-                            let mut assembler = ResponseAssembler::default();
-                            let mut delivered = false;
-                            let ended = loop {
-                                let next = tokio::select! {
-                                    biased;
-                                    () = &mut cancelled => break ModelCall::Cancelled,
-                                    next = chunks.next() => next,
-                                };
-                                match next {
-                                    None => break ModelCall::Responded(std::mem::take(&mut assembler).finish()),
-                                    Some(Err(error)) => break ModelCall::Failed(error),
-                                    Some(Ok(chunk)) => {
-                                        // A delta counts as delivered whether or not it is
-                                        // streamed, so that retries do not depend on `quiet`.
-                                        if is_delta(&chunk) {
-                                            delivered = true;
-                                            if !self.quiet {
-                                                if let Some(event) = delta_event(&chunk) {
-                                                    yield event;
-                                                }
-                                            }
-                                        }
-                                        if let Err(error) = assembler.push(chunk) {
-                                            break ModelCall::Failed(error);
+                                Some(Err(error)) => break ModelCall::Failed(error),
+                                Some(Ok(chunk)) => {
+                                    // A delta counts as delivered whether or not it is
+                                    // streamed, so that retries do not depend on `quiet`.
+                                    if is_delta(&chunk) {
+                                        delivered = true;
+                                        if !self.quiet {
+                                            // Handed out when the driver next
+                                            // waits (for the network, at the latest).
+                                            out.push(delta_event(&chunk));
                                         }
                                     }
+                                    if let Err(error) = assembler.push(chunk) {
+                                        break ModelCall::Failed(error);
+                                    }
                                 }
-                            };
-                            // `chunks` (and the request it holds) is dropped before the run
-                            // appends to the history it shares.
-                            drop(chunks);
-                            (ended, delivered)
-                        };
-                        // Retry only what nothing was delivered from: a stream that already
-                        // streamed content to the caller is not silently re-sent (the run
-                        // decides).
-                        let delay = match &ended {
-                            ModelCall::Failed(error) if !delivered => {
-                                self.retry.as_ref().and_then(|policy| policy.next_delay(attempt, error))
                             }
-                            _ => None,
                         };
-                        let (Some(delay), ModelCall::Failed(error)) = (delay, &ended) else { break ended };
-                        yield Event::ModelRetrying { attempt, delay_ms: crate::run::millis(delay), error: error.clone() };
-                        tokio::select! {
-                            biased;
-                            () = &mut cancelled => break ModelCall::Cancelled,
-                            () = tokio::time::sleep(delay) => {}
-                        }
-                        attempt += 1;
-                    }
-                }
-            };
-            scope.tick(run);
-            match ended {
-                ModelCall::Responded(response) => {
-                    let observed = if self.hooks.is_empty() {
-                        Ok(())
-                    } else {
-                        self.hooks.after_model(&ctx, &response, &mut events).await
+                        // `chunks` (and the request it holds) is dropped before the run
+                        // appends to the history it shares.
+                        drop(chunks);
+                        (ended, delivered)
                     };
-                    match observed {
-                        Ok(()) => {
-                            let fed = run.model_responded(response, started.elapsed());
-                            fail_on_error(run, fed);
+                    // Retry only what nothing was delivered from: a stream that already
+                    // streamed content to the caller is not silently re-sent (the run
+                    // decides).
+                    let delay = match &ended {
+                        ModelCall::Failed(error) if !delivered => {
+                            self.retry.as_ref().and_then(|policy| policy.next_delay(attempt, error))
                         }
-                        Err(failure) => fail_hook(run, failure),
+                        _ => None,
+                    };
+                    let (Some(delay), ModelCall::Failed(error)) = (delay, &ended) else {
+                        break ended;
+                    };
+                    let retrying = Event::ModelRetrying {
+                        attempt,
+                        delay_ms: crate::run::millis(delay),
+                        error: error.clone(),
+                    };
+                    out.send([retrying]).await;
+                    tokio::select! {
+                        biased;
+                        () = &mut cancelled => break ModelCall::Cancelled,
+                        () = tokio::time::sleep(delay) => {}
                     }
+                    attempt += 1;
                 }
-                ModelCall::Failed(error) => {
-                    let fed = run.model_failed(error);
-                    fail_on_error(run, fed);
+            }
+        };
+        let now = Instant::now();
+        scope.tick_at(run, now);
+        match ended {
+            ModelCall::Responded(response) => {
+                let observed = if self.hooks.is_empty() {
+                    Ok(())
+                } else {
+                    self.hooks.after_model(&ctx, &response, &mut events).await
+                };
+                match observed {
+                    Ok(()) => {
+                        let fed = run.model_responded(response, now - started);
+                        fail_on_error(run, fed);
+                    }
+                    Err(failure) => fail_hook(run, failure),
                 }
-                ModelCall::Cancelled => run.cancel(scope.control.cancel_reason()),
             }
-            for event in events.drain(..).chain(run.drain_events()) {
-                yield event;
+            ModelCall::Failed(error) => {
+                let fed = run.model_failed(error);
+                fail_on_error(run, fed);
             }
+            ModelCall::Cancelled => run.cancel(scope.control.cancel_reason()),
         }
+        out.send(events.drain(..).chain(run.drain_events())).await;
     }
 }
 

@@ -1,14 +1,14 @@
 //! The tool calls of one iteration: budget gate, `before_tool` and approval hooks, concurrent
 //! execution under the limit, `after_tool` hooks, pause at safe points, cancellation.
 
-use super::{fail_hook, fail_on_error, wait_for_resume, Driver, Scope};
+use super::{fail_hook, fail_on_error, wait_for_resume, Driver, Outbox, Scope};
 use crate::event::Event;
 use crate::hooks::{Approval, CriticalFailure, HookContext};
 use crate::message::ToolCall;
 use crate::run::{Gate, Run, ToolInvocation};
 use crate::tool::{parse_arguments, ToolContext, ToolError, ToolOutput};
 use futures::stream::FuturesUnordered;
-use futures::{Stream, StreamExt};
+use futures::StreamExt;
 use serde_json::{json, Value};
 use std::collections::VecDeque;
 use std::future::Future;
@@ -89,105 +89,106 @@ struct Finished {
 }
 
 impl Driver {
-    pub(super) fn tool_calls<'a>(
-        &'a self,
-        run: &'a mut Run,
-        scope: &'a Scope,
-        pauses: &'a mut watch::Receiver<Option<String>>,
+    pub(super) async fn tool_calls(
+        &self,
+        run: &mut Run,
+        scope: &Scope,
+        pauses: &mut watch::Receiver<Option<String>>,
         invocations: Vec<ToolInvocation>,
-    ) -> impl Stream<Item = Event> + Send + 'a {
-        async_stream::stream! {
-            let mut events = Vec::new();
-            let mut queue: VecDeque<ToolInvocation> = invocations.into();
-            let mut running = Running::new();
-            let mut cancelled = std::pin::pin!(scope.control.cancel.cancelled());
-            loop {
-                if run.is_ending() {
-                    break;
-                }
-                // Start calls up to the limit, unless a pause is requested (a safe point).
-                while running.len() < self.concurrency && scope.control.pause_reason().is_none() && !run.is_ending() {
-                    let Some(ToolInvocation { call, approved }) = queue.pop_front() else { break };
-                    scope.tick(run);
-                    let parsed = parse_arguments(&call.arguments);
-                    match run.gate_tool_with(&call.id, parsed.as_ref().ok()) {
-                        Err(error) => fail_on_error(run, Err(error)),
-                        Ok(Gate::Handled) => {}
-                        Ok(Gate::Run) => {
-                            let ctx = scope.hook_context(run);
-                            match self.prepare(&ctx, &call, parsed, approved, &mut events).await {
-                                Err(failure) => fail_hook(run, failure),
-                                Ok(Prepared::Answered(result)) => {
-                                    let fed = run.tool_finished(&call.id, result, Duration::ZERO);
-                                    fail_on_error(run, fed);
-                                }
-                                Ok(Prepared::Deferred(arguments)) => {
-                                    let fed = run.tool_deferred(&call.id, arguments);
-                                    fail_on_error(run, fed);
-                                }
-                                Ok(Prepared::Run(arguments)) => {
-                                    let fed = run.tool_started(&call.id, arguments.as_ref().ok().cloned());
-                                    fail_on_error(run, fed);
-                                    running.push(self.execute(ctx, scope, call, arguments));
+        out: &Outbox,
+    ) {
+        let mut events = Vec::new();
+        let mut queue: VecDeque<ToolInvocation> = invocations.into();
+        let mut running = Running::new();
+        let mut cancelled = std::pin::pin!(scope.control.cancel.cancelled());
+        loop {
+            if run.is_ending() {
+                break;
+            }
+            // Start calls up to the limit, unless a pause is requested (a safe point).
+            while running.len() < self.concurrency
+                && scope.control.pause_reason().is_none()
+                && !run.is_ending()
+            {
+                let Some(ToolInvocation { call, approved }) = queue.pop_front() else { break };
+                scope.tick(run);
+                let parsed = parse_arguments(&call.arguments);
+                match run.gate_tool_with(&call.id, parsed.as_ref().ok()) {
+                    Err(error) => fail_on_error(run, Err(error)),
+                    Ok(Gate::Handled) => {}
+                    Ok(Gate::Run) => {
+                        let ctx = scope.hook_context(run);
+                        match self.prepare(&ctx, &call, parsed, approved, &mut events).await {
+                            Err(failure) => fail_hook(run, failure),
+                            Ok(Prepared::Answered(result)) => {
+                                let fed = run.tool_finished(&call.id, result, Duration::ZERO);
+                                fail_on_error(run, fed);
+                            }
+                            Ok(Prepared::Deferred(arguments)) => {
+                                let fed = run.tool_deferred(&call.id, arguments);
+                                fail_on_error(run, fed);
+                            }
+                            Ok(Prepared::Run(arguments)) => {
+                                // The tool reads the journaled arguments in place.
+                                let (parsed, error) = match arguments {
+                                    Ok(arguments) => (Some(arguments), None),
+                                    Err(error) => (None, Some(error)),
+                                };
+                                match run.tool_started(&call.id, parsed) {
+                                    Ok(journaled) => {
+                                        let arguments = error.map_or(Ok(journaled), Err);
+                                        running.push(self.execute(ctx, scope, call, arguments));
+                                    }
+                                    Err(error) => fail_on_error(run, Err(error)),
                                 }
                             }
                         }
                     }
-                    for event in events.drain(..).chain(run.drain_events()) {
-                        yield event;
-                    }
                 }
-                if running.is_empty() {
-                    if queue.is_empty() || run.is_ending() {
-                        break;
-                    }
-                    // Paused with calls left to start: wait at this safe point.
-                    if let Some(reason) = scope.control.pause_reason() {
-                        run.pause(reason);
-                    }
-                    for event in run.drain_events() {
-                        yield event;
-                    }
-                    wait_for_resume(scope, pauses).await;
-                    if !scope.control.cancel.is_cancelled() {
-                        run.resume();
-                    }
-                    for event in run.drain_events() {
-                        yield event;
-                    }
-                    if scope.control.cancel.is_cancelled() {
-                        run.cancel(scope.control.cancel_reason());
-                    }
-                    continue;
-                }
-                let next = tokio::select! {
-                    biased;
-                    () = &mut cancelled => None,
-                    next = running.next() => next,
-                };
-                let Some(finished) = next else {
-                    // Cancelled: drop the running tools' futures.
-                    running = Running::new();
-                    run.cancel(scope.control.cancel_reason());
-                    for event in run.drain_events() {
-                        yield event;
-                    }
-                    break;
-                };
-                scope.tick(run);
-                match finished.result {
-                    Ok(result) => {
-                        let fed = run.tool_finished(&finished.call.id, result, finished.duration);
-                        fail_on_error(run, fed);
-                    }
-                    Err(failure) => fail_hook(run, failure),
-                }
-                for event in finished.events.into_iter().chain(run.drain_events()) {
-                    yield event;
-                }
+                out.send(events.drain(..).chain(run.drain_events())).await;
             }
-            drop(running);
+            if running.is_empty() {
+                if queue.is_empty() || run.is_ending() {
+                    break;
+                }
+                // Paused with calls left to start: wait at this safe point.
+                if let Some(reason) = scope.control.pause_reason() {
+                    run.pause(reason);
+                }
+                out.send(run.drain_events()).await;
+                wait_for_resume(scope, pauses).await;
+                if !scope.control.cancel.is_cancelled() {
+                    run.resume();
+                }
+                out.send(run.drain_events()).await;
+                if scope.control.cancel.is_cancelled() {
+                    run.cancel(scope.control.cancel_reason());
+                }
+                continue;
+            }
+            let next = tokio::select! {
+                biased;
+                () = &mut cancelled => None,
+                next = running.next() => next,
+            };
+            let Some(finished) = next else {
+                // Cancelled: drop the running tools' futures.
+                running = Running::new();
+                run.cancel(scope.control.cancel_reason());
+                out.send(run.drain_events()).await;
+                break;
+            };
+            scope.tick(run);
+            match finished.result {
+                Ok(result) => {
+                    let fed = run.tool_finished(&finished.call.id, result, finished.duration);
+                    fail_on_error(run, fed);
+                }
+                Err(failure) => fail_hook(run, failure),
+            }
+            out.send(finished.events.into_iter().chain(run.drain_events())).await;
         }
+        drop(running);
     }
 
     /// Runs the `before_tool` and approval hooks for a call.
@@ -229,7 +230,7 @@ impl Driver {
         hook_ctx: HookContext,
         scope: &Scope,
         call: Arc<ToolCall>,
-        arguments: Result<Value, String>,
+        arguments: Result<Arc<Value>, String>,
     ) -> impl std::future::Future<Output = Finished> + Send + 'static {
         let ctx = ToolContext {
             run_id: scope.run_id.clone(),
@@ -241,7 +242,7 @@ impl Driver {
         let tools = self.tools.clone();
         let hooks = self.hooks.clone();
         async move {
-            let execution = tools.execute(&call.name, arguments, ctx).await;
+            let execution = tools.execute_shared(&call.name, arguments, ctx).await;
             let mut events = Vec::new();
             let result = if hooks.is_empty() {
                 Ok(execution.result)

@@ -511,70 +511,67 @@ fn is_json(response: &http::Response<ResponseBody>) -> bool {
         .is_some_and(|v| v.trim_start().starts_with("application/json"))
 }
 
+/// Sends a request and returns its chunks: the event stream, the chunks of a whole JSON
+/// response (a non-streamed request, or a server that ignored `stream: true`), or the error.
+async fn open_stream<W: WireFormat>(shared: Arc<Shared<W>>, request: ModelRequest) -> ChunkStream {
+    let failed = |error| -> ChunkStream { Box::pin(futures::stream::iter([Err(error)])) };
+    let streaming = shared.streaming;
+    let wire = match shared.format.encode_json(&request, streaming) {
+        Ok(wire) => wire,
+        Err(error) => return failed(error),
+    };
+    // The request (and the history it shares with the run) is not needed any more.
+    drop(request);
+    let sent = if streaming {
+        shared.send_streamed(wire).await.map(|(response, timer)| (response, Some(timer)))
+    } else {
+        shared.send(wire, false).await.map(|response| (response, None))
+    };
+    let (response, timer) = match sent {
+        Ok(sent) => sent,
+        Err(error) => return failed(error),
+    };
+    let timer = match timer {
+        Some(timer) if !is_json(&response) => timer,
+        _ => {
+            let body = tokio::time::timeout(shared.request_timeout, read_body(response)).await;
+            let decoded = match body {
+                Err(_) => Err(ProviderError::Timeout {
+                    message: format!("response body not read within {:?}", shared.request_timeout),
+                }),
+                Ok(Err(e)) => Err(transport_error(&*e, "reading the response")),
+                Ok(Ok(bytes)) => shared.format.decode_response(&bytes),
+            };
+            return match decoded {
+                Ok(response) => {
+                    Box::pin(futures::stream::iter(response_chunks(response).into_iter().map(Ok)))
+                }
+                Err(error) => failed(error),
+            };
+        }
+    };
+    let bytes = http_body_util::BodyDataStream::new(response.into_body());
+    chunk_stream_with_timer(
+        bytes,
+        shared.stream_idle_timeout,
+        timer,
+        shared.format.stream_decoder(),
+        |e: TransportError| transport_error(&*e, "the stream broke off"),
+    )
+}
+
 impl<W: WireFormat> Provider for HttpProvider<W> {
     fn retry_policy(&self) -> Option<RetryPolicy> {
         Some(HttpProvider::retry_policy(self).clone())
     }
 
     fn stream(&self, request: ModelRequest) -> ChunkStream {
-        let shared = self.shared.clone();
-        Box::pin(async_stream::stream! {
-            let streaming = shared.streaming;
-            let wire = match shared.format.encode_json(&request, streaming) {
-                Ok(wire) => wire,
-                Err(error) => {
-                    yield Err(error);
-                    return;
-                }
-            };
-            let sent = if streaming {
-                shared.send_streamed(wire).await.map(|(response, timer)| (response, Some(timer)))
-            } else {
-                shared.send(wire, false).await.map(|response| (response, None))
-            };
-            let (response, timer) = match sent {
-                Ok(sent) => sent,
-                Err(error) => {
-                    yield Err(error);
-                    return;
-                }
-            };
-            let timer = match timer {
-                Some(timer) if !is_json(&response) => timer,
-                _ => {
-                    // A non-streamed request, or a server that ignored `stream: true` and
-                    // answered with one JSON body.
-                    let body = tokio::time::timeout(shared.request_timeout, read_body(response)).await;
-                    let decoded = match body {
-                        Err(_) => Err(ProviderError::Timeout {
-                            message: format!("response body not read within {:?}", shared.request_timeout),
-                        }),
-                        Ok(Err(e)) => Err(transport_error(&*e, "reading the response")),
-                        Ok(Ok(bytes)) => shared.format.decode_response(&bytes),
-                    };
-                    match decoded {
-                        Ok(response) => {
-                            for chunk in response_chunks(response) {
-                                yield Ok(chunk);
-                            }
-                        }
-                        Err(error) => yield Err(error),
-                    }
-                    return;
-                }
-            };
-            let bytes = http_body_util::BodyDataStream::new(response.into_body());
-            let mut chunks = chunk_stream_with_timer(
-                bytes,
-                shared.stream_idle_timeout,
-                timer,
-                shared.format.stream_decoder(),
-                |e: TransportError| transport_error(&*e, "the stream broke off"),
-            );
-            while let Some(chunk) = futures::StreamExt::next(&mut chunks).await {
-                yield chunk;
-            }
-        })
+        // The request is made in a future that returns the response's chunk stream, which
+        // the caller then polls directly (the chunks pass through no generator).
+        Box::pin(futures::StreamExt::flatten(futures::stream::once(open_stream(
+            self.shared.clone(),
+            request,
+        ))))
     }
 
     fn complete(

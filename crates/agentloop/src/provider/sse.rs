@@ -7,9 +7,11 @@ use super::wire::StreamDecoder;
 use super::{ChunkStream, ModelResponse, ProviderError, StreamChunk};
 use crate::message::Part;
 use bytes::Bytes;
-use futures::{Stream, StreamExt};
+use futures::Stream;
 use parse::{NotUtf8, SseParser};
+use std::future::Future;
 use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::time::Sleep;
 
@@ -36,7 +38,7 @@ where
     F: Fn(E) -> ProviderError + Send + 'static,
 {
     let timer = Box::pin(tokio::time::sleep(idle_timeout));
-    chunk_stream_with_timer(bytes, idle_timeout, timer, decoder, map_err)
+    chunk_stream_with_timer(Box::pin(bytes), idle_timeout, timer, decoder, map_err)
 }
 
 /// [`chunk_stream`] timed by `timer`, a timer the caller may have used already (the HTTP
@@ -46,71 +48,126 @@ pub(crate) fn chunk_stream_with_timer<S, E, F>(
     bytes: S,
     idle_timeout: Duration,
     timer: Pin<Box<Sleep>>,
-    mut decoder: Box<dyn StreamDecoder>,
+    decoder: Box<dyn StreamDecoder>,
     map_err: F,
 ) -> ChunkStream
 where
-    S: Stream<Item = Result<Bytes, E>> + Send + 'static,
+    S: Stream<Item = Result<Bytes, E>> + Unpin + Send + 'static,
     E: Send + 'static,
     F: Fn(E) -> ProviderError + Send + 'static,
 {
-    Box::pin(async_stream::stream! {
-        let mut bytes = std::pin::pin!(bytes);
-        // One timer for the whole stream, pushed back before each read (a later deadline
-        // is an atomic update of the registered timer, not a new one).
-        let mut idle = timer;
-        let mut parser = SseParser::default();
-        let mut out = Vec::new();
+    Box::pin(SseChunks {
+        bytes,
+        idle: timer,
+        idle_timeout,
+        waiting: false,
+        parser: SseParser::default(),
+        decoder,
+        decoded: Vec::new(),
+        error: None,
+        done: false,
+        map_err,
+    })
+}
+
+/// The stream [`chunk_stream_with_timer`] returns: a plain state machine (the chunks of a
+/// response pass through no generator).
+struct SseChunks<S, F> {
+    bytes: S,
+    /// One timer for the whole stream, pushed back when a read starts (a later deadline is
+    /// an update of the registered timer, not a new one).
+    idle: Pin<Box<Sleep>>,
+    idle_timeout: Duration,
+    /// A read is under way (its deadline is set).
+    waiting: bool,
+    parser: SseParser,
+    decoder: Box<dyn StreamDecoder>,
+    /// What the decoder made of the last event, last chunk first: handed out from the end,
+    /// then `error`, then the end. The decoder writes to it only once it is empty again.
+    decoded: Vec<StreamChunk>,
+    error: Option<ProviderError>,
+    done: bool,
+    map_err: F,
+}
+
+// Nothing is pinned in place: the byte stream is `Unpin`, the timer is boxed, and `map_err`
+// is only called through a shared reference.
+impl<S: Unpin, F> Unpin for SseChunks<S, F> {}
+
+impl<S, F> SseChunks<S, F> {
+    /// Queues what the decoder made, then `result`'s error (which ends the stream).
+    fn take_decoded(&mut self, result: Result<(), ProviderError>) {
+        self.decoded.reverse();
+        if let Err(error) = result {
+            self.fail(error);
+        }
+    }
+
+    fn fail(&mut self, error: ProviderError) {
+        self.error = Some(error);
+        self.done = true;
+    }
+}
+
+impl<S, E, F> Stream for SseChunks<S, F>
+where
+    S: Stream<Item = Result<Bytes, E>> + Unpin,
+    F: Fn(E) -> ProviderError,
+{
+    type Item = Result<StreamChunk, ProviderError>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
         loop {
+            if let Some(chunk) = this.decoded.pop() {
+                return Poll::Ready(Some(Ok(chunk)));
+            }
+            if this.done {
+                return Poll::Ready(this.error.take().map(Err));
+            }
             // Every event complete in what was received, then more bytes.
-            while let Some(event) = parser.next_event() {
+            if let Some(event) = this.parser.next_event() {
                 let result = match event {
-                    Ok(()) => decoder.decode(parser.name(), parser.data(), &mut out),
+                    Ok(()) => this.decoder.decode(
+                        this.parser.name(),
+                        this.parser.data(),
+                        &mut this.decoded,
+                    ),
                     Err(NotUtf8(bytes)) => Err(not_utf8(&bytes)),
                 };
-                for chunk in out.drain(..) {
-                    yield Ok(chunk);
-                }
-                if let Err(error) = result {
-                    yield Err(error);
-                    return;
-                }
+                this.take_decoded(result);
+                continue;
             }
-            idle.as_mut().reset(tokio::time::Instant::now() + idle_timeout);
-            let next = tokio::select! {
-                biased;
-                next = bytes.next() => Some(next),
-                () = &mut idle => None,
-            };
-            match next {
-                Some(Some(Ok(received))) => parser.push(&received),
-                Some(None) => {
-                    if let Err(NotUtf8(bytes)) = parser.finish() {
-                        yield Err(not_utf8(&bytes));
-                        return;
-                    }
-                    let finished = decoder.finish(&mut out);
-                    for chunk in out.drain(..) {
-                        yield Ok(chunk);
-                    }
-                    if let Err(error) = finished {
-                        yield Err(error);
-                    }
-                    return;
+            if !this.waiting {
+                this.idle.as_mut().reset(tokio::time::Instant::now() + this.idle_timeout);
+                this.waiting = true;
+            }
+            match Pin::new(&mut this.bytes).poll_next(cx) {
+                Poll::Ready(Some(Ok(received))) => {
+                    this.waiting = false;
+                    this.parser.push(&received);
                 }
-                Some(Some(Err(error))) => {
-                    yield Err(map_err(error));
-                    return;
+                Poll::Ready(None) => {
+                    this.done = true;
+                    if let Err(NotUtf8(bytes)) = this.parser.finish() {
+                        this.fail(not_utf8(&bytes));
+                    } else {
+                        let finished = this.decoder.finish(&mut this.decoded);
+                        this.take_decoded(finished);
+                    }
                 }
-                None => {
-                    yield Err(ProviderError::Timeout {
-                        message: format!("the stream was idle for {idle_timeout:?}"),
+                Poll::Ready(Some(Err(error))) => this.fail((this.map_err)(error)),
+                Poll::Pending => {
+                    if this.idle.as_mut().poll(cx).is_pending() {
+                        return Poll::Pending;
+                    }
+                    this.fail(ProviderError::Timeout {
+                        message: format!("the stream was idle for {:?}", this.idle_timeout),
                     });
-                    return;
                 }
             }
         }
-    })
+    }
 }
 
 fn not_utf8(bytes: &[u8]) -> ProviderError {

@@ -159,19 +159,19 @@ impl Run {
 
     /// Records that a tool call starts. `arguments` is the argument JSON it runs with (after
     /// hooks), or `None` when the argument text was not JSON (the event then carries
-    /// `{"_raw": text}`).
+    /// `{"_raw": text}`). Returns the arguments as journaled (shared with the event).
     pub fn tool_started(
         &mut self,
         call_id: &str,
         arguments: Option<Value>,
-    ) -> Result<(), RunError> {
+    ) -> Result<Arc<Value>, RunError> {
         let call = Arc::clone(&self.pending(call_id)?.call);
         let arguments = Arc::new(
             arguments.unwrap_or_else(|| serde_json::json!({ "_raw": call.arguments.clone() })),
         );
         self.notice(|| Event::StepStarted { call_id: call.id.clone(), name: call.name.clone() });
-        self.record(Event::ToolStarted { call, arguments });
-        Ok(())
+        self.record(Event::ToolStarted { call, arguments: Arc::clone(&arguments) });
+        Ok(arguments)
     }
 
     /// Records that an approval hook deferred the call to a human. Once every other call of

@@ -143,6 +143,18 @@ impl ToolExecutor {
         arguments: Result<Value, String>,
         ctx: ToolContext,
     ) -> ToolExecution {
+        self.execute_shared(name, arguments.map(Arc::new), ctx).await
+    }
+
+    /// [`execute`](Self::execute) with arguments the caller keeps a share of (the run
+    /// journals them): a tool set that can read them in place
+    /// ([`ToolSet::call_shared`]) does not copy them.
+    pub async fn execute_shared(
+        &self,
+        name: &str,
+        arguments: Result<Arc<Value>, String>,
+        ctx: ToolContext,
+    ) -> ToolExecution {
         let started = Instant::now();
         let result = self.execute_inner(name, arguments, ctx).await;
         ToolExecution { result, duration: started.elapsed() }
@@ -151,34 +163,36 @@ impl ToolExecutor {
     async fn execute_inner(
         &self,
         name: &str,
-        arguments: Result<Value, String>,
+        arguments: Result<Arc<Value>, String>,
         ctx: ToolContext,
     ) -> Result<ToolOutput, ToolError> {
         let index = self.current();
         let entry =
             index.entries.get(name).ok_or_else(|| ToolError::UnknownTool(name.to_owned()))?;
         let args = arguments.map_err(ToolError::BadJson)?;
-        let violations: Vec<String> = entry
-            .validator
-            .iter_errors(&args)
-            .take(MAX_REPORTED_VIOLATIONS)
-            .map(|e| {
-                let path = e.instance_path().to_string();
-                if path.is_empty() {
-                    e.to_string()
-                } else {
-                    format!("at {path}: {e}")
-                }
-            })
-            .collect();
-        if !violations.is_empty() {
+        // `is_valid` stops at the first failure and builds no error: the common case pays
+        // only for the check.
+        if !entry.validator.is_valid(&args) {
+            let violations: Vec<String> = entry
+                .validator
+                .iter_errors(&args)
+                .take(MAX_REPORTED_VIOLATIONS)
+                .map(|e| {
+                    let path = e.instance_path().to_string();
+                    if path.is_empty() {
+                        e.to_string()
+                    } else {
+                        format!("at {path}: {e}")
+                    }
+                })
+                .collect();
             return Err(ToolError::InvalidArguments(violations.join("; ")));
         }
         let set =
             self.sets.get(entry.set).ok_or_else(|| ToolError::UnknownTool(name.to_owned()))?;
         let timeout = entry.timeout.unwrap_or(self.default_timeout);
         let cancel = ctx.cancel.clone();
-        let call = AssertUnwindSafe(set.call(name, args, ctx)).catch_unwind();
+        let call = AssertUnwindSafe(set.call_shared(name, args, ctx)).catch_unwind();
         let outcome = tokio::select! {
             outcome = tokio::time::timeout(timeout, call) => outcome,
             () = cancel.cancelled() => return Err(ToolError::Cancelled),

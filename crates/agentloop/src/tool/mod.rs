@@ -213,6 +213,12 @@ pub trait DynTool: Send + Sync {
 
     /// Runs the tool on JSON arguments (already validated against the schema).
     async fn call_json(&self, args: Value, ctx: ToolContext) -> Result<ToolOutput, ToolError>;
+
+    /// [`call_json`](Self::call_json) on arguments the caller keeps (the run journals
+    /// them). The default copies them; a tool that reads them in place overrides it.
+    async fn call_json_ref(&self, args: &Value, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+        self.call_json(args.clone(), ctx).await
+    }
 }
 
 #[async_trait]
@@ -232,12 +238,27 @@ impl<T: Tool> DynTool for T {
     async fn call_json(&self, args: Value, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
         let args: T::Args =
             serde_json::from_value(args).map_err(|e| ToolError::InvalidArguments(e.to_string()))?;
-        match self.call(args, ctx).await {
-            Ok(output) => output.into_tool_output().map_err(|e| {
-                ToolError::Failed(format!("the tool's output could not be serialized: {e}"))
-            }),
-            Err(error) => Err(ToolError::Failed(error.to_string())),
-        }
+        call_typed(self, args, ctx).await
+    }
+
+    async fn call_json_ref(&self, args: &Value, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+        let args =
+            T::Args::deserialize(args).map_err(|e| ToolError::InvalidArguments(e.to_string()))?;
+        call_typed(self, args, ctx).await
+    }
+}
+
+/// Runs a typed tool and turns what it returned into a [`ToolOutput`].
+async fn call_typed<T: Tool>(
+    tool: &T,
+    args: T::Args,
+    ctx: ToolContext,
+) -> Result<ToolOutput, ToolError> {
+    match tool.call(args, ctx).await {
+        Ok(output) => output.into_tool_output().map_err(|e| {
+            ToolError::Failed(format!("the tool's output could not be serialized: {e}"))
+        }),
+        Err(error) => Err(ToolError::Failed(error.to_string())),
     }
 }
 
@@ -265,6 +286,18 @@ pub trait ToolSet: Send + Sync {
         args: Value,
         ctx: ToolContext,
     ) -> Result<ToolOutput, ToolError>;
+
+    /// [`call`](Self::call) on arguments the caller keeps a share of (the run journals
+    /// them). The default copies them if they are shared; a set that can read them in place
+    /// overrides it.
+    async fn call_shared(
+        &self,
+        name: &str,
+        args: Arc<Value>,
+        ctx: ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        self.call(name, Arc::unwrap_or_clone(args), ctx).await
+    }
 }
 
 /// Parses a model's argument text. Empty or whitespace-only text means "no arguments" (`{}`),

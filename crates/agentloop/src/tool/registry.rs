@@ -88,4 +88,16 @@ impl ToolSet for ToolRegistry {
             None => Err(ToolError::UnknownTool(name.to_owned())),
         }
     }
+
+    async fn call_shared(
+        &self,
+        name: &str,
+        args: Arc<Value>,
+        ctx: ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        match self.tools.get(name) {
+            Some((_, tool)) => tool.call_json_ref(&args, ctx).await,
+            None => Err(ToolError::UnknownTool(name.to_owned())),
+        }
+    }
 }

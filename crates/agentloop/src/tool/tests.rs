@@ -103,6 +103,55 @@ async fn runs_valid_calls() {
     assert_eq!(result.result, Err(ToolError::Failed("overflow".into())));
 }
 
+/// A set that only implements `call`: it gets shared arguments through the default
+/// `call_shared`, and records what it was given.
+struct Echo(std::sync::Mutex<Vec<Value>>);
+
+#[async_trait::async_trait]
+impl ToolSet for Echo {
+    fn specs(&self) -> Vec<ToolSpec> {
+        vec![ToolSpec {
+            name: "echo".into(),
+            description: "Echoes.".into(),
+            parameters: json!({"type": "object"}),
+        }]
+    }
+
+    async fn call(
+        &self,
+        _name: &str,
+        args: Value,
+        _ctx: ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        self.0.lock().unwrap().push(args.clone());
+        Ok(ToolOutput::Value(args))
+    }
+}
+
+#[tokio::test]
+async fn shared_arguments_are_read_in_place_or_copied_by_the_default() {
+    // The registry's typed tool reads the journaled arguments without taking them.
+    let arguments = Arc::new(json!({"a": 2, "b": 3}));
+    let result =
+        executor().execute_shared("add", Ok(arguments.clone()), ToolContext::detached("c")).await;
+    assert_eq!(result.result, Ok(ToolOutput::Value(json!(5))));
+    assert_eq!(*arguments, json!({"a": 2, "b": 3}));
+    let invalid = executor()
+        .execute_shared("add", Ok(Arc::new(json!({"a": 1}))), ToolContext::detached("c"))
+        .await;
+    assert!(matches!(invalid.result, Err(ToolError::InvalidArguments(_))), "{invalid:?}");
+
+    // A set without `call_shared` gets its own copy while the caller keeps its share.
+    let echo = Arc::new(Echo(std::sync::Mutex::new(Vec::new())));
+    let tools = ToolExecutor::new(vec![echo.clone()], Duration::from_secs(1)).unwrap();
+    let arguments = Arc::new(json!({"x": [1, 2]}));
+    let result =
+        tools.execute_shared("echo", Ok(arguments.clone()), ToolContext::detached("c")).await;
+    assert_eq!(result.result, Ok(ToolOutput::Value(json!({"x": [1, 2]}))));
+    assert_eq!(*echo.0.lock().unwrap(), [json!({"x": [1, 2]})]);
+    assert_eq!(Arc::strong_count(&arguments), 1);
+}
+
 #[tokio::test]
 async fn refuses_unknown_tools_bad_json_and_invalid_arguments() {
     let tools = executor();

@@ -83,6 +83,8 @@ impl SseParser {
                     self.type_buffer.push_str(value);
                 }
                 "data" => {
+                    // One allocation for the value and its newline while the buffer grows.
+                    self.data_buffer.reserve(value.len() + 1);
                     self.data_buffer.push_str(value);
                     self.data_buffer.push('\n');
                 }

@@ -3,7 +3,7 @@
 use super::*;
 use crate::message::{FinishReason, Message, Reasoning, Role, ToolCall, Usage};
 use crate::provider::ResponseAssembler;
-use futures::stream;
+use futures::{stream, StreamExt};
 
 /// Echoes each event as `name|data` text and needs an event named `end` to finish cleanly.
 #[derive(Default)]
