@@ -234,7 +234,7 @@ impl Driver {
     ) -> impl std::future::Future<Output = Finished> + Send + 'static {
         let ctx = ToolContext {
             run_id: scope.run_id.clone(),
-            idempotency_key: format!("{}:{}", scope.run_id, call.id),
+            idempotency_key: [&*scope.run_id, ":", &call.id].concat(),
             call_id: call.id.clone(),
             cancel: scope.control.cancel.child_token(),
             metadata: scope.metadata.clone(),

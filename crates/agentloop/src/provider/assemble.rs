@@ -10,8 +10,8 @@ pub struct ResponseAssembler {
     parts: Vec<Part>,
     /// Index in `parts` of the reasoning block still receiving deltas.
     open_reasoning: Option<usize>,
-    /// (call id, index in `parts`) of every tool call, in order.
-    calls: Vec<(String, usize)>,
+    /// The index in `parts` of every tool call, in order.
+    calls: Vec<usize>,
     usage: Usage,
     finish: Option<FinishReason>,
 }
@@ -48,7 +48,7 @@ impl ResponseAssembler {
             },
             StreamChunk::ToolCallStart { id, name } => {
                 self.open_reasoning = None;
-                self.calls.push((id.clone(), self.parts.len()));
+                self.calls.push(self.parts.len());
                 self.parts.push(Part::ToolCall(ToolCall { id, name, arguments: String::new() }));
             }
             StreamChunk::ToolCallDelta { id, delta } => {
@@ -56,7 +56,12 @@ impl ResponseAssembler {
                     ProviderError::protocol("argument delta for unknown tool call", &id)
                 })?;
                 if let Some(Part::ToolCall(call)) = self.parts.get_mut(index) {
-                    call.arguments.push_str(&delta);
+                    if call.arguments.is_empty() {
+                        // Most calls arrive in one delta: keep its string.
+                        call.arguments = delta;
+                    } else {
+                        call.arguments.push_str(&delta);
+                    }
                 }
             }
             StreamChunk::ToolCallEnd { id } => {
@@ -72,7 +77,9 @@ impl ResponseAssembler {
 
     fn call_index(&self, id: &str) -> Option<usize> {
         // Search from the end: deltas almost always belong to the newest call.
-        self.calls.iter().rev().find(|(call_id, _)| call_id == id).map(|(_, index)| *index)
+        self.calls.iter().rev().copied().find(
+            |&index| matches!(self.parts.get(index), Some(Part::ToolCall(call)) if call.id == id),
+        )
     }
 
     /// Whether any content (text, reasoning or tool call) has been received.

@@ -226,11 +226,11 @@ struct Shared<W> {
     transport: Transport,
     base_url: String,
     model: String,
-    /// Default headers, authentication included (marked sensitive).
-    headers: HeaderMap,
+    /// Every header of a non-streamed request and of a streamed one, authentication
+    /// included (marked sensitive), built once: a request clones its map whole.
+    headers: RequestHeaders,
     request_timeout: Duration,
     stream_idle_timeout: Duration,
-    close_streamed_connections: bool,
     streaming: bool,
     retry: RetryPolicy,
     /// Request URIs already parsed, by path (a format uses one or two paths).
@@ -303,6 +303,7 @@ impl<W: WireFormat> HttpProvider<W> {
         })?;
         let transport = Transport::new(&base, config.connect_timeout, config.proxy.as_deref())
             .map_err(HttpConfigError::Client)?;
+        let headers = RequestHeaders::new(headers, config.close_streamed_connections);
         Ok(Self {
             shared: Arc::new(Shared {
                 format,
@@ -312,7 +313,6 @@ impl<W: WireFormat> HttpProvider<W> {
                 headers,
                 request_timeout: config.request_timeout,
                 stream_idle_timeout: config.stream_idle_timeout,
-                close_streamed_connections: config.close_streamed_connections,
                 streaming: config.streaming,
                 retry: config.retry,
                 uris: std::sync::Mutex::new(Vec::new()),
@@ -349,6 +349,32 @@ impl<W: WireFormat> HttpProvider<W> {
 /// The `User-Agent` of every request.
 const USER_AGENT_VALUE: &str = concat!("agentloop/", env!("CARGO_PKG_VERSION"));
 
+/// The headers of the two kinds of request.
+struct RequestHeaders {
+    /// A non-streamed request's.
+    whole: HeaderMap,
+    /// A streamed request's.
+    streamed: HeaderMap,
+}
+
+impl RequestHeaders {
+    /// `configured` (the configuration's and the authentication) with the content type and
+    /// what each kind of request accepts, which replace configured ones.
+    fn new(configured: HeaderMap, close_streamed_connections: bool) -> Self {
+        let with = |accept: &'static str| {
+            let mut headers = configured.clone();
+            headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            headers.insert(ACCEPT, HeaderValue::from_static(accept));
+            headers
+        };
+        let mut streamed = with("text/event-stream");
+        if close_streamed_connections {
+            streamed.insert(CONNECTION, HeaderValue::from_static("close"));
+        }
+        Self { whole: with("application/json"), streamed }
+    }
+}
+
 impl<W: WireFormat> Shared<W> {
     /// The HTTP request for `wire`.
     fn request(
@@ -361,13 +387,7 @@ impl<W: WireFormat> Shared<W> {
         *request.method_mut() = http::Method::POST;
         *request.uri_mut() = uri;
         let headers = request.headers_mut();
-        headers.clone_from(&self.headers);
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        let accept = if stream { "text/event-stream" } else { "application/json" };
-        headers.insert(ACCEPT, HeaderValue::from_static(accept));
-        if stream && self.close_streamed_connections {
-            headers.insert(CONNECTION, HeaderValue::from_static("close"));
-        }
+        headers.clone_from(if stream { &self.headers.streamed } else { &self.headers.whole });
         for (name, value) in wire.headers {
             let invalid = || ProviderError::InvalidRequest {
                 message: format!("the request header {name:?} is not valid in HTTP"),
@@ -579,8 +599,12 @@ impl<W: WireFormat> Provider for HttpProvider<W> {
         request: ModelRequest,
     ) -> BoxFuture<'static, Result<ModelResponse, ProviderError>> {
         let shared = self.shared.clone();
+        // Encoded now, so that the future holds the body instead of the request: it stays
+        // small enough for the allocator's fast path.
+        let wire = shared.format.encode_json(&request, false);
+        drop(request);
         Box::pin(async move {
-            let wire = shared.format.encode_json(&request, false)?;
+            let wire = wire?;
             let timeout = shared.request_timeout;
             let bytes = tokio::time::timeout(timeout, async {
                 let response = shared.send_untimed(wire, false).await?;

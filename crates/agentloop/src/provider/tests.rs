@@ -52,6 +52,17 @@ fn deltas_join_into_parts() {
 }
 
 #[test]
+fn deltas_and_ends_of_calls_that_never_started_are_refused() {
+    let start = || StreamChunk::ToolCallStart { id: "1".into(), name: "add".into() };
+    let delta = StreamChunk::ToolCallDelta { id: "2".into(), delta: "{}".into() };
+    let error = assemble(vec![text("a"), start(), delta]).unwrap_err();
+    assert!(error.to_string().contains("argument delta for unknown tool call"), "{error}");
+    let end = StreamChunk::ToolCallEnd { id: "2".into() };
+    let error = assemble(vec![start(), end]).unwrap_err();
+    assert!(error.to_string().contains("end of unknown tool call"), "{error}");
+}
+
+#[test]
 fn a_finish_chunk_wins_and_text_after_a_call_is_a_new_part() {
     let response = assemble(vec![
         text("a"),

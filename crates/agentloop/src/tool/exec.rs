@@ -192,8 +192,14 @@ impl ToolExecutor {
             self.sets.get(entry.set).ok_or_else(|| ToolError::UnknownTool(name.to_owned()))?;
         let timeout = entry.timeout.unwrap_or(self.default_timeout);
         let cancel = ctx.cancel.clone();
+        if cancel.is_cancelled() {
+            return Err(ToolError::Cancelled);
+        }
         let call = AssertUnwindSafe(set.call_shared(name, args, ctx)).catch_unwind();
+        // The call first: a tool that finishes on its first poll never registers a
+        // cancellation waiter or arms its timer.
         let outcome = tokio::select! {
+            biased;
             outcome = tokio::time::timeout(timeout, call) => outcome,
             () = cancel.cancelled() => return Err(ToolError::Cancelled),
         };

@@ -195,6 +195,24 @@ async fn stops_on_cancel() {
     ctx.cancel.cancel();
     let result = executor().execute("slow", Ok(json!({})), ctx).await;
     assert_eq!(result.result, Err(ToolError::Cancelled));
+    // A call whose token is already cancelled does not start, even one that would finish
+    // at once.
+    let echo = Arc::new(Echo(std::sync::Mutex::new(Vec::new())));
+    let tools = ToolExecutor::new(vec![echo.clone()], Duration::from_secs(5)).unwrap();
+    let ctx = ToolContext::detached("c");
+    ctx.cancel.cancel();
+    let result = tools.execute("echo", Ok(json!({"x": 1})), ctx).await;
+    assert_eq!(result.result, Err(ToolError::Cancelled));
+    assert!(echo.0.lock().unwrap().is_empty(), "the tool did not run");
+    // Cancelled while running: the call stops before its timeout.
+    let ctx = ToolContext::detached("c");
+    let cancel = ctx.cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        cancel.cancel();
+    });
+    let result = executor().execute("slow", Ok(json!({})), ctx).await;
+    assert_eq!(result.result, Err(ToolError::Cancelled));
 }
 
 #[tokio::test]

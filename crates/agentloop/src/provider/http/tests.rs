@@ -280,6 +280,34 @@ fn request_uris_are_parsed_once_per_path() {
 }
 
 #[test]
+fn each_kind_of_request_has_its_own_accept_and_connection_headers() {
+    let wire = || EncodedRequest { path: "/x".into(), body: Vec::new(), headers: Vec::new() };
+    // A configured `Accept` is replaced by what each kind of request takes.
+    let config = HttpConfig::new("http://127.0.0.1:1/v1", "m")
+        .header("accept", "text/plain")
+        .api_key("sk-test")
+        .close_streamed_connections(true);
+    let provider = HttpProvider::new(Dummy, config).unwrap();
+    for (stream, accept, connection) in
+        [(false, "application/json", None), (true, "text/event-stream", Some("close"))]
+    {
+        let request = provider.shared.request(wire(), stream).unwrap();
+        let values = |name: &str| -> Vec<&str> {
+            request.headers().get_all(name).iter().map(|v| v.to_str().unwrap()).collect()
+        };
+        assert_eq!(values("accept"), [accept]);
+        assert_eq!(values("content-type"), ["application/json"]);
+        assert_eq!(values("connection").first().copied(), connection);
+        assert_eq!(values("x-api-key"), ["sk-test"]);
+        assert!(request.headers()["x-api-key"].is_sensitive());
+    }
+    // Without the option, streamed requests keep their connection.
+    let plain = HttpProvider::new(Dummy, HttpConfig::new("http://127.0.0.1:1/v1", "m")).unwrap();
+    let request = plain.shared.request(wire(), true).unwrap();
+    assert!(request.headers().get("connection").is_none());
+}
+
+#[test]
 fn a_proxy_from_the_environment_applies_unless_no_proxy_names_the_host() {
     use hyper_util::client::proxy::matcher::Matcher;
     let matcher = Matcher::builder().all("http://proxy.internal:3128").no("localhost").build();

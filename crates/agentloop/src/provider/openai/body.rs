@@ -9,10 +9,11 @@ use super::{f32_json, user_message, OpenAiChat};
 use crate::message::{Message, Part, Role, ToolResultContent};
 use crate::provider::{ModelRequest, ProviderError, ToolChoice};
 use crate::tool::ToolSpec;
-use serde::ser::{SerializeMap, SerializeSeq};
+use serde::ser::{Error as _, SerializeMap, SerializeSeq};
 use serde::{Serialize, Serializer};
 use serde_json::{json, Value};
 use std::borrow::Cow;
+use std::cell::Cell;
 
 /// One message of the `messages` array.
 enum Entry<'a> {
@@ -28,7 +29,7 @@ enum Entry<'a> {
 
 /// A top-level field's value.
 enum Field<'a> {
-    Messages(&'a [Entry<'a>]),
+    Messages(Messages<'a>),
     Str(&'a str),
     Tools(&'a [ToolSpec]),
     Value(Value),
@@ -42,10 +43,12 @@ pub(super) fn encode_body(
     request: &ModelRequest,
     stream: bool,
 ) -> Result<Vec<u8>, ProviderError> {
-    let messages = entries(format, request)?;
+    // A user message that cannot be encoded stops the serialization; its error is kept here.
+    let failed = Cell::new(None);
+    let messages = Messages { format, request, failed: &failed };
     let mut fields: Vec<(&str, Field<'_>)> = Vec::with_capacity(8);
     fields.push(("model", Field::Str(&format.model)));
-    fields.push(("messages", Field::Messages(&messages)));
+    fields.push(("messages", Field::Messages(messages)));
     if !request.tools.is_empty() {
         fields.push(("tools", Field::Tools(&request.tools)));
         let choice = match &request.tool_choice {
@@ -74,10 +77,12 @@ pub(super) fn encode_body(
     fields.sort_by(|a, b| a.0.cmp(b.0));
     // Sized up front: growing the buffer as it fills copies the body again and again.
     let mut body = Vec::with_capacity(size_hint(request));
-    serde_json::to_writer(&mut body, &Body(&fields)).map_err(|e| ProviderError::Other {
-        message: format!("could not serialize the request: {e}"),
-    })?;
-    Ok(body)
+    match serde_json::to_writer(&mut body, &Body(&fields)) {
+        Ok(()) => Ok(body),
+        Err(e) => Err(failed.take().unwrap_or_else(|| ProviderError::Other {
+            message: format!("could not serialize the request: {e}"),
+        })),
+    }
 }
 
 /// About how many bytes the body of `request` takes (a little more for plain text, less
@@ -103,36 +108,56 @@ fn size_hint(request: &ModelRequest) -> usize {
     256 + instructions + messages + request.tools.len() * 512
 }
 
-/// The messages as [`OpenAiChat::messages`](super::OpenAiChat) makes them.
-fn entries<'a>(
+/// The `messages` array as [`OpenAiChat::messages`](super::OpenAiChat) makes it, written
+/// entry by entry as the request's messages are read (no list of entries is built).
+struct Messages<'a> {
     format: &'a OpenAiChat,
     request: &'a ModelRequest,
-) -> Result<Vec<Entry<'a>>, ProviderError> {
-    let instructions_role = if format.dialect.developer_role { "developer" } else { "system" };
-    let mut out = Vec::with_capacity(request.messages.len() + 1);
-    if let Some(instructions) = request.instructions.as_deref().filter(|i| !i.is_empty()) {
-        out.push(Entry::Text { role: instructions_role, content: Cow::Borrowed(instructions) });
-    }
-    for message in request.messages.iter() {
-        match message.role {
-            Role::System => out.push(Entry::Text { role: "system", content: text(message) }),
-            Role::Developer => {
-                out.push(Entry::Text { role: instructions_role, content: text(message) })
-            }
-            Role::User => match single_text(message) {
-                Some(content) => {
-                    out.push(Entry::Text { role: "user", content: Cow::Borrowed(content) })
+    /// Where the error of a user message that cannot be encoded goes.
+    failed: &'a Cell<Option<ProviderError>>,
+}
+
+impl Serialize for Messages<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let instructions_role =
+            if self.format.dialect.developer_role { "developer" } else { "system" };
+        let mut seq = serializer.serialize_seq(None)?;
+        let instructions = self.request.instructions.as_deref().filter(|i| !i.is_empty());
+        if let Some(instructions) = instructions {
+            let content = Cow::Borrowed(instructions);
+            seq.serialize_element(&Entry::Text { role: instructions_role, content })?;
+        }
+        for message in self.request.messages.iter() {
+            let entry = match message.role {
+                Role::System => Some(Entry::Text { role: "system", content: text(message) }),
+                Role::Developer => {
+                    Some(Entry::Text { role: instructions_role, content: text(message) })
                 }
-                None => out.push(Entry::Value(user_message(message)?)),
-            },
-            Role::Assistant => out.push(Entry::Assistant(message)),
-            Role::Tool => {}
+                Role::User => match single_text(message) {
+                    Some(content) => {
+                        Some(Entry::Text { role: "user", content: Cow::Borrowed(content) })
+                    }
+                    None => match user_message(message) {
+                        Ok(value) => Some(Entry::Value(value)),
+                        Err(error) => {
+                            self.failed.set(Some(error));
+                            return Err(S::Error::custom("a user message cannot be encoded"));
+                        }
+                    },
+                },
+                Role::Assistant => Some(Entry::Assistant(message)),
+                Role::Tool => None,
+            };
+            if let Some(entry) = entry {
+                seq.serialize_element(&entry)?;
+            }
+            for result in message.tool_results_iter() {
+                let content = &result.content;
+                seq.serialize_element(&Entry::Tool { call_id: &result.call_id, content })?;
+            }
         }
-        for result in message.tool_results_iter() {
-            out.push(Entry::Tool { call_id: &result.call_id, content: &result.content });
-        }
+        seq.end()
     }
-    Ok(out)
 }
 
 /// [`Message::text`], borrowed when the message has one text part.
@@ -168,7 +193,7 @@ impl Serialize for Body<'_> {
         let mut map = serializer.serialize_map(Some(self.0.len()))?;
         for (key, value) in self.0 {
             match value {
-                Field::Messages(messages) => map.serialize_entry(key, &Messages(messages))?,
+                Field::Messages(messages) => map.serialize_entry(key, messages)?,
                 Field::Str(text) => map.serialize_entry(key, text)?,
                 Field::Tools(tools) => map.serialize_entry(key, &Tools(tools))?,
                 Field::Value(value) => map.serialize_entry(key, value)?,
@@ -177,18 +202,6 @@ impl Serialize for Body<'_> {
             }
         }
         map.end()
-    }
-}
-
-struct Messages<'a>(&'a [Entry<'a>]);
-
-impl Serialize for Messages<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut seq = serializer.serialize_seq(Some(self.0.len()))?;
-        for entry in self.0 {
-            seq.serialize_element(entry)?;
-        }
-        seq.end()
     }
 }
 

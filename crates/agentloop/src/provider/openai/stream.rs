@@ -27,6 +27,7 @@ struct ChunkChoice {
 struct Call {
     index: u32,
     id: String,
+    /// The name, once known and until the call starts (it moves into the start chunk).
     name: Option<String>,
     /// Argument text received before the call could start.
     pending: String,
@@ -83,11 +84,11 @@ impl ChatDecoder {
     fn tool_call(
         &mut self,
         position: usize,
-        delta: &super::WireToolCall,
+        delta: super::WireToolCall,
         out: &mut Vec<StreamChunk>,
     ) {
-        let id = delta.id.as_deref().filter(|id| !id.is_empty());
-        let slot = match (delta.index, id) {
+        let id = delta.id.filter(|id| !id.is_empty());
+        let slot = match (delta.index, id.as_deref()) {
             (Some(index), _) => self.calls.iter().position(|c| c.index == index),
             // Servers that leave out `index`: match by id, else continue the last call.
             (None, Some(id)) => self.calls.iter().position(|c| c.id == id),
@@ -112,15 +113,15 @@ impl ChatDecoder {
         let call = &mut self.calls[slot];
         if call.id.is_empty() {
             if let Some(id) = id {
-                call.id = id.to_owned();
+                call.id = id;
             }
         }
-        let function = delta.function.as_ref();
-        if call.name.is_none() {
-            call.name = function.and_then(|f| f.name.clone()).filter(|n| !n.is_empty());
+        let (name, arguments) = delta.function.map_or((None, None), |f| (f.name, f.arguments));
+        if !call.started && call.name.is_none() {
+            call.name = name.filter(|n| !n.is_empty());
         }
-        let arguments = match function.and_then(|f| f.arguments.as_ref()) {
-            Some(Value::String(text)) => text.clone(),
+        let arguments = match arguments {
+            Some(Value::String(text)) => text,
             Some(Value::Null) | None => String::new(),
             Some(other) => other.to_string(),
         };
@@ -131,7 +132,7 @@ impl ChatDecoder {
             return;
         }
         call.pending.push_str(&arguments);
-        if let Some(name) = call.name.clone() {
+        if let Some(name) = call.name.take() {
             if call.id.is_empty() {
                 call.id = format!("call_{}", call.index);
             }
@@ -173,7 +174,7 @@ impl StreamDecoder for ChatDecoder {
             if choice.index.unwrap_or(0) != 0 {
                 continue;
             }
-            if let Some(delta) = choice.delta {
+            if let Some(mut delta) = choice.delta {
                 if let Some(text) = delta.reasoning_text() {
                     self.reasoning_open = true;
                     out.push(StreamChunk::ReasoningDelta { text });
@@ -188,7 +189,7 @@ impl StreamDecoder for ChatDecoder {
                     self.close_reasoning(out);
                     out.push(StreamChunk::TextDelta { text: text.to_owned() });
                 }
-                for (position, call) in delta.tool_calls.iter().flatten().enumerate() {
+                for (position, call) in delta.tool_calls.take().into_iter().flatten().enumerate() {
                     self.close_reasoning(out);
                     self.tool_call(position, call, out);
                 }

@@ -52,7 +52,9 @@ impl SseParser {
         }
         loop {
             let rest = self.buffer.get(self.start..)?;
-            let end = rest.iter().position(|&b| b == b'\n' || b == b'\r')?;
+            // A vectorized search: scanning byte by byte was about 10k instructions per
+            // streamed chat response.
+            let end = memchr::memchr2(b'\n', b'\r', rest)?;
             let eol = match (rest[end], rest.get(end + 1)) {
                 (b'\r', Some(b'\n')) => 2,
                 // A CR that ends the bytes so far may be the first half of a CRLF.
