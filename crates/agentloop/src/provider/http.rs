@@ -599,8 +599,8 @@ impl<W: WireFormat> Provider for HttpProvider<W> {
         request: ModelRequest,
     ) -> BoxFuture<'static, Result<ModelResponse, ProviderError>> {
         let shared = self.shared.clone();
-        // Encoded now, so that the future holds the body instead of the request: it stays
-        // small enough for the allocator's fast path.
+        // Encoded now: the boxed future holds the body, not the request (and the history it
+        // shares with the run).
         let wire = shared.format.encode_json(&request, false);
         drop(request);
         Box::pin(async move {
