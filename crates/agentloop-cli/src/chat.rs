@@ -41,7 +41,9 @@ fn prompt() {
     let _ = std::io::stdout().flush();
 }
 
-/// Runs the session `session` (default: a new one); returns the exit code.
+/// Runs the session `session` (default: a new one); returns the exit code: that of the last
+/// turn (as for `agentloop run`: 3 when it ended without an answer, 1 when it failed, 130
+/// when it was cancelled), 0 when no turn ran.
 pub async fn chat(
     agent: Agent,
     sessions: Arc<dyn SessionStore>,
@@ -56,11 +58,12 @@ pub async fn chat(
          Ctrl-C cancels a running turn.",
         info.messages
     );
+    let mut code = 0;
     if info.state == SessionState::Busy {
         println!("(resuming the turn a previous process left unfinished)");
         match session.resume_turn().await {
             Ok(events) => {
-                show_turn(events, None).await;
+                code = show_turn(events, None).await.code();
             }
             Err(error) => println!("(could not resume it: {error})"),
         }
@@ -76,11 +79,11 @@ pub async fn chat(
         };
         let Some(line) = line else {
             println!();
-            return Ok(0);
+            return Ok(code);
         };
         match line.trim() {
             "" => continue,
-            "/exit" | "/quit" => return Ok(0),
+            "/exit" | "/quit" => return Ok(code),
             "/reset" => {
                 sessions.delete_session(&id).await.context("clearing the session")?;
                 session = agent.session(id.clone()).await.context("opening the session")?;
@@ -101,10 +104,13 @@ pub async fn chat(
             Ok(events) => events,
             Err(error) => {
                 println!("(the turn could not start: {error})");
+                code = 1;
                 continue;
             }
         };
-        match show_turn(events, Some(cancel)).await {
+        let ending = show_turn(events, Some(cancel)).await;
+        code = ending.code();
+        match ending {
             Ending::Failed => println!("(the turn failed; the conversation is kept without it)"),
             Ending::Cancelled => println!("(cancelled; the conversation is kept without it)"),
             _ => {}

@@ -63,6 +63,10 @@ struct AgentFlags {
     /// Model calls before the final answer.
     #[arg(long)]
     max_iterations: Option<u32>,
+    /// Output tokens per model call (overrides `[agent] max_tokens`). A model that reaches
+    /// it without an answer ends the run with exit code 3.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    max_tokens: Option<u32>,
     /// When the model must call a tool (default: `required-first` for `run` on the local
     /// model, which rarely calls tools unasked; `auto` otherwise).
     #[arg(long, value_enum)]
@@ -200,6 +204,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             anyhow::bail!("this build has no local models (feature `local`)")
         }
         Command::Run { prompt, json, agent } => {
+            let config = with_agent_flags(&config, &agent);
             let stores = runs::open(&config.store).await?;
             let agent =
                 build_agent(&config, &cli.provider, &agent, None, Some(stores), Purpose::Run)
@@ -207,6 +212,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             Ok(run_once(&agent, prompt, json).await.code())
         }
         Command::Chat { session, agent } => {
+            let config = with_agent_flags(&config, &agent);
             let lines = chat::lines();
             let stores = runs::open(&config.store).await?;
             let sessions = stores.sessions.clone();
@@ -235,6 +241,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                     Ok(runs::replay(store.as_ref(), &run_id, json).await?.code())
                 }
                 RunsCommand::Resume { run_id, json, agent } => {
+                    let config = with_agent_flags(&config, &agent);
                     let agent = build_agent(
                         &config,
                         &cli.provider,
@@ -263,6 +270,15 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
     }
 }
 
+/// The configuration with the agent flags that override it (`--max-tokens`) applied.
+fn with_agent_flags(config: &Config, flags: &AgentFlags) -> Config {
+    let mut config = config.clone();
+    if let Some(max_tokens) = flags.max_tokens {
+        config.agent.max_tokens = Some(max_tokens);
+    }
+    config
+}
+
 /// What the agent is built for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Purpose {
@@ -274,9 +290,36 @@ enum Purpose {
     ListTools,
 }
 
-/// The system prompt of the local model when none is configured.
-const LOCAL_INSTRUCTIONS: &str = "You are a helpful assistant. When a tool result arrives, \
-     answer the user's question in one short sentence that states the result.";
+/// The output-token limit of the local model when none is configured.
+const LOCAL_MAX_TOKENS: u32 = 512;
+
+/// The sampling temperature of the local model when none is configured (greedy).
+const LOCAL_TEMPERATURE: f32 = agentloop_local_recipe::TEMPERATURE;
+
+#[cfg(feature = "local")]
+use agentloop_local::recipe as agentloop_local_recipe;
+
+/// Without the local model, the recipe is never applied; these keep the code paths alike.
+#[cfg(not(feature = "local"))]
+mod agentloop_local_recipe {
+    pub const TEMPERATURE: f32 = 0.0;
+}
+
+/// The local model's per-step tool choice.
+fn local_step_tool_choice() -> StepToolChoice {
+    #[cfg(feature = "local")]
+    return agentloop_local::recipe::step_tool_choice();
+    #[cfg(not(feature = "local"))]
+    StepToolChoice::required_first()
+}
+
+/// The local model's instructions for these tools.
+fn local_instructions(tools: &[&str]) -> String {
+    #[cfg(feature = "local")]
+    return agentloop_local::recipe::instructions(tools);
+    #[cfg(not(feature = "local"))]
+    tools.join(", ")
+}
 
 /// Builds the agent from the configuration, the environment and the flags.
 async fn build_agent(
@@ -304,17 +347,16 @@ async fn build_agent(
             providers::build(&section)?
         };
     let mut builder = Agent::builder(provider);
-    let tool_choice = agent_flags.tool_choice.or(config.agent.tool_choice).unwrap_or(
-        if local && purpose == Purpose::Run {
-            ToolChoiceSetting::RequiredFirst
-        } else {
-            ToolChoiceSetting::Auto
-        },
-    );
-    builder = match tool_choice {
-        ToolChoiceSetting::Auto => builder,
-        ToolChoiceSetting::Required => builder.tool_choice(ToolChoice::Required),
-        ToolChoiceSetting::RequiredFirst => {
+    // The local model gets the default small-model agent (agentloop_local::recipe): worked
+    // examples, a tool call on the first step (task_complete answers questions that need no
+    // tool), greedy decoding. An explicit tool choice or instructions win.
+    let recipe = local && cfg!(feature = "local");
+    let explicit_choice = agent_flags.tool_choice.or(config.agent.tool_choice);
+    builder = match explicit_choice {
+        None if recipe => builder.step_tool_choice(local_step_tool_choice()),
+        None | Some(ToolChoiceSetting::Auto) => builder,
+        Some(ToolChoiceSetting::Required) => builder.tool_choice(ToolChoice::Required),
+        Some(ToolChoiceSetting::RequiredFirst) => {
             builder.step_tool_choice(StepToolChoice::required_first())
         }
     };
@@ -323,11 +365,13 @@ async fn build_agent(
         builder = builder.name(name.clone());
     }
     let instructions = agent_flags.instructions.clone().or_else(|| agent.instructions.clone());
-    if let Some(instructions) = instructions {
-        builder = builder.instructions(instructions);
-    } else if local {
-        // Without it, the small default model tends to echo the tool result's markup.
-        builder = builder.instructions(LOCAL_INSTRUCTIONS);
+    if let Some(instructions) = &instructions {
+        builder = builder.instructions(instructions.clone());
+    }
+    if recipe {
+        // The local model's own default limit, made explicit so that a run cut off by it
+        // says so (`OutputLimit`).
+        builder = builder.temperature(LOCAL_TEMPERATURE).max_tokens(LOCAL_MAX_TOKENS);
     }
     if let Some(temperature) = agent.temperature {
         builder = builder.temperature(temperature);
@@ -376,6 +420,14 @@ async fn build_agent(
         }
     }
     builder = tools::install(builder, &tool_section, &enabled, lines)?;
+    if recipe {
+        builder = builder.tool(agentloop::tool::builtin::TaskComplete);
+        if instructions.is_none() {
+            let mut names: Vec<&str> = enabled.iter().map(String::as_str).collect();
+            names.push("task_complete");
+            builder = builder.instructions(local_instructions(&names));
+        }
+    }
     if !config.mcp.is_empty() {
         let servers = agentloop::tool::mcp::McpToolSet::connect(config.mcp.clone())
             .await

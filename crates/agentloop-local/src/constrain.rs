@@ -1,12 +1,14 @@
 //! Constrained tool calls: when a request must call a tool (`tool_choice` is `required` or a
 //! named tool) the output is forced, token by token, into
 //! `<tool_call>\n{"name": <a tool>, "arguments": <JSON matching its schema>}\n</tool_call>`
-//! by an llguidance grammar (Lark with embedded `%json` schemas) that masks the logits at
-//! every step.
+//! by an llguidance grammar (Lark) that masks the logits at every step. The arguments'
+//! grammar is compiled from the tool's schema with a bound on every part ([`schema`]), so a
+//! call always closes within [`CallGrammar::max_bytes`] bytes.
 
 use crate::engine::Constraint;
 use crate::tokenizer::Tokenizer;
 use crate::LocalError;
+use agentloop::message::{Part, Role, ToolResultContent};
 use agentloop::provider::{ModelRequest, PromptedProtocol, ToolChoice};
 use agentloop::tool::ToolSpec;
 use llguidance::api::TopLevelGrammar;
@@ -14,6 +16,9 @@ use llguidance::{Matcher, ParserFactory};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use toktrie::{TokEnv, TokRxInfo, TokTrie, TokenId, TokenizerEnv};
+
+pub(crate) mod schema;
+use schema::lark_string;
 
 /// The tokenizer as llguidance sees it: the token trie (control tokens marked special) and
 /// exact tokenization.
@@ -40,6 +45,9 @@ impl TokenizerEnv for LocalTokEnv {
 pub(crate) struct ToolGrammar {
     factory: ParserFactory,
     tokenizer: Arc<Tokenizer>,
+    /// Whether `auto` requests with tools are constrained to a well-formed call or a text
+    /// answer.
+    constrain_auto: bool,
 }
 
 impl ToolGrammar {
@@ -73,19 +81,32 @@ impl ToolGrammar {
         let mut factory = ParserFactory::new_simple(&env)
             .map_err(|e| LocalError::Grammar(format!("cannot set up the grammar compiler: {e}")))?;
         factory.quiet();
-        Ok(Self { factory, tokenizer })
+        Ok(Self { factory, tokenizer, constrain_auto: true })
     }
 
-    /// The constraint for a request, when it must call a tool: `None` for `auto` / `none` or
-    /// a request without tools, or tools whose schemas the grammar compiler rejects (a warning is
-    /// logged; the prompt still asks for a call).
+    /// Whether `auto` requests with tools are constrained (default true).
+    pub(crate) fn constrain_auto(mut self, yes: bool) -> Self {
+        self.constrain_auto = yes;
+        self
+    }
+
+    /// The constraint for a request with tools: `required` or a named tool forces a call;
+    /// `auto` allows a call or a text answer (see [`with_answer`]), when `constrain_auto`;
+    /// `None` for `none` or a request without tools, or when the grammar does not compile (a
+    /// warning is logged; the prompt still asks for a call).
     pub(crate) fn constraint(
         &self,
         request: &ModelRequest,
         protocol: &PromptedProtocol,
     ) -> Result<Option<Box<dyn Constraint>>, LocalError> {
+        let mut answer = false;
         let tools: Vec<&ToolSpec> = match &request.tool_choice {
-            ToolChoice::Auto | ToolChoice::None => return Ok(None),
+            ToolChoice::None => return Ok(None),
+            ToolChoice::Auto if !self.constrain_auto => return Ok(None),
+            ToolChoice::Auto => {
+                answer = true;
+                request.tools.iter().collect()
+            }
             ToolChoice::Required => request.tools.iter().collect(),
             ToolChoice::Named(name) => {
                 let tools: Vec<_> = request.tools.iter().filter(|t| &t.name == name).collect();
@@ -100,74 +121,184 @@ impl ToolGrammar {
         if tools.is_empty() {
             return Ok(None);
         }
-        let grammar = lark_grammar(&tools, protocol);
-        let parser = match self.factory.create_parser(TopLevelGrammar::from_lark(grammar)) {
-            Ok(parser) => parser,
-            Err(error) => {
-                // A schema the grammar compiler cannot take: the prompt still asks for the
-                // call, the output is just not forced.
-                tracing::warn!(%error, "the tool-call grammar does not compile; not constraining");
-                return Ok(None);
+        // With the schemas' patterns first; a pattern the regex engine rejects leaves patterns
+        // out (the strings are still bounded); a grammar that still does not compile leaves
+        // the call unforced.
+        let mut parser = None;
+        for patterns in [true, false] {
+            let mut grammar = lark_grammar(&tools, protocol, patterns);
+            if answer {
+                grammar.text = with_answer(&grammar.text, result_to_quote(request).as_deref());
             }
+            match self.factory.create_parser(TopLevelGrammar::from_lark(grammar.text)) {
+                Ok(compiled) => {
+                    parser = Some(compiled);
+                    break;
+                }
+                Err(error) => {
+                    tracing::warn!(%error, patterns, "the tool-call grammar does not compile");
+                }
+            }
+        }
+        let Some(parser) = parser else {
+            return Ok(None);
         };
         Ok(Some(Box::new(GrammarConstraint {
             matcher: Matcher::new(Ok(parser)),
             tokenizer: Arc::clone(&self.tokenizer),
             finished: false,
+            free_text: answer,
+            pending_mask: None,
         })))
     }
 }
 
-/// The Lark grammar of one call of one of `tools`, in the protocol's text format.
-pub(crate) fn lark_grammar(tools: &[&ToolSpec], protocol: &PromptedProtocol) -> String {
-    let suffix = lark_string(&protocol.call_suffix());
-    let mut alternatives = Vec::new();
-    let mut rules = String::new();
-    for (index, tool) in tools.iter().enumerate() {
-        alternatives.push(format!("call_{index}"));
-        let prefix = lark_string(&protocol.call_prefix(&tool.name));
-        let mut schema = match &tool.parameters {
-            Value::Object(map) if !map.is_empty() => Value::Object(map.clone()),
-            _ => json!({"type": "object"}),
-        };
-        if let Value::Object(map) = &mut schema {
-            // Compact JSON, as the prompt shows it: no free whitespace for a small model to
-            // wander into.
-            map.insert(
-                "x-guidance".into(),
-                json!({
-                    "whitespace_flexible": false,
-                    "item_separator": ", ",
-                    "key_separator": ": ",
-                    "lenient": true,
-                }),
-            );
-        }
-        rules.push_str(&format!(
-            "call_{index}: {prefix} args_{index} {suffix}\nargs_{index}: %json {schema}\n"
-        ));
-    }
-    format!("start: {}\n{rules}", alternatives.join(" | "))
+/// The grammar of one call and the most bytes a call can take.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CallGrammar {
+    /// Lark.
+    pub(crate) text: String,
+    /// The longest call the grammar allows, in bytes (so also in tokens).
+    pub(crate) max_bytes: usize,
 }
 
-/// A Lark string literal.
-fn lark_string(text: &str) -> String {
-    Value::String(text.to_owned()).to_string()
+/// The Lark grammar of one call of one of `tools`, in the protocol's text format, with each
+/// tool's arguments bounded ([`schema`]); `patterns`: whether string patterns are compiled.
+pub(crate) fn lark_grammar(
+    tools: &[&ToolSpec],
+    protocol: &PromptedProtocol,
+    patterns: bool,
+) -> CallGrammar {
+    let suffix = protocol.call_suffix();
+    let mut alternatives = Vec::new();
+    let mut rules = String::new();
+    let mut max_bytes = 0;
+    for (index, tool) in tools.iter().enumerate() {
+        alternatives.push(format!("call_{index}"));
+        let prefix = protocol.call_prefix(&tool.name);
+        let parameters = match &tool.parameters {
+            Value::Null => json!({"type": "object"}),
+            other => other.clone(),
+        };
+        let args = schema::compile(&parameters, &format!("a{index}_"), patterns);
+        rules.push_str(&format!(
+            "call_{index}: {} {} {}\n",
+            lark_string(&prefix),
+            args.root,
+            lark_string(&suffix)
+        ));
+        rules.push_str(&args.rules);
+        max_bytes = max_bytes.max(prefix.len() + args.max_bytes + suffix.len());
+    }
+    CallGrammar { text: format!("start: {}\n{rules}", alternatives.join(" | ")), max_bytes }
 }
+
+/// `grammar` with one more alternative: a text answer of one paragraph (at most
+/// [`ANSWER_CHARS`] characters, no blank line) that does not start with `<` or whitespace —
+/// so neither a malformed call nor an echo of a tool result's markup — and ends where the
+/// model ends it, or at the bound (a small model that repeats itself stops there). With
+/// `quote`, the answer contains that text (the tool result it reports) verbatim.
+pub(crate) fn with_answer(grammar: &str, quote: Option<&str>) -> String {
+    let Some((start, rest)) = grammar.split_once('\n') else {
+        return grammar.to_owned();
+    };
+    let quote = match quote {
+        Some(text) => format!(" & /[\\s\\S]*{}[\\s\\S]*/", regex_literal(text)),
+        None => String::new(),
+    };
+    format!(
+        "{start} | answer\nanswer: ANSWER\nANSWER: /[^<\\s](?:[^\\n]|\\n[^\\n<]){{0,{ANSWER_CHARS}}}\\n?/{quote}\n{rest}"
+    )
+}
+
+/// Characters of a tool result that an answer must quote, at most.
+pub(crate) const QUOTE_CHARS: usize = 40;
+
+/// The text an answer after a tool result must contain: the result, when the last message
+/// holds exactly one successful result of one short line (a number, a word: what the user
+/// asked for, which a small model otherwise misquotes).
+fn result_to_quote(request: &ModelRequest) -> Option<String> {
+    let last = request.messages.last().filter(|m| m.role == Role::Tool)?;
+    let mut results = last.content.iter().filter_map(|part| match part {
+        Part::ToolResult(result) => Some(result),
+        _ => None,
+    });
+    let result = results.next().filter(|r| !r.is_error)?;
+    if results.next().is_some() {
+        return None;
+    }
+    let text = match &result.content {
+        ToolResultContent::Json(Value::String(text)) | ToolResultContent::Text(text) => {
+            text.trim().to_owned()
+        }
+        other => other.to_text(),
+    };
+    let short = !text.is_empty() && text.chars().count() <= QUOTE_CHARS && !text.contains('\n');
+    short.then_some(text)
+}
+
+/// `text` as a regular expression that matches it literally (inside `/…/` in Lark).
+fn regex_literal(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() * 2);
+    for c in text.chars() {
+        if "\\.+*?()|[]{}^$#&-~/".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Characters of a text answer where the request's tool choice is `auto`.
+pub(crate) const ANSWER_CHARS: usize = 600;
 
 /// A constraint driven by an llguidance matcher.
 struct GrammarConstraint {
     matcher: Matcher,
     tokenizer: Arc<Tokenizer>,
     finished: bool,
+    /// Whether the grammar has a free-text alternative (which ends at the end-of-sequence
+    /// token, not when it first accepts).
+    free_text: bool,
+    /// A mask computed to decide whether the output is complete, for the next step.
+    pending_mask: Option<Vec<bool>>,
 }
 
 impl GrammarConstraint {
-    /// The call is complete once the grammar accepts: nothing may follow it.
+    /// A call is complete once the grammar accepts and nothing but the end may follow it.
     fn check_finished(&mut self) {
-        if self.matcher.is_stopped() || self.matcher.is_accepting().unwrap_or(false) {
+        if self.matcher.is_stopped() {
+            self.finished = true;
+            return;
+        }
+        if !self.matcher.is_accepting().unwrap_or(false) {
+            return;
+        }
+        if !self.free_text {
+            self.finished = true;
+            return;
+        }
+        let Ok(mask) = self.compute_mask() else {
+            self.finished = true;
+            return;
+        };
+        let eos = self.tokenizer.eos();
+        let more = mask.iter().enumerate().any(|(id, allowed)| {
+            *allowed
+                && u32::try_from(id).ok() != eos
+                && !self.tokenizer.stop_tokens().contains(&(id as u32))
+        });
+        if more {
+            self.pending_mask = Some(mask);
+        } else {
             self.finished = true;
         }
+    }
+
+    fn compute_mask(&mut self) -> Result<Vec<bool>, LocalError> {
+        let mask = self.matcher.compute_mask().map_err(|e| self.error("mask", e))?;
+        let size = mask.len();
+        Ok((0..size).map(|id| mask.is_allowed(id as TokenId)).collect())
     }
 
     fn error(&self, what: &str, error: impl std::fmt::Display) -> LocalError {
@@ -177,9 +308,10 @@ impl GrammarConstraint {
 
 impl Constraint for GrammarConstraint {
     fn mask(&mut self) -> Result<Option<Vec<bool>>, LocalError> {
-        let mask = self.matcher.compute_mask().map_err(|e| self.error("mask", e))?;
-        let size = mask.len();
-        Ok(Some((0..size).map(|id| mask.is_allowed(id as TokenId)).collect()))
+        match self.pending_mask.take() {
+            Some(mask) => Ok(Some(mask)),
+            None => self.compute_mask().map(Some),
+        }
     }
 
     fn forced(&mut self) -> Result<Vec<u32>, LocalError> {
@@ -198,12 +330,14 @@ impl Constraint for GrammarConstraint {
             Ok(text) => self.tokenizer.encode(text)?,
             Err(_) => return Ok(self.matcher.consume_ff_tokens()),
         };
+        self.pending_mask = None;
         self.matcher.consume_tokens(&tokens).map_err(|e| self.error("forced tokens", e))?;
         self.check_finished();
         Ok(tokens)
     }
 
     fn commit(&mut self, token: u32) -> Result<(), LocalError> {
+        self.pending_mask = None;
         self.matcher.consume_token(token).map_err(|e| self.error("token", e))?;
         self.check_finished();
         Ok(())

@@ -5,6 +5,7 @@
 //!
 //! The KV cache is not kept between requests: each generation starts from a fresh cache on a
 //! cheap clone of the weights (the tensors are shared), so concurrent requests do not interfere.
+//! The architectures and their networks are in [`Architecture`] / `arch`.
 
 use crate::gguf::Metadata;
 use crate::tokenizer::{Tokenizer, Utf8Stream};
@@ -12,17 +13,16 @@ use crate::LocalError;
 use candle_core::quantized::{gguf_file, GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
 use candle_transformers::generation::{LogitsProcessor, Sampling};
-use candle_transformers::models::quantized_llama::{ModelWeights, MAX_SEQ_LEN};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-/// Prompt tokens evaluated per forward pass (bounds the attention matrix of a long prompt and
-/// lets a cancelled request stop between chunks).
-const PROMPT_CHUNK: usize = 256;
+mod arch;
+pub(crate) use arch::Weights;
+pub use arch::{Architecture, GEMMA3_MAX_CONTEXT};
 
 /// A loaded GGUF model.
 pub(crate) struct Loaded {
-    pub(crate) weights: ModelWeights,
+    pub(crate) weights: Weights,
     pub(crate) tokenizer: Tokenizer,
     pub(crate) chat_template: Option<String>,
     pub(crate) context_length: usize,
@@ -36,17 +36,23 @@ pub(crate) struct Loaded {
 
 /// Whether the weights are expanded to `f32` at load time.
 ///
-/// candle's CPU kernels for some quantized formats (Q4_1, Q5_0, Q5_1, …) are scalar, while its
+/// candle's CPU kernels for some quantized formats (Q4_1, Q5_0, Q5_1) are scalar, while its
 /// `f32` matrix products use the CPU's vector units: expanding a small model's weights costs
 /// memory (4 bytes a parameter) and buys several times the speed (SmolLM2-135M Q4_1 on two
-/// cores: prompt 13 → ~250 tokens/s, generation 3 → ~15 tokens/s).
+/// cores: prompt 13 → ~250 tokens/s, generation 3 → ~15 tokens/s). The formats that have
+/// vector kernels (Q4_0, Q8_0, the K-quants) gain less, and the larger matrices cost memory
+/// bandwidth at every token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Dequantize {
-    /// Expand when the `f32` weights take at most [`Dequantize::AUTO_LIMIT`] bytes.
+    /// Per architecture, what measured fastest: llama expands everything, Gemma 3 expands
+    /// the scalar-kernel formats ([`Dequantize::ScalarFormats`]); either only when the
+    /// expanded tensors take at most [`Dequantize::AUTO_LIMIT`] bytes.
     #[default]
     Auto,
-    /// Always expand.
+    /// Always expand every tensor.
     Always,
+    /// Expand only the tensors in formats candle has no vector kernel for (Q4_1, Q5_0, Q5_1).
+    ScalarFormats,
     /// Keep the file's formats.
     Never,
 }
@@ -54,6 +60,19 @@ pub enum Dequantize {
 impl Dequantize {
     /// The largest `f32` weight size [`Dequantize::Auto`] expands to: 2 GiB.
     pub const AUTO_LIMIT: u64 = 2 << 30;
+
+    /// What [`Dequantize::Auto`] means for `architecture`.
+    fn auto_for(architecture: Architecture) -> Self {
+        match architecture {
+            Architecture::Llama => Self::Always,
+            Architecture::Gemma3 => Self::ScalarFormats,
+        }
+    }
+}
+
+/// Whether candle's CPU matrix product for `dtype` is scalar code.
+fn has_scalar_kernel(dtype: GgmlDType) -> bool {
+    matches!(dtype, GgmlDType::Q4_1 | GgmlDType::Q5_0 | GgmlDType::Q5_1 | GgmlDType::Q8_1)
 }
 
 /// Reads a GGUF file: checks the architecture, builds the tokenizer, loads the weights.
@@ -63,19 +82,22 @@ pub(crate) fn load(path: &Path, dequantize: Dequantize) -> Result<Loaded, LocalE
     let content = gguf_file::Content::read(&mut file)
         .map_err(|e| LocalError::Gguf { path: path.to_owned(), message: e.to_string() })?;
     let metadata = Metadata(&content.metadata);
-    let architecture = metadata.str("general.architecture")?;
-    if architecture != "llama" {
-        return Err(LocalError::UnsupportedArchitecture(architecture.to_owned()));
-    }
+    let architecture = Architecture::from_gguf_name(metadata.str("general.architecture")?)?;
+    let prefix = architecture.key_prefix();
     let tokenizer = Tokenizer::from_metadata(&metadata)?;
-    let chat_template = metadata.opt_str("tokenizer.chat_template")?.map(str::to_owned);
-    let trained = metadata.opt_u32("llama.context_length")?.map_or(MAX_SEQ_LEN, |n| n as usize);
-    let context_length = trained.min(MAX_SEQ_LEN);
+    let chat_template = match metadata.opt_str("tokenizer.chat_template")? {
+        Some(template) => Some(template.to_owned()),
+        None => architecture.default_chat_template().map(str::to_owned),
+    };
+    let max_context = architecture.max_context();
+    let trained =
+        metadata.opt_u32(&format!("{prefix}.context_length"))?.map_or(max_context, |n| n as usize);
+    let context_length = trained.min(max_context);
     let text = |id: Option<u32>| id.map(|id| tokenizer.decode(&[id])).unwrap_or_default();
     let bos_text = text(tokenizer.bos());
     let add_bos = metadata.opt_bool("tokenizer.ggml.add_bos_token")?.unwrap_or(false);
     let eos_text = text(tokenizer.eos());
-    let vocab_size = match metadata.opt_u32("llama.vocab_size")? {
+    let vocab_size = match metadata.opt_u32(&format!("{prefix}.vocab_size"))? {
         Some(n) => n as usize,
         None => content
             .tensor_infos
@@ -84,22 +106,33 @@ pub(crate) fn load(path: &Path, dequantize: Dequantize) -> Result<Loaded, LocalE
             .and_then(|info| info.shape.dims().first().copied())
             .unwrap_or_else(|| tokenizer.vocab_size()),
     };
-    let f32_bytes: u64 =
-        content.tensor_infos.values().map(|info| info.shape.elem_count() as u64 * 4).sum();
-    let expand = match dequantize {
-        Dequantize::Always => true,
-        Dequantize::Never => false,
-        Dequantize::Auto => f32_bytes <= Dequantize::AUTO_LIMIT,
+    let policy = match dequantize {
+        Dequantize::Auto => Dequantize::auto_for(architecture),
+        other => other,
     };
+    let expand = |dtype: GgmlDType| match policy {
+        Dequantize::Always | Dequantize::Auto => dtype != GgmlDType::F32,
+        Dequantize::ScalarFormats => has_scalar_kernel(dtype),
+        Dequantize::Never => false,
+    };
+    let expanded_bytes: u64 = content
+        .tensor_infos
+        .values()
+        .filter(|info| expand(info.ggml_dtype))
+        .map(|info| info.shape.elem_count() as u64 * 4)
+        .sum();
+    let any = expanded_bytes > 0
+        && (dequantize != Dequantize::Auto || expanded_bytes <= Dequantize::AUTO_LIMIT);
     let weights_error = |e: candle_core::Error| LocalError::Gguf {
         path: path.to_owned(),
         message: format!("cannot load the weights: {e}"),
     };
-    let weights = if expand {
-        let (content, mut expanded) = expand_to_f32(content, &mut file).map_err(weights_error)?;
-        ModelWeights::from_gguf(content, &mut expanded, &Device::Cpu)
+    let weights = if any {
+        let (content, mut expanded) =
+            expand_to_f32(content, &mut file, expand).map_err(weights_error)?;
+        Weights::load(architecture, content, &mut expanded)
     } else {
-        ModelWeights::from_gguf(content, &mut file, &Device::Cpu)
+        Weights::load(architecture, content, &mut file)
     }
     .map_err(weights_error)?;
     Ok(Loaded {
@@ -114,20 +147,22 @@ pub(crate) fn load(path: &Path, dequantize: Dequantize) -> Result<Loaded, LocalE
     })
 }
 
-/// The same GGUF in memory with every quantized tensor expanded to `f32` (candle's loader
-/// keeps `f32` tensors as plain matrices).
+/// The same GGUF in memory with the tensors `expand` picks (by format) expanded to `f32`
+/// (candle's loader keeps `f32` tensors as plain matrices).
 fn expand_to_f32(
     content: gguf_file::Content,
     file: &mut std::fs::File,
+    expand: impl Fn(GgmlDType) -> bool,
 ) -> candle_core::Result<(gguf_file::Content, std::io::Cursor<Vec<u8>>)> {
     let mut names: Vec<&String> = content.tensor_infos.keys().collect();
     names.sort();
     let mut tensors = Vec::with_capacity(names.len());
     for name in names {
         let tensor = content.tensor(file, name, &Device::Cpu)?;
-        let tensor = match tensor.dtype() {
-            GgmlDType::F32 => tensor,
-            _ => QTensor::quantize(&tensor.dequantize(&Device::Cpu)?, GgmlDType::F32)?,
+        let tensor = if expand(tensor.dtype()) {
+            QTensor::quantize(&tensor.dequantize(&Device::Cpu)?, GgmlDType::F32)?
+        } else {
+            tensor
         };
         tensors.push((name.as_str(), tensor));
     }
@@ -271,7 +306,7 @@ fn per_second(count: usize, time: Duration) -> f64 {
 /// Runs a generation on this thread. `emit` gets each piece of complete text (an empty piece
 /// only asks) and returns false when nobody listens any more: the generation then stops.
 pub(crate) fn generate(
-    weights: &mut ModelWeights,
+    weights: &mut Weights,
     tokenizer: &Tokenizer,
     mut job: Job,
     context_length: usize,
@@ -294,13 +329,11 @@ pub(crate) fn generate(
         first_token: Duration::ZERO,
         total: Duration::ZERO,
     };
-    weights.clear_kv_cache();
+    weights.reset();
+    let chunk_size = weights.architecture().prompt_chunk();
     let mut logits = None;
-    for (index, chunk) in job.prompt.chunks(PROMPT_CHUNK).enumerate() {
-        let input = Tensor::new(chunk, &Device::Cpu)
-            .and_then(|t| t.unsqueeze(0))
-            .map_err(LocalError::model)?;
-        logits = Some(weights.forward(&input, index * PROMPT_CHUNK).map_err(LocalError::model)?);
+    for (index, chunk) in job.prompt.chunks(chunk_size).enumerate() {
+        logits = Some(weights.forward(chunk, index * chunk_size)?);
         if index > 0 && !emit(String::new()) {
             stats.finish = Finish::Cancelled;
             stats.total = start.elapsed();
@@ -362,10 +395,7 @@ pub(crate) fn generate(
         if stats.completion_tokens >= max_tokens {
             break;
         }
-        let input = Tensor::new(tokens.as_slice(), &Device::Cpu)
-            .and_then(|t| t.unsqueeze(0))
-            .map_err(LocalError::model)?;
-        logits = Some(weights.forward(&input, position).map_err(LocalError::model)?);
+        logits = Some(weights.forward(&tokens, position)?);
         position += tokens.len();
     }
     let rest = text.finish();

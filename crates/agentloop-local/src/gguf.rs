@@ -84,6 +84,26 @@ impl<'a> Metadata<'a> {
             .collect::<Result<Vec<_>, _>>()
             .map(Some)
     }
+
+    /// An array of numbers as `f32`, or `None` when the key is absent.
+    pub(crate) fn opt_floats(&self, key: &str) -> Result<Option<Vec<f32>>, LocalError> {
+        let Some(value) = self.0.get(key) else { return Ok(None) };
+        let Value::Array(items) = value else {
+            return Err(Self::error(key, "expected an array"));
+        };
+        items
+            .iter()
+            .enumerate()
+            .map(|(index, item)| match item {
+                Value::F32(v) => Ok(*v),
+                Value::F64(v) => Ok(*v as f32),
+                other => as_i64(other).map(|v| v as f32).ok_or_else(|| {
+                    Self::error(key, format!("item {index} is not a number: {other:?}"))
+                }),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
+    }
 }
 
 fn as_i64(value: &Value) -> Option<i64> {

@@ -17,14 +17,19 @@
 //! - [`engine`]: loading (candle's quantized llama) and generation (sampling, stop tokens,
 //!   cancellation),
 //! - [`LocalModel`]: the provider; tools through the Hermes prompt format, calls forced into
-//!   shape by a grammar when the request requires one.
+//!   shape by a bounded grammar when the request requires one,
+//! - [`recipe`]: the default agent around a small model (instructions with worked examples,
+//!   the per-step tool choice), used by the CLI,
+//! - [`eval`]: the evaluation set that measures that agent.
 
 mod constrain;
 pub mod engine;
 mod error;
+pub mod eval;
 pub mod fetch;
 mod gguf;
 mod provider;
+pub mod recipe;
 pub mod template;
 pub mod tokenizer;
 

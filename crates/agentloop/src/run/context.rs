@@ -41,6 +41,12 @@ pub(super) struct ContextState {
     pub(super) pending_compaction: Option<CompactionReason>,
     /// After a forced compaction, the same iteration's request is sent again.
     pub(super) redo_iteration: bool,
+    /// Where the cut-off message of an output-limit `length` was, when a build from before
+    /// [`StopReason::OutputLimit`](super::StopReason::OutputLimit) would have compacted
+    /// instead: lets the fold follow such a journal (see `compaction_started`). Set only
+    /// while the run is finishing with that outcome.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) legacy_length_cut: Option<usize>,
 }
 
 /// Derived data the run keeps to stay fast; never serialized, rebuilt on demand.

@@ -65,7 +65,7 @@ impl Run {
                 self.metrics.model_time_ms += duration_ms;
                 self.note = None;
                 self.history_mut().push(message.clone());
-                self.phase = self.after_response(&purpose, finish_reason);
+                self.phase = self.after_response(&purpose, finish_reason, usage);
             }
             Event::ModelFailed { error, .. } => {
                 let Phase::AwaitingModel { purpose } = &self.phase else {
@@ -140,8 +140,15 @@ impl Run {
                 self.on_tool_result(name, result, *timeout_ms, Some(&error), None)?;
             }
             Event::CompactionStarted { reason, cut, tokens_before } => {
-                if !matches!(self.phase, Phase::NeedModel) {
-                    return Err(unexpected("compaction_started", &self.phase));
+                match (&self.phase, self.context.legacy_length_cut.take()) {
+                    (Phase::NeedModel, _) => {}
+                    (Phase::Finishing { .. }, Some(index)) => {
+                        // A journal written before `OutputLimit`: that build compacted after
+                        // an output-limit `length`, without the cut-off message. Follow it.
+                        self.invalidate_from(index);
+                        self.history_mut().truncate(index);
+                    }
+                    _ => return Err(unexpected("compaction_started", &self.phase)),
                 }
                 self.context.compactions += 1;
                 self.context.pending_compaction = None;
@@ -182,6 +189,7 @@ impl Run {
                 if !matches!(self.phase, Phase::Finishing { .. }) {
                     return Err(unexpected("continuation_requested", &self.phase));
                 }
+                self.context.legacy_length_cut = None;
                 self.continuations += 1;
                 self.history_mut().push(Message::user(prompt.clone()));
                 self.phase = Phase::NeedModel;
@@ -193,6 +201,7 @@ impl Run {
             Event::RunFinished { outcome }
             | Event::RunFailed { outcome, .. }
             | Event::RunCancelled { outcome, .. } => {
+                self.context.legacy_length_cut = None;
                 self.answer_open_calls();
                 self.phase = Phase::Finished { outcome: (**outcome).clone() };
             }

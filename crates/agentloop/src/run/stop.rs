@@ -77,10 +77,30 @@ pub enum StopReason {
         /// Which limit.
         limit: LimitKind,
     },
-    /// The model ran out of context (finish reason `length`).
+    /// The conversation no longer fits the model's context window: the request could not be
+    /// made to fit, the provider refused it as too long, or a model turn finished with
+    /// `length` that is not an [`OutputLimit`](Self::OutputLimit) — in each case after
+    /// compaction was tried and could not help. After a `length` finish the answer is the
+    /// cut-off text (possibly empty) and the turn's tool calls are not run; otherwise it is
+    /// [`CONTEXT_LIMIT_TEXT`](super::CONTEXT_LIMIT_TEXT) and the cause.
+    ///
+    /// A `length` finish counts as an output limit only when the run can tell (see
+    /// [`OutputLimit`](Self::OutputLimit)); one it cannot attribute — no `max_tokens` on the
+    /// request, or no output tokens reported — is taken for a full context, as before
+    /// `OutputLimit` existed, so that compaction gets its chance.
     ContextLimit,
     /// The provider filtered the output.
     ContentFiltered,
+    /// The model's output hit the request's `max_tokens`: the turn finished with `length`
+    /// and its output tokens (as the provider reported them) reached the run's configured
+    /// `max_tokens`. Compaction cannot help (the output, not the input, ran out), so none is
+    /// tried. The answer is the text written until then — often empty, when the budget went
+    /// to reasoning or to a tool call — and the turn's tool calls are not run (their
+    /// arguments may be cut). Not a success: see [`Outcome::has_answer`].
+    OutputLimit {
+        /// The `max_tokens` of the request.
+        max_tokens: u32,
+    },
     /// The model failed (provider error, or finish reason `error`).
     ModelError {
         /// What went wrong.
@@ -133,8 +153,12 @@ pub enum StopReason {
 pub struct Outcome {
     /// The run.
     pub run_id: String,
-    /// The final answer (or the question, for [`StopReason::AwaitingInput`]; the partial
-    /// text for a filtered or truncated answer; empty after a failure or cancellation).
+    /// The final answer (or the question, for [`StopReason::AwaitingInput`]; the wind-down
+    /// answer or fallback for [`StopReason::LimitReached`]; the partial text — possibly
+    /// empty — for a filtered answer or one cut off by `length`
+    /// ([`StopReason::OutputLimit`], [`StopReason::ContextLimit`]); empty after a failure or
+    /// cancellation). It may be empty even for a completed run (a model that said nothing):
+    /// check [`has_answer`](Self::has_answer) rather than assume it holds one.
     pub answer: String,
     /// Why it stopped.
     pub stop_reason: StopReason,
@@ -149,7 +173,10 @@ pub struct Outcome {
 
 impl Outcome {
     /// Whether the run produced what it was asked for: an answer, a done tool, or a question
-    /// for the user.
+    /// for the user. A run cut off by a token limit ([`StopReason::OutputLimit`],
+    /// [`StopReason::ContextLimit`]) is never a success, with or without partial text. A
+    /// completed run whose model wrote nothing still counts here: use
+    /// [`has_answer`](Self::has_answer) to know whether there is an answer to show.
     pub fn is_success(&self) -> bool {
         matches!(
             self.stop_reason,
@@ -169,6 +196,31 @@ impl Outcome {
                 | StopReason::HookFailed { .. }
                 | StopReason::Internal { .. }
         )
+    }
+
+    /// Whether the run ended with a complete, non-empty answer for the user: the model's
+    /// answer ([`StopReason::Completed`]), a done tool's ([`StopReason::DoneTool`]), or the
+    /// wind-down answer of a limit ([`StopReason::LimitReached`]) — unless that is the
+    /// default fallback ([`DEFAULT_WIND_DOWN_FALLBACK`](super::DEFAULT_WIND_DOWN_FALLBACK)),
+    /// written when the wind-down call produced nothing (a custom fallback cannot be told
+    /// from an answer here). Partial text cut off by a limit or a filter, a question for the
+    /// user, a suspension, a failure and a cancellation are not answers.
+    pub fn has_answer(&self) -> bool {
+        let answer = self.answer.trim();
+        !answer.is_empty()
+            && match &self.stop_reason {
+                StopReason::Completed | StopReason::DoneTool { .. } => true,
+                StopReason::LimitReached { .. } => {
+                    answer != super::DEFAULT_WIND_DOWN_FALLBACK.trim()
+                }
+                _ => false,
+            }
+    }
+
+    /// Whether a token limit cut the run's last model turn off: its output hit `max_tokens`
+    /// ([`StopReason::OutputLimit`]) or the context was full ([`StopReason::ContextLimit`]).
+    pub fn is_token_limited(&self) -> bool {
+        matches!(self.stop_reason, StopReason::OutputLimit { .. } | StopReason::ContextLimit)
     }
 }
 
@@ -252,6 +304,7 @@ impl Run {
         &mut self,
         purpose: &ModelPurpose,
         finish: &FinishReason,
+        usage: &Usage,
     ) -> Phase {
         let text = self.last_text();
         if let ModelPurpose::WindDown { limit } = purpose {
@@ -260,6 +313,18 @@ impl Run {
             let answer =
                 if text.is_empty() { self.config.wind_down_fallback.clone() } else { text };
             return self.finishing(answer, StopReason::LimitReached { limit: limit.clone() });
+        }
+        if *finish == FinishReason::Length {
+            if let Some(max_tokens) = self.output_limit(usage) {
+                // Compaction cannot help an output limit: the run ends with what was written.
+                // A journal written before this rule may go on with the compaction the old
+                // rule started: remember where the cut-off message was (see the fold).
+                if self.can_compact_after_popping() {
+                    self.context.legacy_length_cut = Some(self.history.len() - 1);
+                }
+                self.drop_unanswered_calls();
+                return self.finishing(text, StopReason::OutputLimit { max_tokens });
+            }
         }
         if *finish == FinishReason::Length && self.can_compact_after_popping() {
             // Forced compaction: the cut-off answer leaves the history (it stays in the
@@ -301,6 +366,15 @@ impl Run {
             return Phase::NeedModel;
         }
         self.finishing(text, StopReason::Completed)
+    }
+
+    /// The rule for a `length` finish: it is the output limit (`Some(max_tokens)`) when the
+    /// run's requests carry a `max_tokens` and the response's reported output tokens reach
+    /// it; otherwise (no `max_tokens`, or fewer output tokens — the context ran out first —
+    /// or no usage reported) it is taken for a full context.
+    fn output_limit(&self, usage: &Usage) -> Option<u32> {
+        let max_tokens = self.config.max_tokens?;
+        (usage.output > 0 && usage.output >= u64::from(max_tokens)).then_some(max_tokens)
     }
 
     /// Whether a compaction could help once the last (cut-off) message is set aside.

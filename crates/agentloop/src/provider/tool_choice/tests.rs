@@ -70,3 +70,31 @@ async fn agent_applies_the_policy_per_step() {
     let choices: Vec<ToolChoice> = model.requests().into_iter().map(|r| r.tool_choice).collect();
     assert_eq!(choices, vec![ToolChoice::Required, ToolChoice::Auto]);
 }
+
+#[test]
+fn a_question_with_a_digit_gets_its_own_first_choice() {
+    let policy = StepToolChoice {
+        first_with_digits: Some(ToolChoice::Named("t".into())),
+        ..StepToolChoice::required_first()
+    };
+    let numbers = request(vec![Message::user("what is 2+2?")], ToolChoice::Auto);
+    assert_eq!(policy.choose(&numbers), ToolChoice::Named("t".into()));
+    let words = request(vec![Message::user("capital of France?")], ToolChoice::Auto);
+    assert_eq!(policy.choose(&words), ToolChoice::Required);
+    // Not offered: the usual first choice.
+    let other = StepToolChoice {
+        first_with_digits: Some(ToolChoice::Named("calculator".into())),
+        ..StepToolChoice::required_first()
+    };
+    assert_eq!(other.choose(&numbers), ToolChoice::Required);
+    // After a tool result: `then`.
+    let after = request(
+        vec![
+            Message::user("what is 2+2?"),
+            Message::assistant("calling"),
+            Message::tool_results([ToolResult::ok("c", "4")]),
+        ],
+        ToolChoice::Auto,
+    );
+    assert_eq!(policy.choose(&after), ToolChoice::Auto);
+}

@@ -3,6 +3,7 @@
 mod approvals;
 mod budget;
 mod journal_json;
+mod length;
 mod loop_rules;
 
 pub(super) use super::*;

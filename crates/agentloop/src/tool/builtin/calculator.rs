@@ -10,10 +10,24 @@ use serde::Deserialize;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Calculator;
 
+/// What an expression may contain (the arguments' schema pattern): numbers, operators,
+/// spaces, and parentheses (or `sqrt(`, `abs(`) balanced, nested at most three deep.
+pub const EXPRESSION_PATTERN: &str = concat!(
+    r"^(?:[0-9.+*/%^ -]|(?:sqrt|abs)?\(",
+    r"(?:[0-9.+*/%^ -]|(?:sqrt|abs)?\(",
+    r"(?:[0-9.+*/%^ -]|(?:sqrt|abs)?\([0-9.+*/%^ -]+\))+",
+    r"\))+",
+    r"\))+$"
+);
+
 /// Arguments of [`Calculator`].
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct CalculatorArgs {
     /// The expression, e.g. `17 * 23` or `(2 + 3) ^ 2 / 4`.
+    // The schema says what the parser takes (numbers, operators, parentheses, `sqrt(` and
+    // `abs(`, single spaces) and how long it may be, so that a constrained model cannot write
+    // anything else.
+    #[schemars(length(min = 1, max = 120), regex(pattern = EXPRESSION_PATTERN))]
     pub expression: String,
 }
 

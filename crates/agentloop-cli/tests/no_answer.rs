@@ -1,0 +1,232 @@
+//! Runs that end without an answer are never silent: `run`, `run --json` and `chat` say why in
+//! a sentence on stderr and exit with code 3 (the model's output limit, a `length` the run
+//! cannot attribute, an empty answer, a limit reached before the wind-down wrote one, a cut-off
+//! answer); `run --json` keeps stdout to the events, whose terminal one names the stop reason.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use agentloop::{Event, StopReason};
+use assert_cmd::Command;
+use predicates::prelude::*;
+use serde_json::json;
+use std::path::Path;
+
+const NO_ANSWER: i32 = 3;
+
+/// The binary in a clean directory, with no provider keys or user config in sight.
+fn agentloop(dir: &Path) -> Command {
+    let mut command = Command::cargo_bin("agentloop").unwrap();
+    command.current_dir(dir).env("HOME", dir).env("XDG_CONFIG_HOME", dir).env("NO_COLOR", "1");
+    for name in [
+        "OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+        "GEMINI_API_KEY",
+        "AGENTLOOP_BASE_URL",
+        "AGENTLOOP_PROVIDER",
+        "AGENTLOOP_MODEL",
+        "AGENTLOOP_CONFIG",
+        "AGENTLOOP_CACHE",
+        "XDG_CACHE_HOME",
+    ] {
+        command.env_remove(name);
+    }
+    command
+}
+
+fn script(dir: &Path, turns: serde_json::Value) -> String {
+    let path = dir.join("script.json");
+    std::fs::write(&path, turns.to_string()).unwrap();
+    path.display().to_string()
+}
+
+/// A mock OpenAI-compatible server whose model writes nothing and stops with `length` after
+/// `output` tokens (as the small local model did at its 512-token default).
+async fn truncating_server(output: u64) -> wiremock::MockServer {
+    use wiremock::matchers::{method, path};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+    let server = MockServer::start().await;
+    let chunk = |body: serde_json::Value| format!("data: {body}\n\n");
+    let choice = |delta: serde_json::Value, finish: serde_json::Value| {
+        json!({"id": "1", "object": "chat.completion.chunk", "created": 1, "model": "m",
+               "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+    };
+    let body = chunk(choice(json!({"role": "assistant", "content": ""}), json!(null)))
+        + &chunk(choice(json!({}), json!("length")))
+        + &chunk(json!({"id": "1", "object": "chat.completion.chunk", "created": 1, "model": "m",
+                        "choices": [],
+                        "usage": {"prompt_tokens": 40, "completion_tokens": output, "total_tokens": 40 + output}}))
+        + "data: [DONE]\n\n";
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(ResponseTemplate::new(200).set_body_raw(body, "text/event-stream"))
+        .mount(&server)
+        .await;
+    server
+}
+
+/// Runs the binary against `server` with these arguments (and stdin) off the async runtime.
+async fn against(
+    server: &wiremock::MockServer,
+    args: &'static [&'static str],
+    stdin: Option<&'static str>,
+) -> (std::process::Output, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let base = format!("{}/v1", server.uri());
+    let path = dir.path().to_owned();
+    let output = tokio::task::spawn_blocking(move || {
+        let mut command = agentloop(&path);
+        command.env("AGENTLOOP_BASE_URL", base).args(["--model", "m"]).args(args);
+        if let Some(stdin) = stdin {
+            command.write_stdin(stdin);
+        }
+        command.output().unwrap()
+    })
+    .await
+    .unwrap();
+    (output, dir)
+}
+
+const AT_THE_LIMIT: &str =
+    "the model stopped at its 512-token limit without an answer; try --max-tokens or a larger model";
+
+#[tokio::test]
+async fn run_says_the_model_hit_its_output_limit_and_exits_non_zero() {
+    let server = truncating_server(512).await;
+    let (output, _dir) =
+        against(&server, &["run", "--max-tokens", "512", "What is 12 times 12?"], None).await;
+    let (stdout, stderr) =
+        (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert_eq!(output.status.code(), Some(NO_ANSWER), "{stdout}\n{stderr}");
+    assert!(stderr.contains(&format!("no answer: {AT_THE_LIMIT}")), "{stderr}");
+    assert!(stdout.contains("[output limit · 1 iteration · 0 tool calls"), "{stdout}");
+    // The flag reached the request.
+    let requests = server.received_requests().await.unwrap();
+    let sent: serde_json::Value = serde_json::from_slice(&requests[0].body).unwrap();
+    assert_eq!(sent["max_tokens"], 512, "{sent}");
+}
+
+#[tokio::test]
+async fn run_json_keeps_stdout_to_the_events_and_the_terminal_one_says_why() {
+    let server = truncating_server(512).await;
+    let (output, _dir) =
+        against(&server, &["run", "--json", "--max-tokens", "512", "What is 12 times 12?"], None)
+            .await;
+    assert_eq!(output.status.code(), Some(NO_ANSWER));
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    let events: Vec<Event> = stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{line}: {e}")))
+        .collect();
+    let terminal = events.iter().rev().find(|e| e.outcome().is_some()).unwrap();
+    assert_eq!(terminal.kind(), "run_finished");
+    let outcome = terminal.outcome().unwrap();
+    assert_eq!(outcome.stop_reason, StopReason::OutputLimit { max_tokens: 512 });
+    assert!(!outcome.is_success() && !outcome.has_answer());
+    assert!(stdout.contains(r#""stop_reason":{"kind":"output_limit","max_tokens":512}"#));
+    assert!(String::from_utf8_lossy(&output.stderr).contains(AT_THE_LIMIT));
+}
+
+#[tokio::test]
+async fn chat_says_it_too_and_exits_with_the_last_turns_code() {
+    let server = truncating_server(512).await;
+    let (output, _dir) = against(
+        &server,
+        &["chat", "--max-tokens", "512", "--session", "s"],
+        Some("What is 12 times 12?\n/exit\n"),
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(NO_ANSWER), "{stderr}");
+    assert!(stderr.contains(AT_THE_LIMIT), "{stderr}");
+    assert!(String::from_utf8_lossy(&output.stdout).contains("[output limit ·"));
+}
+
+#[tokio::test]
+async fn a_length_the_run_cannot_attribute_is_explained_too() {
+    // No --max-tokens: the run cannot tell the output limit from a full context.
+    let server = truncating_server(512).await;
+    let (output, _dir) = against(&server, &["run", "What is 12 times 12?"], None).await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(NO_ANSWER), "{stderr}");
+    assert!(
+        stderr.contains(
+            "no answer: the model stopped after 512 output tokens without an answer \
+             (finish reason `length`: it reached its output-token limit or filled its context \
+             window"
+        ),
+        "{stderr}"
+    );
+    assert!(String::from_utf8_lossy(&output.stdout).contains("[context limit ·"));
+}
+
+#[test]
+fn a_cut_off_answer_is_shown_once_and_called_incomplete() {
+    let dir = tempfile::tempdir().unwrap();
+    // 20 characters: the scripted model reports 5 output tokens.
+    let script = script(dir.path(), json!([{"text": "The answer is a long", "finish": "length"}]));
+    agentloop(dir.path())
+        .args(["--provider", "scripted", "--script", &script, "run", "--max-tokens", "5", "q"])
+        .assert()
+        .code(NO_ANSWER)
+        .stdout(predicate::str::contains("The answer is a long").count(1))
+        .stdout(predicate::str::contains("[output limit ·"))
+        .stderr(predicate::str::contains(
+            "incomplete answer: the model stopped at its 5-token limit before it finished",
+        ));
+}
+
+#[test]
+fn an_empty_answer_a_fallback_and_a_filtered_answer_are_no_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            json!([{"text": ""}]),
+            &[][..],
+            "no answer: the model ended its turn without writing an answer",
+        ),
+        (
+            json!([
+                {"tool_calls": [{"name": "calculator", "arguments": {"expression": "12 * 12"}}]},
+                {"text": ""}
+            ]),
+            &["--max-iterations", "1"][..],
+            "no answer: the run reached its iteration limit before the model wrote an answer",
+        ),
+        (
+            json!([{"text": "", "finish": "content_filter"}]),
+            &[][..],
+            "no answer: the provider filtered the model's output",
+        ),
+    ];
+    for (turns, flags, message) in cases {
+        let script = script(dir.path(), turns);
+        agentloop(dir.path())
+            .args(["--provider", "scripted", "--script", &script, "run"])
+            .args(flags)
+            .arg("What is 12 times 12?")
+            .assert()
+            .code(NO_ANSWER)
+            .stderr(predicate::str::contains(message));
+    }
+}
+
+#[test]
+fn an_answer_still_exits_zero_without_a_note() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = script(dir.path(), json!([{"text": "144"}]));
+    agentloop(dir.path())
+        .args(["--provider", "scripted", "--script", &script, "run", "--max-tokens", "64", "q"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("144"))
+        .stderr(predicate::str::contains("answer:").not());
+}
+
+#[test]
+fn max_tokens_must_be_positive() {
+    let dir = tempfile::tempdir().unwrap();
+    agentloop(dir.path())
+        .args(["--provider", "scripted", "run", "--max-tokens", "0", "q"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--max-tokens"));
+}

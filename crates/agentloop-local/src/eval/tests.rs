@@ -1,0 +1,56 @@
+use super::*;
+
+#[test]
+fn the_shipped_tasks_parse_and_cover_every_category() {
+    let tasks = parse(TASKS_JSON).unwrap();
+    assert!(tasks.len() >= 40, "{}", tasks.len());
+    for category in ["arithmetic", "knowledge", "files"] {
+        assert!(tasks.iter().any(|t| t.category == category), "{category}");
+    }
+    let mut ids: Vec<&str> = tasks.iter().map(|t| t.id.as_str()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), tasks.len(), "task ids are unique");
+}
+
+#[test]
+fn numbers_are_judged_as_numbers() {
+    let expect = Expect::Number(414.0);
+    assert!(expect.judge("18 multiplied by 23 is 414."));
+    assert!(expect.judge("The answer is 414"));
+    assert!(!expect.judge("The answer is 4140."));
+    assert!(!expect.judge("It is 41.4"));
+    assert!(Expect::Number(5555.0).judge("1234 plus 4321 is 5,555."));
+    assert!(Expect::Number(32.4).judge("3 books cost 32.4 dollars."));
+    assert!(Expect::Number(-3.0).judge("the result is -3."));
+    assert!(Expect::Number(12.0).judge("15% of 80 is 12.0"));
+    assert!(!Expect::Number(7.0).judge(""));
+}
+
+#[test]
+fn texts_are_judged_without_case() {
+    assert!(Expect::AnyText(vec!["Paris".into()]).judge("The capital of France is paris."));
+    assert!(!Expect::AnyText(vec!["Paris".into()]).judge("Lyon"));
+    let all = Expect::AllText(vec!["a.txt".into(), "b.csv".into()]);
+    assert!(all.judge("a.txt, b.csv"));
+    assert!(!all.judge("a.txt"));
+}
+
+#[test]
+fn the_report_counts_and_lists_misses() {
+    let result = |id: &str, correct: bool, answer: &str| TaskResult {
+        id: id.into(),
+        category: "arithmetic".into(),
+        answer: answer.into(),
+        stop_reason: "Completed".into(),
+        correct,
+        empty: answer.is_empty(),
+        tool_calls: 1,
+        model_calls: 2,
+        output_tokens: 20,
+        seconds: 2.0,
+    };
+    let report = report("m", &[result("a", true, "4"), result("b", false, "")]);
+    assert!(report.contains("| m | all | 1 / 2 (50 %) | 1 | 1.00 | 2.0 |"), "{report}");
+    assert!(report.contains("| b | Completed |  |"), "{report}");
+}

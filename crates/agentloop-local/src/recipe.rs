@@ -1,0 +1,123 @@
+//! The default agent around a small local model: its instructions (with worked examples for
+//! the tools it has) and its per-step tool choice. The `agentloop` CLI uses it on the
+//! embedded model, and the evaluation set (`eval/`, [`crate::eval`]) measures it, so what is
+//! measured is what a user runs.
+//!
+//! The levers, each chosen by measurement (docs/PERFORMANCE.md, "Local model: evaluation"):
+//! - **worked examples** in the system prompt, one or two per tool present, in the model's
+//!   own tool-call format, and examples of questions answered without a tool;
+//! - **a tool call on the first step** ([`step_tool_choice`]), forced into shape by the
+//!   grammar; `task_complete` is one of the tools, so a question that needs no tool is answered
+//!   through it (the small models rarely choose a tool unasked, and answer arithmetic wrongly
+//!   from memory);
+//! - **the answer after a tool result** is left to the model (`auto`), with an instruction to
+//!   state the result.
+
+use agentloop::agent::AgentBuilder;
+use agentloop::provider::{StepToolChoice, ToolChoice};
+use agentloop::tool::builtin::TaskComplete;
+
+/// The sampling temperature: greedy (the small models pick worse tool arguments when they
+/// sample).
+pub const TEMPERATURE: f32 = 0.0;
+
+/// The per-step tool choice: a call on the first step of a turn — the calculator when the
+/// question has a digit in it (where offered) — and the model's choice after a tool result.
+pub fn step_tool_choice() -> StepToolChoice {
+    StepToolChoice {
+        first: ToolChoice::Required,
+        then: ToolChoice::Auto,
+        first_with_digits: Some(ToolChoice::Named("calculator".into())),
+    }
+}
+
+/// Worked examples per tool: (tool, user, arguments, result, answer).
+const EXAMPLES: &[(&str, &str, &str, &str, &str)] = &[
+    ("calculator", "What is 6 times 7?", r#"{"expression": "6 * 7"}"#, "42", "6 times 7 is 42."),
+    (
+        "calculator",
+        "A book costs 12 dollars. How much do 3 books cost after a 10% discount?",
+        r#"{"expression": "3 * 12 * (100 - 10) / 100"}"#,
+        "32.4",
+        "3 books cost 32.4 dollars after the discount.",
+    ),
+    (
+        "list_dir",
+        "Which files are in the folder?",
+        r#"{}"#,
+        "a.txt\nb.csv",
+        "The files are a.txt and b.csv.",
+    ),
+    (
+        "read_file",
+        "What is the first line of a.txt?",
+        r#"{"path": "a.txt"}"#,
+        "hello world\nsecond line",
+        "The first line of a.txt is: hello world",
+    ),
+    (
+        "shell",
+        "How many words are in b.csv?",
+        r#"{"command": "wc -w b.csv"}"#,
+        r#"{"exit_code": 0, "stdout": "4 b.csv\n", "stderr": ""}"#,
+        "b.csv has 4 words.",
+    ),
+    (
+        "task_complete",
+        "What is the capital of Italy?",
+        r#"{"answer": "The capital of Italy is Rome."}"#,
+        "",
+        "",
+    ),
+    ("task_complete", "Say good morning in German.", r#"{"answer": "Guten Morgen!"}"#, "", ""),
+];
+
+/// The instructions for an agent with these tools: what to do, then worked examples of the
+/// tools present (in the Hermes format the local model writes calls in).
+pub fn instructions(tools: &[&str]) -> String {
+    let mut text = String::from(
+        "You are a helpful assistant. Always answer by calling one tool. Use calculator for any \
+         arithmetic, the file tools for questions about files, and task_complete with the \
+         answer when no other tool is needed. When a tool result arrives, answer the user's \
+         question in one short sentence that states the result.\n",
+    );
+    if tools.contains(&"calculator") {
+        text.push_str(
+            "\nWrite calculator expressions with numbers and + - * / ^ ( ): \
+             'A times B' is A * B, 'A divided by B' is A / B, 'A percent of B' is A / 100 * B, \
+             'A squared' is A ^ 2, 'A to the power of B' is A ^ B, 'the square root of A' is \
+             sqrt(A), 'subtract A from B' is B - A, 'A less B' is A - B.\n",
+        );
+    }
+    text.push_str("\nExamples:\n");
+    for (tool, user, arguments, result, answer) in EXAMPLES {
+        if !tools.contains(tool) {
+            continue;
+        }
+        text.push_str(&format!(
+            "\nUser: {user}\nAssistant: <tool_call>\n{{\"name\": \"{tool}\", \"arguments\": {arguments}}}\n</tool_call>\n"
+        ));
+        if !answer.is_empty() {
+            text.push_str(&format!("Tool: {result}\nAssistant: {answer}\n"));
+        }
+    }
+    text
+}
+
+/// Configures `builder` for a small local model with these tools (the names of the tools
+/// already registered): the done tool `task_complete`, the per-step tool choice, and, unless
+/// `instructions` are given, [`instructions`].
+pub fn configure(
+    builder: AgentBuilder,
+    tools: &[&str],
+    instructions: Option<String>,
+) -> AgentBuilder {
+    let mut names: Vec<&str> = tools.to_vec();
+    names.push("task_complete");
+    let builder =
+        builder.tool(TaskComplete).step_tool_choice(step_tool_choice()).temperature(TEMPERATURE);
+    builder.instructions(instructions.unwrap_or_else(|| self::instructions(&names)))
+}
+
+#[cfg(test)]
+mod tests;

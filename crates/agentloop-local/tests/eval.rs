@@ -1,0 +1,40 @@
+//! Ten tasks of the evaluation set (`eval/tasks.json`, spread over its categories) on the
+//! default local model with the default agent: at least nine must be right, none empty.
+//! Skipped (with a notice) when the model file is not in the cache, unless
+//! `AGENTLOOP_EVAL_REQUIRED` is set (as `.ci/run` sets it, after fetching the model).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+use agentloop_local::eval;
+use agentloop_local::fetch::{self, KNOWN_MODELS};
+use agentloop_local::LocalModel;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_eval_tasks_are_at_least_nine_right() {
+    let required = std::env::var_os("AGENTLOOP_EVAL_REQUIRED").is_some();
+    let default = &KNOWN_MODELS[0];
+    let path = fetch::cached_path(default, None).unwrap();
+    if !path.exists() {
+        assert!(!required, "AGENTLOOP_EVAL_REQUIRED is set and {} is missing", path.display());
+        eprintln!("skipped: no model file at {} (run `agentloop model fetch`)", path.display());
+        return;
+    }
+    let model = tokio::task::spawn_blocking(move || LocalModel::builder(&path).build())
+        .await
+        .unwrap()
+        .unwrap();
+    let tasks = eval::parse(eval::TASKS_JSON).unwrap();
+    let step = tasks.len() as f64 / 10.0;
+    let chosen: Vec<&eval::Task> = (0..10).map(|i| &tasks[(i as f64 * step) as usize]).collect();
+    let mut results = Vec::new();
+    for task in chosen {
+        let result = eval::run_task(&model, task).await.unwrap();
+        eprintln!("{} {} {:?}", result.correct, result.id, result.answer);
+        results.push(result);
+    }
+    let report = eval::report(default.name, &results);
+    eprintln!("{report}");
+    let correct = results.iter().filter(|r| r.correct).count();
+    let empty = results.iter().filter(|r| r.empty).count();
+    assert!(correct >= 9, "{correct} of 10 right:\n{report}");
+    assert_eq!(empty, 0, "{report}");
+}
