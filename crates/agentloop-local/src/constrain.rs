@@ -100,7 +100,13 @@ impl ToolGrammar {
         protocol: &PromptedProtocol,
     ) -> Result<Option<Box<dyn Constraint>>, LocalError> {
         let mut answer = false;
+        let after_result = request.messages.last().is_some_and(|m| m.role == Role::Tool);
         let tools: Vec<&ToolSpec> = match &request.tool_choice {
+            // The answer after a tool result, when no more calls are allowed.
+            ToolChoice::None if self.constrain_auto && after_result => {
+                let grammar = answer_only(result_to_quote(request).as_deref());
+                return self.matcher(grammar, true).map(Some);
+            }
             ToolChoice::None => return Ok(None),
             ToolChoice::Auto if !self.constrain_auto => return Ok(None),
             ToolChoice::Auto => {
@@ -124,32 +130,40 @@ impl ToolGrammar {
         // With the schemas' patterns first; a pattern the regex engine rejects leaves patterns
         // out (the strings are still bounded); a grammar that still does not compile leaves
         // the call unforced.
-        let mut parser = None;
         for patterns in [true, false] {
-            let mut grammar = lark_grammar(&tools, protocol, patterns);
+            // A tool named for the answer after a short result (e.g. a done tool) quotes it in
+            // its string argument, as a text answer does.
+            let quote = match &request.tool_choice {
+                ToolChoice::Named(_) if after_result => result_to_quote(request),
+                _ => None,
+            };
+            let mut grammar = lark_grammar(&tools, protocol, patterns, quote.as_deref());
             if answer {
                 grammar.text = with_answer(&grammar.text, result_to_quote(request).as_deref());
             }
-            match self.factory.create_parser(TopLevelGrammar::from_lark(grammar.text)) {
-                Ok(compiled) => {
-                    parser = Some(compiled);
-                    break;
-                }
+            match self.matcher(grammar.text, answer) {
+                Ok(constraint) => return Ok(Some(constraint)),
                 Err(error) => {
                     tracing::warn!(%error, patterns, "the tool-call grammar does not compile");
                 }
             }
         }
-        let Some(parser) = parser else {
-            return Ok(None);
-        };
-        Ok(Some(Box::new(GrammarConstraint {
+        Ok(None)
+    }
+
+    /// The constraint of a Lark grammar; `free_text`: whether it has a text alternative.
+    fn matcher(&self, grammar: String, free_text: bool) -> Result<Box<dyn Constraint>, LocalError> {
+        let parser = self
+            .factory
+            .create_parser(TopLevelGrammar::from_lark(grammar))
+            .map_err(|e| LocalError::Grammar(format!("the grammar does not compile: {e}")))?;
+        Ok(Box::new(GrammarConstraint {
             matcher: Matcher::new(Ok(parser)),
             tokenizer: Arc::clone(&self.tokenizer),
             finished: false,
-            free_text: answer,
+            free_text,
             pending_mask: None,
-        })))
+        }))
     }
 }
 
@@ -164,10 +178,13 @@ pub(crate) struct CallGrammar {
 
 /// The Lark grammar of one call of one of `tools`, in the protocol's text format, with each
 /// tool's arguments bounded ([`schema`]); `patterns`: whether string patterns are compiled.
+///
+/// `quote`: text that a call's top-level string arguments must contain (see [`schema`]).
 pub(crate) fn lark_grammar(
     tools: &[&ToolSpec],
     protocol: &PromptedProtocol,
     patterns: bool,
+    quote: Option<&str>,
 ) -> CallGrammar {
     let suffix = protocol.call_suffix();
     let mut alternatives = Vec::new();
@@ -180,7 +197,7 @@ pub(crate) fn lark_grammar(
             Value::Null => json!({"type": "object"}),
             other => other.clone(),
         };
-        let args = schema::compile(&parameters, &format!("a{index}_"), patterns);
+        let args = schema::compile(&parameters, &format!("a{index}_"), patterns, quote);
         rules.push_str(&format!(
             "call_{index}: {} {} {}\n",
             lark_string(&prefix),
@@ -193,8 +210,8 @@ pub(crate) fn lark_grammar(
     CallGrammar { text: format!("start: {}\n{rules}", alternatives.join(" | ")), max_bytes }
 }
 
-/// `grammar` with one more alternative: a text answer of one paragraph (at most
-/// [`ANSWER_CHARS`] characters, no blank line) that does not start with `<` or whitespace —
+/// `grammar` with one more alternative: a text answer of one line (at most [`ANSWER_CHARS`]
+/// characters) that does not start with `<` or whitespace —
 /// so neither a malformed call nor an echo of a tool result's markup — and ends where the
 /// model ends it, or at the bound (a small model that repeats itself stops there). With
 /// `quote`, the answer contains that text (the tool result it reports) verbatim.
@@ -202,13 +219,21 @@ pub(crate) fn with_answer(grammar: &str, quote: Option<&str>) -> String {
     let Some((start, rest)) = grammar.split_once('\n') else {
         return grammar.to_owned();
     };
+    format!("{start} | answer\n{}{rest}", answer_rules(quote))
+}
+
+/// The grammar of a text answer alone (see [`with_answer`]).
+pub(crate) fn answer_only(quote: Option<&str>) -> String {
+    format!("start: answer\n{}", answer_rules(quote))
+}
+
+/// The rules of a text answer (see [`with_answer`]).
+fn answer_rules(quote: Option<&str>) -> String {
     let quote = match quote {
         Some(text) => format!(" & /[\\s\\S]*{}[\\s\\S]*/", regex_literal(text)),
         None => String::new(),
     };
-    format!(
-        "{start} | answer\nanswer: ANSWER\nANSWER: /[^<\\s](?:[^\\n]|\\n[^\\n<]){{0,{ANSWER_CHARS}}}\\n?/{quote}\n{rest}"
-    )
+    format!("answer: ANSWER\nANSWER: /[^<\\s][^\\n]{{0,{ANSWER_CHARS}}}\\n?/{quote}\n")
 }
 
 /// Characters of a tool result that an answer must quote, at most.
@@ -238,7 +263,7 @@ fn result_to_quote(request: &ModelRequest) -> Option<String> {
 }
 
 /// `text` as a regular expression that matches it literally (inside `/…/` in Lark).
-fn regex_literal(text: &str) -> String {
+pub(crate) fn regex_literal(text: &str) -> String {
     let mut out = String::with_capacity(text.len() * 2);
     for c in text.chars() {
         if "\\.+*?()|[]{}^$#&-~/".contains(c) {
@@ -250,7 +275,7 @@ fn regex_literal(text: &str) -> String {
 }
 
 /// Characters of a text answer where the request's tool choice is `auto`.
-pub(crate) const ANSWER_CHARS: usize = 600;
+pub(crate) const ANSWER_CHARS: usize = 400;
 
 /// A constraint driven by an llguidance matcher.
 struct GrammarConstraint {

@@ -247,6 +247,9 @@ pub(crate) trait Constraint: Send {
 /// One generation.
 pub(crate) struct Job {
     pub(crate) prompt: Vec<u32>,
+    /// How many tokens of `prompt` the weights' KV cache holds already (a cached prefix,
+    /// [`prefill`]); fewer than the prompt's length.
+    pub(crate) cached: usize,
     pub(crate) max_tokens: usize,
     pub(crate) sampling: SamplingParams,
     pub(crate) constraint: Option<Box<dyn Constraint>>,
@@ -303,6 +306,24 @@ fn per_second(count: usize, time: Duration) -> f64 {
     }
 }
 
+/// Feeds `tokens` at `position` into the weights' KV cache (from an empty cache when
+/// `position` is 0), to be continued by a [`generate`] whose [`Job::cached`] is
+/// `position + tokens.len()`.
+pub(crate) fn prefill(
+    weights: &mut Weights,
+    tokens: &[u32],
+    position: usize,
+) -> Result<(), LocalError> {
+    if position == 0 {
+        weights.reset();
+    }
+    let chunk_size = weights.architecture().prompt_chunk();
+    for (index, chunk) in tokens.chunks(chunk_size).enumerate() {
+        weights.forward(chunk, position + index * chunk_size)?;
+    }
+    Ok(())
+}
+
 /// Runs a generation on this thread. `emit` gets each piece of complete text (an empty piece
 /// only asks) and returns false when nobody listens any more: the generation then stops.
 pub(crate) fn generate(
@@ -329,11 +350,16 @@ pub(crate) fn generate(
         first_token: Duration::ZERO,
         total: Duration::ZERO,
     };
-    weights.reset();
+    if job.cached >= prompt_tokens {
+        return Err(LocalError::InvalidRequest("the whole prompt is cached".into()));
+    }
+    if job.cached == 0 {
+        weights.reset();
+    }
     let chunk_size = weights.architecture().prompt_chunk();
     let mut logits = None;
-    for (index, chunk) in job.prompt.chunks(chunk_size).enumerate() {
-        logits = Some(weights.forward(chunk, index * chunk_size)?);
+    for (index, chunk) in job.prompt[job.cached..].chunks(chunk_size).enumerate() {
+        logits = Some(weights.forward(chunk, job.cached + index * chunk_size)?);
         if index > 0 && !emit(String::new()) {
             stats.finish = Finish::Cancelled;
             stats.total = start.elapsed();

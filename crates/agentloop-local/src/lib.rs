@@ -28,6 +28,7 @@ mod error;
 pub mod eval;
 pub mod fetch;
 mod gguf;
+mod prefix;
 mod provider;
 pub mod recipe;
 pub mod template;

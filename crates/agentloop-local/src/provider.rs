@@ -1,11 +1,15 @@
 //! [`LocalModel`]: the [`Provider`] that runs a GGUF model in this process.
 
-use crate::engine::{self, Constraint, Dequantize, Finish, GenerationStats, Job, SamplingParams};
+use crate::engine::{
+    self, Architecture, Constraint, Dequantize, Finish, GenerationStats, Job, SamplingParams,
+};
 use crate::template::{chat_messages, ChatTemplate};
 use crate::tokenizer::Tokenizer;
 use crate::LocalError;
 use agentloop::message::{FinishReason, Usage};
-use agentloop::provider::{ChunkStream, ModelRequest, PromptedProtocol, Provider, StreamChunk};
+use agentloop::provider::{
+    ChunkStream, ModelRequest, PromptedProtocol, Provider, StreamChunk, ToolChoice,
+};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -145,6 +149,7 @@ impl LocalModelBuilder {
                 max_tokens: self.max_tokens,
                 grammar,
                 active: Arc::new(AtomicUsize::new(0)),
+                prefixes: crate::prefix::PrefixCache::default(),
             }),
             name,
         })
@@ -162,6 +167,8 @@ struct Inner {
     max_tokens: usize,
     grammar: Option<crate::constrain::ToolGrammar>,
     active: Arc<AtomicUsize>,
+    /// KV caches of recent prompt prefixes.
+    prefixes: crate::prefix::PrefixCache,
 }
 
 /// A GGUF model run in this process on the CPU (llama architecture, byte-level BPE tokenizer).
@@ -242,8 +249,16 @@ impl LocalModel {
 
     /// The prompt text a request becomes (tools and tool calls written as text, the chat
     /// template applied, the generation prompt added).
+    ///
+    /// When tool calls are constrained, the prompt shows the tools as for `auto` whatever the
+    /// request's tool choice: the grammar enforces the choice, and a prompt that is the same at
+    /// every step of a turn lets the next step reuse the cached prefix.
     pub fn render_prompt(&self, request: &ModelRequest) -> Result<String, LocalError> {
-        let request = self.inner.protocol.rewrite(request.clone());
+        let mut request = request.clone();
+        if self.inner.grammar.is_some() && !request.tools.is_empty() {
+            request.tool_choice = ToolChoice::Auto;
+        }
+        let request = self.inner.protocol.rewrite(request);
         let messages = chat_messages(&request)?;
         self.inner.template.render(&messages, None, true)
     }
@@ -257,6 +272,7 @@ impl LocalModel {
     ) -> Result<(String, GenerationStats), LocalError> {
         let job = Job {
             prompt: self.inner.tokenizer.encode(prompt)?,
+            cached: 0,
             max_tokens,
             sampling: self.inner.sampling,
             constraint: None,
@@ -294,12 +310,12 @@ impl LocalModel {
                 tokens.insert(0, bos);
             }
         }
-        Ok(Job { prompt: tokens, max_tokens, sampling, constraint })
+        Ok(Job { prompt: tokens, cached: 0, max_tokens, sampling, constraint })
     }
 
     /// Starts the generation thread; the stream of its raw text.
     fn start(&self, request: ModelRequest) -> Result<ChunkStream, LocalError> {
-        let job = self.job(request)?;
+        let mut job = self.job(request)?;
         let (tx, mut rx) = mpsc::channel(CHANNEL_CAPACITY);
         let inner = Arc::clone(&self.inner);
         inner.active.fetch_add(1, Ordering::SeqCst);
@@ -308,15 +324,26 @@ impl LocalModel {
             .name(format!("agentloop-local {}", self.name))
             .spawn(move || {
                 let _guard = guard;
-                let mut weights = inner.weights.clone();
-                let result =
+                // Llama-family networks run a prompt in batches from any position, so every
+                // turn boundary is kept; Gemma 3 runs later tokens one by one, so only the last.
+                let all = matches!(inner.weights.architecture(), Architecture::Llama);
+                let result = crate::prefix::warm(
+                    &inner.prefixes,
+                    &inner.weights,
+                    &inner.tokenizer,
+                    &job.prompt,
+                    all,
+                )
+                .and_then(|(mut weights, cached)| {
+                    job.cached = cached;
                     engine::generate(&mut weights, &inner.tokenizer, job, inner.context, |piece| {
                         if piece.is_empty() {
                             !tx.is_closed()
                         } else {
                             tx.blocking_send(Message::Text(piece)).is_ok()
                         }
-                    });
+                    })
+                });
                 let last = match result {
                     Ok(stats) if stats.finish == Finish::Cancelled => return,
                     Ok(stats) => Message::Done(stats),

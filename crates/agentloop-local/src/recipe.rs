@@ -10,8 +10,8 @@
 //!   grammar; `task_complete` is one of the tools, so a question that needs no tool is answered
 //!   through it (the small models rarely choose a tool unasked, and answer arithmetic wrongly
 //!   from memory);
-//! - **the answer after a tool result** is left to the model (`auto`), with an instruction to
-//!   state the result.
+//! - **the answer after a tool result** goes through `task_complete` (a named tool choice),
+//!   whose answer the local model constrains to quote a short result verbatim.
 
 use agentloop::agent::AgentBuilder;
 use agentloop::provider::{StepToolChoice, ToolChoice};
@@ -22,11 +22,14 @@ use agentloop::tool::builtin::TaskComplete;
 pub const TEMPERATURE: f32 = 0.0;
 
 /// The per-step tool choice: a call on the first step of a turn — the calculator when the
-/// question has a digit in it (where offered) — and the model's choice after a tool result.
+/// question has a digit in it (where offered) — and after a tool result the answer through
+/// `task_complete` (the local model constrains it to quote a short result). One tool call per
+/// turn: the small models do not chain calls usefully; asked for free text after a result,
+/// SmolLM2-135M rambled about operators, while through `task_complete` it answers tersely.
 pub fn step_tool_choice() -> StepToolChoice {
     StepToolChoice {
         first: ToolChoice::Required,
-        then: ToolChoice::Auto,
+        then: ToolChoice::Named("task_complete".into()),
         first_with_digits: Some(ToolChoice::Named("calculator".into())),
     }
 }

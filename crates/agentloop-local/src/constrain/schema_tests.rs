@@ -140,20 +140,25 @@ fn arguments(text: &str) -> Value {
 
 #[test]
 fn strings_numbers_and_objects_are_bounded() {
-    let compiled =
-        compile(&json!({"type": "object", "properties": {"s": {"type": "string"}}}), "x_", true);
+    let compiled = compile(
+        &json!({"type": "object", "properties": {"s": {"type": "string"}}}),
+        "x_",
+        true,
+        None,
+    );
     assert_eq!(compiled.max_bytes, 2 + (5 + 2 + CHAR_BYTES * DEFAULT_MAX_LENGTH) + 2);
     let limited = compile(
         &json!({"type": "object", "properties": {"s": {"type": "string", "maxLength": 10}}}),
         "x_",
         true,
+        None,
     );
     assert_eq!(limited.max_bytes, 2 + (5 + 2 + CHAR_BYTES * 10) + 2);
-    let huge = compile(&json!({"type": "string", "maxLength": 1_000_000}), "x_", true);
+    let huge = compile(&json!({"type": "string", "maxLength": 1_000_000}), "x_", true, None);
     assert_eq!(huge.max_bytes, 2 + CHAR_BYTES * STRING_CEILING);
-    let number = compile(&json!({"type": "number"}), "x_", true);
+    let number = compile(&json!({"type": "number"}), "x_", true, None);
     assert!(number.max_bytes <= 24, "{number:?}");
-    let closed = compile(&json!({"type": "object"}), "x_", true);
+    let closed = compile(&json!({"type": "object"}), "x_", true, None);
     assert_eq!(closed.max_bytes, 2);
 }
 
@@ -163,14 +168,14 @@ fn unsatisfiable_and_recursive_schemas_fall_back_to_a_bounded_object() {
         "$defs": {"node": {"type": "object", "properties": {"next": {"$ref": "#/$defs/node"}}, "required": ["next"]}},
         "$ref": "#/$defs/node"
     });
-    let compiled = compile(&recursive, "x_", true);
+    let compiled = compile(&recursive, "x_", true, None);
     assert!(compiled.max_bytes < 100_000, "{}", compiled.max_bytes);
-    let unknown_ref = compile(&json!({"$ref": "#/nowhere"}), "x_", true);
+    let unknown_ref = compile(&json!({"$ref": "#/nowhere"}), "x_", true, None);
     assert!(unknown_ref.max_bytes < 100_000);
     let factory = factory();
     for schema in [recursive, json!(false), json!({"$ref": "#/nowhere"})] {
         let tool = spec("t", schema);
-        let grammar = lark_grammar(&[&tool], &PromptedProtocol::default(), true);
+        let grammar = lark_grammar(&[&tool], &PromptedProtocol::default(), true, None);
         let mut matcher = compile_grammar(&factory, &grammar);
         let (text, closed) = generate(&mut matcher, 3, grammar.max_bytes + 1);
         assert!(closed, "{text:?}");
@@ -193,7 +198,7 @@ fn enums_patterns_ranges_and_required_properties_are_honoured() {
     });
     let factory = factory();
     let tool = spec("calc", schema);
-    let grammar = lark_grammar(&[&tool], &PromptedProtocol::default(), true);
+    let grammar = lark_grammar(&[&tool], &PromptedProtocol::default(), true, None);
     for seed in 0..40 {
         let mut matcher = compile_grammar(&factory, &grammar);
         let (text, closed) = generate(&mut matcher, seed, grammar.max_bytes + 1);
@@ -224,9 +229,9 @@ fn a_pattern_the_engine_rejects_is_left_out() {
         json!({"type": "object", "properties": {"s": {"type": "string", "pattern": "(?<=a)b"}}, "required": ["s"]}),
     );
     let factory = factory();
-    let with = lark_grammar(&[&tool], &PromptedProtocol::default(), true);
+    let with = lark_grammar(&[&tool], &PromptedProtocol::default(), true, None);
     assert!(factory.create_parser(TopLevelGrammar::from_lark(with.text)).is_err());
-    let without = lark_grammar(&[&tool], &PromptedProtocol::default(), false);
+    let without = lark_grammar(&[&tool], &PromptedProtocol::default(), false, None);
     assert!(factory.create_parser(TopLevelGrammar::from_lark(without.text)).is_ok());
 }
 
@@ -284,7 +289,7 @@ proptest! {
     fn every_call_closes_within_its_bound(properties in schema_strategy(), seed in any::<u64>()) {
         let schema = json!({"type": "object", "properties": {"a": properties}, "required": ["a"]});
         let tool = spec("tool", schema);
-        let grammar = lark_grammar(&[&tool], &PromptedProtocol::default(), true);
+        let grammar = lark_grammar(&[&tool], &PromptedProtocol::default(), true, None);
         prop_assert!(grammar.max_bytes < 2_000_000, "bound {}", grammar.max_bytes);
         let factory = factory();
         let mut matcher = compile_grammar(&factory, &grammar);
@@ -297,9 +302,9 @@ proptest! {
 }
 
 #[test]
-fn an_auto_step_allows_a_call_or_a_bounded_paragraph() {
+fn an_auto_step_allows_a_call_or_a_bounded_line() {
     let tool = spec("calc", json!({"type": "object", "properties": {"x": {"type": "integer"}}}));
-    let grammar = lark_grammar(&[&tool], &PromptedProtocol::default(), true);
+    let grammar = lark_grammar(&[&tool], &PromptedProtocol::default(), true, None);
     let text = crate::constrain::with_answer(&grammar.text, None);
     let factory = factory();
     let fresh = || {
@@ -313,12 +318,13 @@ fn an_auto_step_allows_a_call_or_a_bounded_paragraph() {
     assert!(allowed(&mut matcher, b'<'), "a call may start");
     assert!(allowed(&mut matcher, b'T'), "an answer may start");
     assert!(!allowed(&mut matcher, b' ') && !allowed(&mut matcher, b'\n'));
-    for byte in b"The answer is 4.\nIt is" {
+    for byte in b"The answer is 4." {
         matcher.consume_token(u32::from(*byte)).unwrap();
     }
     assert!(matcher.is_accepting().unwrap(), "an answer ends where the model ends it");
     matcher.consume_token(u32::from(b'\n')).unwrap();
-    assert!(!allowed(&mut matcher, b'\n'), "no blank line");
+    let more = matcher.compute_mask().map(|mask| mask.is_allowed(u32::from(b'I')));
+    assert!(!more.unwrap_or(false), "one line");
     // A model that repeats itself stops at the bound.
     let mut matcher = fresh();
     let mut count = 0;
@@ -333,7 +339,7 @@ fn an_auto_step_allows_a_call_or_a_bounded_paragraph() {
 #[test]
 fn an_answer_after_a_short_result_quotes_it() {
     let tool = spec("calc", json!({"type": "object", "properties": {"x": {"type": "integer"}}}));
-    let grammar = lark_grammar(&[&tool], &PromptedProtocol::default(), true);
+    let grammar = lark_grammar(&[&tool], &PromptedProtocol::default(), true, None);
     let text = crate::constrain::with_answer(&grammar.text, Some("4.5 (a+b)"));
     let factory = factory();
     let mut matcher =
@@ -346,4 +352,21 @@ fn an_answer_after_a_short_result_quotes_it() {
         matcher.consume_token(u32::from(*byte)).unwrap();
     }
     assert!(matcher.is_accepting().unwrap());
+}
+
+#[test]
+fn a_quoted_result_must_appear_in_the_top_level_string() {
+    let tool = spec(
+        "task_complete",
+        json!({"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}),
+    );
+    let grammar = lark_grammar(&[&tool], &PromptedProtocol::default(), true, Some("391"));
+    let factory = factory();
+    for seed in 0..10 {
+        let mut matcher = compile_grammar(&factory, &grammar);
+        let (text, closed) = generate(&mut matcher, seed, grammar.max_bytes + 1);
+        assert!(closed, "{text:?}");
+        let answer = arguments(&text)["answer"].as_str().unwrap().to_owned();
+        assert!(answer.contains("391"), "{text}");
+    }
 }

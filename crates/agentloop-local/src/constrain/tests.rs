@@ -12,7 +12,7 @@ fn the_grammar_has_one_alternative_per_tool() {
     let protocol = PromptedProtocol::default();
     let a = spec("add", json!({"type": "object", "properties": {"x": {"type": "integer"}}}));
     let b = spec("echo", Value::Null);
-    let grammar = lark_grammar(&[&a, &b], &protocol, true);
+    let grammar = lark_grammar(&[&a, &b], &protocol, true, None);
     assert!(grammar.text.starts_with("start: call_0 | call_1\n"), "{}", grammar.text);
     let call_0 = r#"call_0: "<tool_call>\n{\"name\": \"add\", \"arguments\": " a0_r"#;
     assert!(grammar.text.contains(call_0), "{}", grammar.text);

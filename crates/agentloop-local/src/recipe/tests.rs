@@ -28,5 +28,5 @@ fn configure_adds_the_done_tool_and_the_step_policy() {
             .unwrap();
     assert_eq!(own.config().instructions.as_deref(), Some("Be brief."));
     assert_eq!(step_tool_choice().first, ToolChoice::Required);
-    assert_eq!(step_tool_choice().then, ToolChoice::Auto);
+    assert_eq!(step_tool_choice().then, ToolChoice::Named("task_complete".into()));
 }
