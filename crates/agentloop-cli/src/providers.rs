@@ -158,7 +158,8 @@ fn local(section: &ProviderSection) -> anyhow::Result<Arc<dyn Provider>> {
             path
         }
     };
-    let mut builder = agentloop_local::LocalModel::builder(&path);
+    // The default agent's worked examples (agentloop_local::recipe), as conversation turns.
+    let mut builder = agentloop_local::recipe::model(&path);
     if let Some(file) = &section.chat_template {
         let template = std::fs::read_to_string(file)
             .with_context(|| format!("reading the chat template {}", file.display()))?;

@@ -7,7 +7,6 @@
 
 use agentloop_local::eval::{self, TaskResult};
 use agentloop_local::fetch::{self, FetchOptions, KNOWN_MODELS};
-use agentloop_local::LocalModel;
 use std::path::PathBuf;
 
 #[tokio::main]
@@ -35,7 +34,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         None => PathBuf::from(&model),
     };
     let started = std::time::Instant::now();
-    let local = tokio::task::spawn_blocking(move || LocalModel::builder(&path).build()).await??;
+    let local = tokio::task::spawn_blocking(move || agentloop_local::recipe::model(&path).build())
+        .await??;
     eprintln!("loaded {model} in {:.1} s", started.elapsed().as_secs_f64());
     let tasks = eval::parse(eval::TASKS_JSON)?;
     let mut results: Vec<TaskResult> = Vec::new();

@@ -36,7 +36,7 @@ pub mod tokenizer;
 
 pub use engine::{Dequantize, Finish, GenerationStats, SamplingParams};
 pub use error::LocalError;
-pub use provider::{LocalModel, LocalModelBuilder};
+pub use provider::{Examples, LocalModel, LocalModelBuilder};
 
 /// The model file tests use: `AGENTLOOP_LOCAL_MODEL`, else the cached SmolLM2, if it exists.
 #[cfg(test)]

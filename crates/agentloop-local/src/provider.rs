@@ -28,8 +28,12 @@ pub struct LocalModelBuilder {
     context_size: Option<usize>,
     constrain_tool_calls: bool,
     constrain_auto: bool,
+    examples: Option<Examples>,
     dequantize: Dequantize,
 }
+
+/// Worked examples for the tools of a request: conversation turns put before its messages.
+pub type Examples = fn(&[agentloop::tool::ToolSpec]) -> Vec<agentloop::message::Message>;
 
 impl LocalModelBuilder {
     /// Whether the weights are expanded to `f32` at load time (default
@@ -91,6 +95,16 @@ impl LocalModelBuilder {
         self
     }
 
+    /// Worked examples put before the conversation of every request that offers tools, chosen
+    /// for its tools (e.g. [`crate::recipe::examples`]); real turns in the model's own chat
+    /// format teach a small model more than the same examples described in its instructions.
+    /// They are part of the prompt, not of the agent's history (nothing is journaled), and
+    /// the prefix cache keeps them evaluated.
+    pub fn examples(mut self, examples: Examples) -> Self {
+        self.examples = Some(examples);
+        self
+    }
+
     /// Checks the settings and loads the model (blocking: reads the whole file; in async code
     /// call it from `spawn_blocking`).
     pub fn build(self) -> Result<LocalModel, LocalError> {
@@ -148,6 +162,7 @@ impl LocalModelBuilder {
                 sampling: self.sampling,
                 max_tokens: self.max_tokens,
                 grammar,
+                examples: self.examples,
                 active: Arc::new(AtomicUsize::new(0)),
                 prefixes: crate::prefix::PrefixCache::default(),
             }),
@@ -166,6 +181,7 @@ struct Inner {
     sampling: SamplingParams,
     max_tokens: usize,
     grammar: Option<crate::constrain::ToolGrammar>,
+    examples: Option<Examples>,
     active: Arc<AtomicUsize>,
     /// KV caches of recent prompt prefixes.
     prefixes: crate::prefix::PrefixCache,
@@ -223,6 +239,7 @@ impl LocalModel {
             context_size: None,
             constrain_tool_calls: true,
             constrain_auto: true,
+            examples: None,
             dequantize: Dequantize::Auto,
         }
     }
@@ -257,6 +274,11 @@ impl LocalModel {
         let mut request = request.clone();
         if self.inner.grammar.is_some() && !request.tools.is_empty() {
             request.tool_choice = ToolChoice::Auto;
+        }
+        if let Some(examples) = self.inner.examples.filter(|_| !request.tools.is_empty()) {
+            let mut messages = examples(&request.tools);
+            messages.extend(request.messages.iter().cloned());
+            request.messages = Arc::new(messages);
         }
         let request = self.inner.protocol.rewrite(request);
         let messages = chat_messages(&request)?;

@@ -14,8 +14,10 @@
 //!   whose answer the local model constrains to quote a short result verbatim.
 
 use agentloop::agent::AgentBuilder;
+use agentloop::message::{Message, Part, Role, ToolCall, ToolResult};
 use agentloop::provider::{StepToolChoice, ToolChoice};
 use agentloop::tool::builtin::TaskComplete;
+use agentloop::tool::ToolSpec;
 
 /// The sampling temperature: greedy (the small models pick worse tool arguments when they
 /// sample).
@@ -39,10 +41,31 @@ const EXAMPLES: &[(&str, &str, &str, &str, &str)] = &[
     ("calculator", "What is 6 times 7?", r#"{"expression": "6 * 7"}"#, "42", "6 times 7 is 42."),
     (
         "calculator",
-        "A book costs 12 dollars. How much do 3 books cost after a 10% discount?",
-        r#"{"expression": "3 * 12 * (100 - 10) / 100"}"#,
-        "32.4",
-        "3 books cost 32.4 dollars after the discount.",
+        "Tom has 4 bags with 5 marbles in each. He loses 3 marbles. How many are left?",
+        r#"{"expression": "4 * 5 - 3"}"#,
+        "17",
+        "17 marbles are left.",
+    ),
+    (
+        "calculator",
+        "What is 20% of 150?",
+        r#"{"expression": "20 / 100 * 150"}"#,
+        "30",
+        "20% of 150 is 30.",
+    ),
+    (
+        "calculator",
+        "What is the square root of 81?",
+        r#"{"expression": "sqrt(81)"}"#,
+        "9",
+        "The square root of 81 is 9.",
+    ),
+    (
+        "calculator",
+        "What is 3 to the power of 4?",
+        r#"{"expression": "3 ^ 4"}"#,
+        "81",
+        "3 to the power of 4 is 81.",
     ),
     (
         "list_dir",
@@ -72,11 +95,53 @@ const EXAMPLES: &[(&str, &str, &str, &str, &str)] = &[
         "",
         "",
     ),
-    ("task_complete", "Say good morning in German.", r#"{"answer": "Guten Morgen!"}"#, "", ""),
+    (
+        "task_complete",
+        "Who wrote Romeo and Juliet?",
+        r#"{"answer": "William Shakespeare wrote Romeo and Juliet."}"#,
+        "",
+        "",
+    ),
 ];
 
-/// The instructions for an agent with these tools: what to do, then worked examples of the
-/// tools present (in the Hermes format the local model writes calls in).
+/// Worked examples for the tools of a request, as conversation turns that come before the
+/// real conversation (see [`crate::LocalModelBuilder::examples`]): for each example whose tool
+/// is offered, the question, the call, the result, and the answer through `task_complete`
+/// when that is offered too.
+pub fn examples(tools: &[ToolSpec]) -> Vec<Message> {
+    let offered = |name: &str| tools.iter().any(|tool| tool.name == name);
+    let mut messages = Vec::new();
+    let call = |id: String, name: &str, arguments: &str| Message {
+        role: Role::Assistant,
+        content: vec![Part::ToolCall(ToolCall {
+            id,
+            name: name.to_owned(),
+            arguments: arguments.to_owned(),
+        })],
+    };
+    for (index, (tool, user, arguments, result, answer)) in EXAMPLES.iter().enumerate() {
+        if !offered(tool) {
+            continue;
+        }
+        messages.push(Message::user(*user));
+        messages.push(call(format!("example_{index}"), tool, arguments));
+        if answer.is_empty() {
+            continue;
+        }
+        messages.push(Message::tool_results([ToolResult::ok(format!("example_{index}"), *result)]));
+        if offered("task_complete") {
+            let answer = serde_json::json!({ "answer": answer }).to_string();
+            messages.push(call(format!("example_{index}_done"), "task_complete", &answer));
+        } else {
+            messages.push(Message::assistant(*answer));
+        }
+    }
+    messages
+}
+
+/// The instructions for an agent with these tools: what to do, and for the calculator how
+/// arithmetic words become expressions. (The worked examples are conversation turns:
+/// [`examples`].)
 pub fn instructions(tools: &[&str]) -> String {
     let mut text = String::from(
         "You are a helpful assistant. Always answer by calling one tool. Use calculator for any \
@@ -87,24 +152,18 @@ pub fn instructions(tools: &[&str]) -> String {
     if tools.contains(&"calculator") {
         text.push_str(
             "\nWrite calculator expressions with numbers and + - * / ^ ( ): \
-             'A times B' is A * B, 'A divided by B' is A / B, 'A percent of B' is A / 100 * B, \
+             'A times B' is A * B, 'A divided by B' is A / B, 'A percent of B' and 'A% of B' \
+             are A / 100 * B, \
              'A squared' is A ^ 2, 'A to the power of B' is A ^ B, 'the square root of A' is \
              sqrt(A), 'subtract A from B' is B - A, 'A less B' is A - B.\n",
         );
     }
-    text.push_str("\nExamples:\n");
-    for (tool, user, arguments, result, answer) in EXAMPLES {
-        if !tools.contains(tool) {
-            continue;
-        }
-        text.push_str(&format!(
-            "\nUser: {user}\nAssistant: <tool_call>\n{{\"name\": \"{tool}\", \"arguments\": {arguments}}}\n</tool_call>\n"
-        ));
-        if !answer.is_empty() {
-            text.push_str(&format!("Tool: {result}\nAssistant: {answer}\n"));
-        }
-    }
     text
+}
+
+/// The settings of a local model for the default agent: [`examples`] before the conversation.
+pub fn model(path: impl AsRef<std::path::Path>) -> crate::LocalModelBuilder {
+    crate::LocalModel::builder(path).examples(examples)
 }
 
 /// Configures `builder` for a small local model with these tools (the names of the tools

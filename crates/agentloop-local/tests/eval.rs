@@ -6,7 +6,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 use agentloop_local::eval;
 use agentloop_local::fetch::{self, KNOWN_MODELS};
-use agentloop_local::LocalModel;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_eval_tasks_are_at_least_nine_right() {
@@ -18,7 +17,7 @@ async fn ten_eval_tasks_are_at_least_nine_right() {
         eprintln!("skipped: no model file at {} (run `agentloop model fetch`)", path.display());
         return;
     }
-    let model = tokio::task::spawn_blocking(move || LocalModel::builder(&path).build())
+    let model = tokio::task::spawn_blocking(move || agentloop_local::recipe::model(&path).build())
         .await
         .unwrap()
         .unwrap();

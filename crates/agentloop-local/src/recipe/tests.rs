@@ -3,17 +3,28 @@ use agentloop::provider::scripted::ScriptedModel;
 use agentloop::tool::builtin::Calculator;
 use agentloop::Agent;
 
+fn spec(name: &str) -> ToolSpec {
+    ToolSpec { name: name.into(), description: String::new(), parameters: serde_json::json!({}) }
+}
+
 #[test]
 fn examples_are_only_for_the_tools_present() {
     let text = instructions(&["calculator", "task_complete"]);
-    assert!(text.contains("\"name\": \"calculator\""), "{text}");
-    assert!(text.contains("\"name\": \"task_complete\""), "{text}");
     assert!(text.contains("'A squared' is A ^ 2"), "{text}");
-    assert!(!text.contains("read_file"), "{text}");
     let files = instructions(&["read_file", "task_complete"]);
-    assert!(files.contains("\"name\": \"read_file\""), "{files}");
-    assert!(!files.contains("\"name\": \"calculator\""), "{files}");
     assert!(!files.contains("A squared"), "{files}");
+    let turns = examples(&[spec("calculator"), spec("task_complete")]);
+    let names: Vec<&str> =
+        turns.iter().flat_map(|m| m.tool_calls()).map(|c| c.name.as_str()).collect();
+    assert!(names.contains(&"calculator") && names.contains(&"task_complete"), "{names:?}");
+    assert!(!names.contains(&"read_file"), "{names:?}");
+    // Every call but the done tool's is answered, as in a real conversation.
+    let results: Vec<String> =
+        turns.iter().flat_map(|m| m.tool_results_iter()).map(|r| r.call_id.clone()).collect();
+    for call in turns.iter().flat_map(|m| m.tool_calls()).filter(|c| c.name != "task_complete") {
+        assert!(results.contains(&call.id), "{call:?}");
+    }
+    assert!(examples(&[spec("other")]).is_empty());
 }
 
 #[test]

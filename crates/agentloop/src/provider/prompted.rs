@@ -327,6 +327,9 @@ pub fn prompt_schema(schema: &Value) -> Value {
     strip_schema(schema, true)
 }
 
+/// The longest `pattern` a prompt schema keeps.
+const MAX_PROMPT_PATTERN: usize = 64;
+
 fn strip_schema(schema: &Value, root: bool) -> Value {
     const MACHINE_FORMATS: &[&str] = &[
         "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32", "uint64", "float",
@@ -340,6 +343,9 @@ fn strip_schema(schema: &Value, root: bool) -> Value {
                     "$schema" | "title" => true,
                     "description" => root,
                     "format" => value.as_str().is_some_and(|f| MACHINE_FORMATS.contains(&f)),
+                    // A long pattern is for the validator (and a grammar), not for a model to
+                    // read: it would cost hundreds of prompt tokens and say little.
+                    "pattern" => value.as_str().is_some_and(|p| p.len() > MAX_PROMPT_PATTERN),
                     _ => false,
                 };
                 if drop {

@@ -10,15 +10,47 @@ use serde::Deserialize;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Calculator;
 
-/// What an expression may contain (the arguments' schema pattern): numbers, operators,
-/// spaces, and parentheses (or `sqrt(`, `abs(`) balanced, nested at most three deep.
-pub const EXPRESSION_PATTERN: &str = concat!(
-    r"^(?:[0-9.+*/%^ -]|(?:sqrt|abs)?\(",
-    r"(?:[0-9.+*/%^ -]|(?:sqrt|abs)?\(",
-    r"(?:[0-9.+*/%^ -]|(?:sqrt|abs)?\([0-9.+*/%^ -]+\))+",
-    r"\))+",
-    r"\))+$"
-);
+/// Builds [`EXPRESSION_PATTERN`]: a term is a number or a group of the next level down.
+macro_rules! expression_pattern {
+    () => {
+        concat!("^ ?", level3!(), " ?$")
+    };
+}
+macro_rules! number {
+    () => {
+        r"[0-9]+(?:\.[0-9]+)?"
+    };
+}
+macro_rules! operator {
+    () => {
+        r" ?(?:\*\*|[+*/%^-]) ?"
+    };
+}
+macro_rules! level0 {
+    () => {
+        concat!("-?", number!(), "(?:", operator!(), "-?", number!(), ")*")
+    };
+}
+macro_rules! term {
+    ($inner:expr) => {
+        concat!("-?(?:", number!(), r"|(?:sqrt|abs)?\( ?", $inner, r" ?\))")
+    };
+}
+macro_rules! level {
+    ($inner:expr) => {
+        concat!(term!($inner), "(?:", operator!(), term!($inner), ")*")
+    };
+}
+macro_rules! level3 {
+    () => {
+        level!(level!(level!(level0!())))
+    };
+}
+/// What an expression may contain (the arguments' schema pattern): numbers and operators
+/// (`+ - * / % ^ **`) alternating, single spaces around operators, a minus sign before a
+/// term, and parentheses (or `sqrt(`, `abs(`) balanced, nested at most three deep — so a
+/// constrained model can neither leave an operator dangling nor a parenthesis open.
+pub const EXPRESSION_PATTERN: &str = expression_pattern!();
 
 /// Arguments of [`Calculator`].
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -38,7 +70,7 @@ impl Tool for Calculator {
     type Error = String;
 
     fn description(&self) -> String {
-        "Evaluate an arithmetic expression (+ - * / % ^, parentheses, sqrt(), abs()) and return the number.".into()
+        "Evaluate an arithmetic expression (+ - * / % ^ or **, parentheses, sqrt(), abs()) and return the number.".into()
     }
 
     async fn call(
@@ -136,8 +168,10 @@ impl Parser {
 
     fn power(&mut self, depth: usize) -> Result<f64, String> {
         let base = self.unary(depth)?;
-        if self.peek() == Some('^') {
-            self.pos += 1;
+        // `^`, or `**` as many languages write it.
+        let double_star = self.peek() == Some('*') && self.chars.get(self.pos + 1) == Some(&'*');
+        if self.peek() == Some('^') || double_star {
+            self.pos += if double_star { 2 } else { 1 };
             let exponent = self.power(depth + 1)?;
             return Ok(base.powf(exponent));
         }

@@ -15,6 +15,7 @@ pub struct TaskComplete;
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct TaskCompleteArgs {
     /// The final answer for the user.
+    #[schemars(length(min = 1))]
     pub answer: String,
 }
 

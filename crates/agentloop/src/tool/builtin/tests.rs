@@ -15,6 +15,8 @@ fn the_calculator_evaluates_expressions_exactly() {
     assert_eq!(evaluate("(2 + 3) ^ 2 / 4"), Ok(6.25));
     assert_eq!(evaluate("-2 ^ 2"), Ok(4.0), "unary minus binds tighter than ^ here");
     assert_eq!(evaluate("2 ^ 3 ^ 2"), Ok(512.0), "^ is right-associative");
+    assert_eq!(evaluate("6 ** 3"), Ok(216.0), "** is ^");
+    assert_eq!(evaluate("2 * 3 ** 2"), Ok(18.0));
     assert_eq!(evaluate("sqrt(16) + abs(-3) + 10 % 4"), Ok(9.0));
     assert_eq!(evaluate("1_000 * 1.5"), Ok(1500.0));
     assert_eq!(evaluate("1 / 0"), Err("division by zero".into()));
@@ -199,4 +201,29 @@ async fn shell_runs_with_a_timeout_and_an_output_limit() {
     assert!(started.elapsed() < Duration::from_secs(1));
     tokio::time::sleep(Duration::from_millis(2_500)).await;
     assert!(!marker.exists(), "the killed command did not finish");
+}
+
+#[test]
+fn the_expression_pattern_takes_what_the_parser_takes_and_nothing_half_written() {
+    let schema = crate::tool::schema::schema_for::<CalculatorArgs>();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let valid =
+        |expression: &str| validator.is_valid(&serde_json::json!({ "expression": expression }));
+    for good in [
+        "17 * 23",
+        "sqrt(144)",
+        "(3 + 4) * 5",
+        "2 ** 10",
+        "-3 + 4",
+        "((1+2)*(3+4))",
+        "abs(-3)",
+        "20 / 100 * 150",
+        "2.5 * 4",
+    ] {
+        assert!(valid(good), "{good}");
+        assert!(evaluate(good).is_ok(), "{good}");
+    }
+    for bad in ["256 *", "sqrt(144", "(3 + 4", "2 ^", "", "1..2", "((((1))))", "seventeen"] {
+        assert!(!valid(bad), "{bad}");
+    }
 }
