@@ -67,8 +67,8 @@ struct AgentFlags {
     /// it without an answer ends the run with exit code 3.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     max_tokens: Option<u32>,
-    /// When the model must call a tool (default: `required-first` for `run` on the local
-    /// model, which rarely calls tools unasked; `auto` otherwise).
+    /// When the model must call a tool (default: the local model's per-step policy, see
+    /// docs/CLI.md; `auto` otherwise).
     #[arg(long, value_enum)]
     tool_choice: Option<config::ToolChoiceSetting>,
 }
