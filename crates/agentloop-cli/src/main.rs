@@ -293,32 +293,28 @@ enum Purpose {
 /// The output-token limit of the local model when none is configured.
 const LOCAL_MAX_TOKENS: u32 = 512;
 
-/// The sampling temperature of the local model when none is configured (greedy).
-const LOCAL_TEMPERATURE: f32 = agentloop_local_recipe::TEMPERATURE;
-
+/// The local model's default agent (`agentloop_local::recipe`): per-step tool choice,
+/// instructions, temperature.
 #[cfg(feature = "local")]
-use agentloop_local::recipe as agentloop_local_recipe;
+mod local_recipe {
+    pub use agentloop_local::recipe::{instructions, step_tool_choice, TEMPERATURE};
+}
 
-/// Without the local model, the recipe is never applied; these keep the code paths alike.
+/// Without the local model the recipe never applies (`build_agent`'s `recipe` is false); the
+/// same names keep `build_agent` free of feature switches.
 #[cfg(not(feature = "local"))]
-mod agentloop_local_recipe {
+mod local_recipe {
+    use agentloop::provider::StepToolChoice;
+
     pub const TEMPERATURE: f32 = 0.0;
-}
 
-/// The local model's per-step tool choice.
-fn local_step_tool_choice() -> StepToolChoice {
-    #[cfg(feature = "local")]
-    return agentloop_local::recipe::step_tool_choice();
-    #[cfg(not(feature = "local"))]
-    StepToolChoice::required_first()
-}
+    pub fn step_tool_choice() -> StepToolChoice {
+        StepToolChoice::required_first()
+    }
 
-/// The local model's instructions for these tools.
-fn local_instructions(tools: &[&str]) -> String {
-    #[cfg(feature = "local")]
-    return agentloop_local::recipe::instructions(tools);
-    #[cfg(not(feature = "local"))]
-    tools.join(", ")
+    pub fn instructions(_tools: &[&str]) -> String {
+        String::new()
+    }
 }
 
 /// Builds the agent from the configuration, the environment and the flags.
@@ -353,7 +349,7 @@ async fn build_agent(
     let recipe = local && cfg!(feature = "local");
     let explicit_choice = agent_flags.tool_choice.or(config.agent.tool_choice);
     builder = match explicit_choice {
-        None if recipe => builder.step_tool_choice(local_step_tool_choice()),
+        None if recipe => builder.step_tool_choice(local_recipe::step_tool_choice()),
         None | Some(ToolChoiceSetting::Auto) => builder,
         Some(ToolChoiceSetting::Required) => builder.tool_choice(ToolChoice::Required),
         Some(ToolChoiceSetting::RequiredFirst) => {
@@ -371,7 +367,7 @@ async fn build_agent(
     if recipe {
         // The local model's own default limit, made explicit so that a run cut off by it
         // says so (`OutputLimit`).
-        builder = builder.temperature(LOCAL_TEMPERATURE).max_tokens(LOCAL_MAX_TOKENS);
+        builder = builder.temperature(local_recipe::TEMPERATURE).max_tokens(LOCAL_MAX_TOKENS);
     }
     if let Some(temperature) = agent.temperature {
         builder = builder.temperature(temperature);
@@ -425,7 +421,7 @@ async fn build_agent(
         if instructions.is_none() {
             let mut names: Vec<&str> = enabled.iter().map(String::as_str).collect();
             names.push("task_complete");
-            builder = builder.instructions(local_instructions(&names));
+            builder = builder.instructions(local_recipe::instructions(&names));
         }
     }
     if !config.mcp.is_empty() {

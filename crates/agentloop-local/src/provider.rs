@@ -87,9 +87,13 @@ impl LocalModelBuilder {
     }
 
     /// Whether a request with tools whose tool choice is `auto` is constrained to either a
-    /// well-formed call or a text answer that starts with neither `<` nor whitespace (default
-    /// true; needs [`constrain_tool_calls`](Self::constrain_tool_calls)). Small models
-    /// otherwise write half a call, or echo a tool result's `<tool_response>` markup.
+    /// well-formed call or a one-line text answer that starts with neither `<` nor
+    /// whitespace, and a `none` request right after a tool result to that answer (default
+    /// false; needs [`constrain_tool_calls`](Self::constrain_tool_calls)). Off by default:
+    /// SmolLM2-135M, which tends to start an answer after a tool result with `<` (echoing the
+    /// `<tool_response>` markup), then calls the tool again and again, since under the grammar
+    /// a `<` can only begin a call. The default agent ([`crate::recipe`]) does not need it: it
+    /// names the tool of every step.
     pub fn constrain_auto_tool_calls(mut self, yes: bool) -> Self {
         self.constrain_auto = yes;
         self
@@ -238,7 +242,7 @@ impl LocalModel {
             max_tokens: 512,
             context_size: None,
             constrain_tool_calls: true,
-            constrain_auto: true,
+            constrain_auto: false,
             examples: None,
             dequantize: Dequantize::Auto,
         }
