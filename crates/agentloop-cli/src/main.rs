@@ -148,6 +148,10 @@ enum RunsCommand {
         /// Print every event as a JSON line.
         #[arg(long)]
         json: bool,
+        /// When another process holds the run's lease, wait up to this many seconds for it
+        /// to be released or to expire (a killed process's lease expires within 10 s).
+        #[arg(long, value_name = "SECS", default_value_t = 0)]
+        wait: u64,
         #[command(flatten)]
         agent: AgentFlags,
     },
@@ -240,7 +244,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 RunsCommand::Replay { run_id, json } => {
                     Ok(runs::replay(store.as_ref(), &run_id, json).await?.code())
                 }
-                RunsCommand::Resume { run_id, json, agent } => {
+                RunsCommand::Resume { run_id, json, wait, agent } => {
                     let config = with_agent_flags(&config, &agent);
                     let agent = build_agent(
                         &config,
@@ -251,10 +255,19 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                         Purpose::Run,
                     )
                     .await?;
-                    let events = agent
-                        .resume(&run_id)
-                        .await
-                        .with_context(|| format!("resuming {run_id}"))?;
+                    let deadline = std::time::Instant::now() + Duration::from_secs(wait);
+                    let events = loop {
+                        match agent.resume(&run_id).await {
+                            Err(agentloop::ResumeError::Store(
+                                agentloop::store::StoreError::LeaseHeld { expires_in_ms, .. },
+                            )) if std::time::Instant::now() < deadline => {
+                                let pause = Duration::from_millis(expires_in_ms.clamp(50, 1_000));
+                                tokio::time::sleep(pause).await;
+                            }
+                            other => break other,
+                        }
+                    }
+                    .with_context(|| format!("resuming {run_id}"))?;
                     Ok(runs::render(events, json).await.code())
                 }
             }
@@ -308,7 +321,7 @@ mod local_recipe {
 
     pub const TEMPERATURE: f32 = 0.0;
 
-    pub fn step_tool_choice() -> StepToolChoice {
+    pub fn step_tool_choice(_tools: &[&str]) -> StepToolChoice {
         StepToolChoice::required_first()
     }
 
@@ -349,7 +362,7 @@ async fn build_agent(
     let recipe = local && cfg!(feature = "local");
     let explicit_choice = agent_flags.tool_choice.or(config.agent.tool_choice);
     builder = match explicit_choice {
-        None if recipe => builder.step_tool_choice(local_recipe::step_tool_choice()),
+        // The recipe's policy depends on the tools: set below, once they are known.
         None | Some(ToolChoiceSetting::Auto) => builder,
         Some(ToolChoiceSetting::Required) => builder.tool_choice(ToolChoice::Required),
         Some(ToolChoiceSetting::RequiredFirst) => {
@@ -418,9 +431,12 @@ async fn build_agent(
     builder = tools::install(builder, &tool_section, &enabled, lines)?;
     if recipe {
         builder = builder.tool(agentloop::tool::builtin::TaskComplete);
+        let mut names: Vec<&str> = enabled.iter().map(String::as_str).collect();
+        names.push("task_complete");
+        if explicit_choice.is_none() {
+            builder = builder.step_tool_choice(local_recipe::step_tool_choice(&names));
+        }
         if instructions.is_none() {
-            let mut names: Vec<&str> = enabled.iter().map(String::as_str).collect();
-            names.push("task_complete");
             builder = builder.instructions(local_recipe::instructions(&names));
         }
     }

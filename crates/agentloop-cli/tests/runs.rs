@@ -80,6 +80,14 @@ fn a_killed_run_is_listed_resumed_shown_and_replayed() {
         .arg(&rest)
         .args(["runs", "resume", &run_id])
         .assert()
+        .failure()
+        .stderr(predicate::str::contains("is being executed by"));
+    // The killed process's lease expires (10 s after its last renewal): `--wait` waits for it.
+    agentloop(dir.path())
+        .args(["--provider", "scripted", "--script"])
+        .arg(&rest)
+        .args(["runs", "resume", "--wait", "30", &run_id])
+        .assert()
         .success()
         .stdout(predicate::str::contains("6 times 7 is 42."))
         .stdout(predicate::str::contains("→ calculator").not());

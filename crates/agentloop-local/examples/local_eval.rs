@@ -51,6 +51,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             result.tool_calls,
             result.answer
         );
+        for call in &result.calls {
+            eprintln!("       {call}");
+        }
         results.push(result);
     }
     println!("{}", eval::report(&model, &results));

@@ -259,7 +259,11 @@ fn result_to_quote(request: &ModelRequest) -> Option<String> {
         other => other.to_text(),
     };
     let short = !text.is_empty() && text.chars().count() <= QUOTE_CHARS && !text.contains('\n');
-    short.then_some(text)
+    // Quoted in a JSON string argument without escapes (so that the JSON text reads as the
+    // value): a result with a quote mark, a backslash or a control character cannot be (the
+    // grammar would admit nothing: `["a.txt"]` from `list_dir` once stopped a run).
+    let plain = !text.chars().any(|c| c == '"' || c == '\\' || c.is_control());
+    (short && plain).then_some(text)
 }
 
 /// `text` as a regular expression that matches it literally (inside `/…/` in Lark).

@@ -117,6 +117,8 @@ pub struct TaskResult {
     pub output_tokens: u64,
     /// Wall-clock seconds.
     pub seconds: f64,
+    /// The tool calls, in order: `name(arguments) → result` (the result cut to 80 characters).
+    pub calls: Vec<String>,
 }
 
 /// Why a task could not run.
@@ -168,6 +170,7 @@ pub async fn run_task(model: &LocalModel, task: &Task) -> Result<TaskResult, Eva
             tool_calls: outcome.metrics.tool_calls,
             model_calls: outcome.metrics.model_calls,
             output_tokens: outcome.usage.output,
+            calls: outcome.metrics.audit.iter().map(trace).collect(),
             answer: outcome.answer,
             seconds,
         },
@@ -182,8 +185,16 @@ pub async fn run_task(model: &LocalModel, task: &Task) -> Result<TaskResult, Eva
             model_calls: 0,
             output_tokens: 0,
             seconds,
+            calls: Vec::new(),
         },
     })
+}
+
+/// One tool call as `name(arguments) → result`, the result cut to 80 characters.
+fn trace(entry: &agentloop::run::AuditEntry) -> String {
+    let result = entry.result.as_ref().map(|r| r.to_text()).unwrap_or_default();
+    let result: String = result.chars().take(80).collect();
+    format!("{}({}) → {}", entry.tool, entry.arguments, result)
 }
 
 /// The summary table and the misses, in Markdown.
@@ -215,10 +226,19 @@ pub fn report(model: &str, results: &[TaskResult]) -> String {
     }
     let misses: Vec<&TaskResult> = results.iter().filter(|r| !r.correct).collect();
     if !misses.is_empty() {
-        out.push_str(&format!("\nMisses ({model}):\n\n| task | ended | answer |\n|---|---|---|\n"));
+        out.push_str(&format!(
+            "\nMisses ({model}):\n\n| task | tool calls | ended | answer |\n|---|---|---|---|\n"
+        ));
+        let cell = |text: &str| text.replace('|', "\\|").replace('\n', " ⏎ ").trim().to_owned();
         for miss in misses {
-            let answer = miss.answer.replace('|', "\\|").replace('\n', " ⏎ ");
-            out.push_str(&format!("| {} | {} | {} |\n", miss.id, miss.stop_reason, answer.trim()));
+            let calls: Vec<String> = miss.calls.iter().map(|c| format!("`{}`", cell(c))).collect();
+            out.push_str(&format!(
+                "| {} | {} | {} | {} |\n",
+                miss.id,
+                calls.join("<br>"),
+                miss.stop_reason,
+                cell(&miss.answer)
+            ));
         }
     }
     out

@@ -23,14 +23,24 @@ use agentloop::tool::ToolSpec;
 /// sample).
 pub const TEMPERATURE: f32 = 0.0;
 
-/// The per-step tool choice: a call on the first step of a turn — the calculator when the
-/// question has a digit in it (where offered) — and after a tool result the answer through
-/// `task_complete` (the local model constrains it to quote a short result). One tool call per
-/// turn: the small models do not chain calls usefully; asked for free text after a result,
-/// SmolLM2-135M rambled about operators, while through `task_complete` it answers tersely.
-pub fn step_tool_choice() -> StepToolChoice {
+/// The per-step tool choice for an agent with these tools (their names): a call on the first
+/// step of a turn — the calculator when the question has a digit in it (where offered), and
+/// when the calculator is the only other tool, `task_complete` for a question without one (a
+/// question without a number is not arithmetic for the calculator: forced to pick a tool,
+/// SmolLM2-135M sent "What color is the sky?" to the calculator) — and after a tool result
+/// the answer through `task_complete` (the local model constrains it to quote a short
+/// result). One tool call per turn: the small models do not chain calls usefully; asked for
+/// free text after a result, SmolLM2-135M rambled about operators, while through
+/// `task_complete` it answers tersely.
+pub fn step_tool_choice(tools: &[&str]) -> StepToolChoice {
+    let others: Vec<&&str> = tools.iter().filter(|name| **name != "task_complete").collect();
+    let first = if others.as_slice() == [&"calculator"] {
+        ToolChoice::Named("task_complete".into())
+    } else {
+        ToolChoice::Required
+    };
     StepToolChoice {
-        first: ToolChoice::Required,
+        first,
         then: ToolChoice::Named("task_complete".into()),
         first_with_digits: Some(ToolChoice::Named("calculator".into())),
     }
@@ -176,8 +186,10 @@ pub fn configure(
 ) -> AgentBuilder {
     let mut names: Vec<&str> = tools.to_vec();
     names.push("task_complete");
-    let builder =
-        builder.tool(TaskComplete).step_tool_choice(step_tool_choice()).temperature(TEMPERATURE);
+    let builder = builder
+        .tool(TaskComplete)
+        .step_tool_choice(step_tool_choice(&names))
+        .temperature(TEMPERATURE);
     builder.instructions(instructions.unwrap_or_else(|| self::instructions(&names)))
 }
 

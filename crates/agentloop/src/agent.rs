@@ -12,7 +12,8 @@ use crate::run::{
     BreakerConfig, Decision, Limits, Outcome, Price, Run, RunConfig, RunError, ToolFailureMode,
 };
 use crate::session::Session;
-use crate::store::{journaled, RunStore, SessionStore};
+use crate::store::lease::new_owner_id;
+use crate::store::{journaled_with_lease, Lease, RunStore, SessionStore, DEFAULT_LEASE_TTL};
 use crate::tool::{DynTool, TaskComplete, Tool, ToolExecutor, ToolRegistry, ToolSet, ToolSpec};
 use futures::StreamExt;
 use serde_json::Value;
@@ -76,6 +77,8 @@ pub struct Agent {
     config: Arc<RunConfig>,
     store: Option<Arc<dyn RunStore>>,
     sessions: Option<Arc<dyn SessionStore>>,
+    /// How long a run's lease lasts without renewal (see [`crate::store::lease`]).
+    lease_ttl: Duration,
 }
 
 impl std::fmt::Debug for Agent {
@@ -164,13 +167,22 @@ impl Agent {
             Start::New { run_id: run_id.clone(), config: Box::new(config), input: input.into().0 };
         let driver = Driver { quiet, ..self.driver.clone() };
         let events = driver.drive(start, control);
-        (handle, self.journal(events, run_id, Some(0)))
+        (handle, self.journal(events, run_id, None, Some(0)))
     }
 
-    /// Journals `events` when the agent has a store.
-    fn journal(&self, events: EventStream, run_id: String, next_seq: Option<u64>) -> EventStream {
+    /// Journals `events` when the agent has a store, by the holder of the run's lease
+    /// (`lease`: already claimed; `None`: claimed first).
+    fn journal(
+        &self,
+        events: EventStream,
+        run_id: String,
+        lease: Option<Lease>,
+        next_seq: Option<u64>,
+    ) -> EventStream {
         match &self.store {
-            Some(store) => journaled(events, store.clone(), run_id, next_seq),
+            Some(store) => {
+                journaled_with_lease(events, store.clone(), run_id, lease, self.lease_ttl, next_seq)
+            }
             None => events,
         }
     }
@@ -180,6 +192,7 @@ impl Agent {
         &self,
         run: Run,
         cancel: Option<CancellationToken>,
+        lease: Option<Lease>,
         next_seq: Option<u64>,
     ) -> (RunHandle, EventStream) {
         let control = Control::new(cancel.unwrap_or_default());
@@ -187,7 +200,7 @@ impl Agent {
         let handle = RunHandle { run_id: run_id.clone(), control: control.clone() };
         self.refresh_tools();
         let events = self.driver.clone().drive(Start::Existing(Box::new(run)), control);
-        (handle, self.journal(events, run_id, next_seq))
+        (handle, self.journal(events, run_id, lease, next_seq))
     }
 
     /// Continues a run rebuilt from its journal ([`Run::from_journal`]): a model call without
@@ -205,7 +218,7 @@ impl Agent {
         run: Run,
         cancel: Option<CancellationToken>,
     ) -> (RunHandle, EventStream) {
-        self.drive_existing(run, cancel, None)
+        self.drive_existing(run, cancel, None, None)
     }
 
     /// Continues a run suspended for approvals (its journal, e.g. loaded from a store) with
@@ -223,7 +236,7 @@ impl Agent {
         for (call_id, decision) in decisions {
             run.decide(&call_id, decision)?;
         }
-        Ok(self.drive_existing(run, None, Some(journal.len() as u64)).1)
+        Ok(self.drive_existing(run, None, None, Some(journal.len() as u64)).1)
     }
 
     /// Resumes a run from the agent's store (after a crash, a restart, in another process):
@@ -242,8 +255,8 @@ impl Agent {
         run_id: &str,
         cancel: Option<CancellationToken>,
     ) -> Result<(RunHandle, EventStream), ResumeError> {
-        let (run, next_seq, last) = self.load_run(run_id).await?;
-        Ok(self.continue_loaded(run, next_seq, last, cancel))
+        let (run, next_seq, last, lease) = self.load_run(run_id).await?;
+        Ok(self.continue_loaded(run, next_seq, last, lease, cancel).await)
     }
 
     /// Continues a run suspended for approvals, loaded from the agent's store, with the human
@@ -253,15 +266,37 @@ impl Agent {
         run_id: &str,
         decisions: impl IntoIterator<Item = (String, Decision)>,
     ) -> Result<EventStream, ResumeError> {
-        let (mut run, next_seq, _) = self.load_run(run_id).await?;
+        let (mut run, next_seq, _, lease) = self.load_run(run_id).await?;
         for (call_id, decision) in decisions {
-            run.decide(&call_id, decision)?;
+            if let Err(error) = run.decide(&call_id, decision) {
+                let _ = store_release(self.store.as_deref(), &lease).await;
+                return Err(error.into());
+            }
         }
-        Ok(self.drive_existing(run, None, Some(next_seq)).1)
+        Ok(self.drive_existing(run, None, Some(lease), Some(next_seq)).1)
     }
 
-    /// Loads and folds a run's journal: the run, the journal's length and its last event.
+    /// Takes the run's lease (refused while another executor holds it: see
+    /// [`crate::store::lease`]), then loads and folds its journal: the run, the journal's
+    /// length, its last event and the lease. On an error the lease is given back.
     pub(crate) async fn load_run(
+        &self,
+        run_id: &str,
+    ) -> Result<(Run, u64, Option<Event>, Lease), ResumeError> {
+        let store = self.store.as_ref().ok_or(ResumeError::NoStore)?;
+        let lease = store.claim(run_id, &new_owner_id(), self.lease_ttl).await?;
+        match self.fold_stored(run_id).await {
+            Ok((run, next_seq, last)) => Ok((run, next_seq, last, lease)),
+            Err(error) => {
+                let _ = store.release(&lease).await;
+                Err(error)
+            }
+        }
+    }
+
+    /// Loads and folds a run's journal (without its lease: to read it): the run, the
+    /// journal's length and its last event.
+    pub(crate) async fn fold_stored(
         &self,
         run_id: &str,
     ) -> Result<(Run, u64, Option<Event>), ResumeError> {
@@ -275,21 +310,24 @@ impl Agent {
         Ok((run, next_seq, entries.pop().map(|e| e.event)))
     }
 
-    /// Continues a loaded run; one that is over or suspended yields its terminal event.
-    pub(crate) fn continue_loaded(
+    /// Continues a loaded run, holding its lease; one that is over or suspended yields its
+    /// terminal event (and the lease is given back).
+    pub(crate) async fn continue_loaded(
         &self,
         run: Run,
         next_seq: u64,
         last: Option<Event>,
+        lease: Lease,
         cancel: Option<CancellationToken>,
     ) -> (RunHandle, EventStream) {
         match last {
             Some(last) if (run.is_finished() || run.is_suspended()) && last.outcome().is_some() => {
+                let _ = store_release(self.store.as_deref(), &lease).await;
                 let control = Control::new(cancel.unwrap_or_default());
                 let handle = RunHandle { run_id: run.run_id().to_owned(), control };
                 (handle, Box::pin(futures::stream::iter([last])))
             }
-            _ => self.drive_existing(run, cancel, Some(next_seq)),
+            _ => self.drive_existing(run, cancel, Some(lease), Some(next_seq)),
         }
     }
 
@@ -363,6 +401,7 @@ pub struct AgentBuilder {
     errors: Vec<String>,
     store: Option<Arc<dyn RunStore>>,
     sessions: Option<Arc<dyn SessionStore>>,
+    lease_ttl: Duration,
     tool_protocol: crate::provider::ToolProtocol,
     step_tool_choice: Option<crate::provider::StepToolChoice>,
 }
@@ -382,6 +421,7 @@ impl AgentBuilder {
             errors: Vec::new(),
             store: None,
             sessions: None,
+            lease_ttl: DEFAULT_LEASE_TTL,
             tool_protocol: crate::provider::ToolProtocol::Auto,
             step_tool_choice: None,
         }
@@ -624,6 +664,14 @@ impl AgentBuilder {
         self
     }
 
+    /// How long a run's lease lasts without renewal (default [`DEFAULT_LEASE_TTL`]): the
+    /// executor renews it every third of that; a run whose process died can be resumed
+    /// elsewhere once it expired (see [`crate::store::lease`]).
+    pub fn lease_ttl(mut self, ttl: Duration) -> Self {
+        self.lease_ttl = ttl;
+        self
+    }
+
     /// Keeps the conversations of multi-turn sessions ([`Agent::session`]) in this store.
     pub fn session_store(mut self, store: Arc<dyn SessionStore>) -> Self {
         self.sessions = Some(store);
@@ -695,6 +743,18 @@ impl AgentBuilder {
             config: Arc::new(self.config),
             store: self.store,
             sessions: self.sessions,
+            lease_ttl: self.lease_ttl,
         })
+    }
+}
+
+/// Gives a lease back (when the agent has a store).
+async fn store_release(
+    store: Option<&dyn RunStore>,
+    lease: &Lease,
+) -> Result<(), crate::store::StoreError> {
+    match store {
+        Some(store) => store.release(lease).await,
+        None => Ok(()),
     }
 }

@@ -99,6 +99,7 @@ pub enum Event {
         /// The call (shared with the run's pending call; serialized as the call itself).
         call: Arc<ToolCall>,
         /// Its arguments (shared with the audit entry; serialized as the value itself).
+        #[serde(serialize_with = "crate::canonical::serialize")]
         arguments: Arc<Value>,
     },
     /// A human decided on a deferred call.
@@ -164,6 +165,7 @@ pub enum Event {
         call: Arc<ToolCall>,
         /// The parsed arguments, or `{"_raw": "<text>"}` when they were not JSON (shared with
         /// the audit entry; serialized as the value itself).
+        #[serde(serialize_with = "crate::canonical::serialize")]
         arguments: Arc<Value>,
     },
     /// A tool call returned a value or a control signal.

@@ -33,6 +33,7 @@
 extern crate self as agentloop;
 
 pub mod agent;
+pub mod canonical;
 pub mod context;
 mod control;
 mod driver;

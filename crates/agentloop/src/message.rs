@@ -68,7 +68,7 @@ pub enum ToolResultContent {
     /// Text.
     Text(String),
     /// Structured data.
-    Json(Value),
+    Json(#[serde(serialize_with = "crate::canonical::serialize")] Value),
 }
 
 impl ToolResultContent {
@@ -76,7 +76,7 @@ impl ToolResultContent {
     pub fn to_text(&self) -> String {
         match self {
             Self::Text(text) => text.clone(),
-            Self::Json(value) => value.to_string(),
+            Self::Json(value) => crate::canonical::to_string(value),
         }
     }
 }
@@ -137,7 +137,11 @@ pub struct Reasoning {
     /// Human-readable reasoning text (may be empty when the provider hides it).
     pub text: String,
     /// Provider data to echo back (e.g. Anthropic's signature, Responses' encrypted content).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "crate::canonical::serialize_option"
+    )]
     pub opaque: Option<Value>,
 }
 

@@ -109,7 +109,7 @@ impl Session {
     /// messages and [`ResumeError::NotFound`](crate::ResumeError::NotFound) is returned.
     pub async fn resume_turn(&self) -> Result<EventStream, SessionError> {
         let (run_id, stored) = self.turn_in_progress().await?;
-        let (run, next_seq, last) = match self.agent.load_run(&run_id).await {
+        let (run, next_seq, last, lease) = match self.agent.load_run(&run_id).await {
             Ok(loaded) => loaded,
             Err(error) => {
                 if matches!(error, crate::ResumeError::NotFound(_)) {
@@ -119,7 +119,7 @@ impl Session {
             }
         };
         let base = run.clone();
-        let (_, events) = self.agent.continue_loaded(run, next_seq, last, None);
+        let (_, events) = self.agent.continue_loaded(run, next_seq, last, lease, None).await;
         Ok(self.turn(events, run_id, stored, Some(base)))
     }
 
@@ -130,7 +130,7 @@ impl Session {
         decisions: impl IntoIterator<Item = (String, Decision)>,
     ) -> Result<EventStream, SessionError> {
         let (run_id, stored) = self.turn_in_progress().await?;
-        let (base, _, _) = self.agent.load_run(&run_id).await?;
+        let (base, _, _) = self.agent.fold_stored(&run_id).await?;
         let events = self.agent.decide(&run_id, decisions).await?;
         Ok(self.turn(events, run_id, stored, Some(base)))
     }

@@ -19,7 +19,7 @@ use agentloop::message::{Message, Role};
 use agentloop::provider::scripted::{ScriptedModel, ScriptedTurn};
 use agentloop::provider::{ChunkStream, ModelRequest, Provider};
 use agentloop::run::Run;
-use agentloop::store::{JournalEntry, RunStore, StoreError};
+use agentloop::store::{JournalEntry, Lease, RunStore, StoreError};
 use agentloop::tool::{Tool, ToolContext};
 use agentloop::{Agent, ResumeError, RunOptions};
 use async_trait::async_trait;
@@ -126,6 +126,28 @@ impl RunStore for Announcing {
     async fn delete_run(&self, run_id: &str) -> Result<bool, StoreError> {
         self.0.delete_run(run_id).await
     }
+    async fn claim(&self, run_id: &str, owner: &str, ttl: Duration) -> Result<Lease, StoreError> {
+        self.0.claim(run_id, owner, ttl).await
+    }
+    async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Lease, StoreError> {
+        self.0.renew(lease, ttl).await
+    }
+    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.0.release(lease).await
+    }
+    async fn append_fenced(
+        &self,
+        lease: &Lease,
+        expected_seq: u64,
+        entries: &[JournalEntry],
+    ) -> Result<u64, StoreError> {
+        println!("@@ append-begin {expected_seq}");
+        tokio::time::sleep(Duration::from_millis(4)).await;
+        let next = self.0.append_fenced(lease, expected_seq, entries).await?;
+        println!("@@ append-end {expected_seq}");
+        tokio::time::sleep(Duration::from_millis(4)).await;
+        Ok(next)
+    }
 }
 
 /// The store named by `spec`: `sqlite:<path>` or `redis:<url> <prefix>`.
@@ -160,9 +182,21 @@ fn crash_child() {
             .tool(Effect { file: effects })
             .tool_concurrency(1)
             .store(store)
+            .lease_ttl(Duration::from_millis(300))
             .build()
             .unwrap();
-        let mut events = match agent.resume(&run_id).await {
+        // The killed process's lease lives on until it expires: wait for it, as a restarted
+        // worker does.
+        let resumed = loop {
+            match agent.resume(&run_id).await {
+                Err(ResumeError::Store(StoreError::LeaseHeld { expires_in_ms, .. })) => {
+                    println!("@@ lease held {expires_in_ms}");
+                    tokio::time::sleep(Duration::from_millis(expires_in_ms + 10)).await;
+                }
+                other => break other,
+            }
+        };
+        let mut events = match resumed {
             Ok(events) => {
                 println!("@@ mode resume");
                 events

@@ -7,7 +7,7 @@ mod common;
 
 use agentloop::prelude::*;
 use agentloop::provider::scripted::{ScriptedModel, ScriptedTurn};
-use agentloop::store::{JournalEntry, RunFilter, RunState, RunSummary};
+use agentloop::store::{JournalEntry, Lease, RunFilter, RunState, RunSummary};
 use agentloop::EventStream;
 use async_trait::async_trait;
 use common::*;
@@ -252,6 +252,26 @@ impl RunStore for Failing {
     async fn delete_run(&self, run_id: &str) -> Result<bool, StoreError> {
         self.inner.delete_run(run_id).await
     }
+    async fn claim(&self, run_id: &str, owner: &str, ttl: Duration) -> Result<Lease, StoreError> {
+        self.inner.claim(run_id, owner, ttl).await
+    }
+    async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Lease, StoreError> {
+        self.inner.renew(lease, ttl).await
+    }
+    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.inner.release(lease).await
+    }
+    async fn append_fenced(
+        &self,
+        lease: &Lease,
+        expected_seq: u64,
+        entries: &[JournalEntry],
+    ) -> Result<u64, StoreError> {
+        if self.appends.fetch_add(1, Ordering::SeqCst) >= self.ok {
+            return Err(StoreError::Backend { backend: "test", message: "disk full".into() });
+        }
+        self.inner.append_fenced(lease, expected_seq, entries).await
+    }
 }
 
 #[tokio::test]
@@ -290,13 +310,24 @@ async fn a_failed_append_stops_the_run_at_its_last_checkpoint() {
     assert_eq!(probe.calls(), 3, "a ran again (its result was never journaled), then b");
 }
 
+/// Two executors resume one crashed run at once: one takes the run's lease, the other is
+/// refused before it does anything; the crashed executor's lease had to expire first.
 #[tokio::test]
-async fn two_processes_resuming_one_run_never_interleave_its_journal() {
+async fn two_processes_resuming_one_run_one_takes_the_lease() {
     let store = Arc::new(MemoryStore::new());
     let probe = Probe::default();
     let model =
         ScriptedModel::new([ScriptedTurn::tool_call("probe", json!({"ms": 0, "tag": "a"}))]);
-    let first = agent(model, &probe, store.clone());
+    let short = |model: ScriptedModel, probe: &Probe| {
+        Agent::builder(model)
+            .tool(Add)
+            .tool(probe.clone())
+            .store(store.clone())
+            .lease_ttl(Duration::from_millis(150))
+            .build()
+            .unwrap()
+    };
+    let first = short(model, &probe);
     let options = RunOptions { run_id: Some("run_race".into()), ..RunOptions::default() };
     let mut events = first.run_stream_with("go", options);
     while let Some(event) = events.next().await {
@@ -304,26 +335,31 @@ async fn two_processes_resuming_one_run_never_interleave_its_journal() {
             break;
         }
     }
-    // Both resume the journal cut at the model request, while the first is gone.
+    // The first executor is gone (as if killed): its lease lives on until it expires.
     drop(events);
     let make = || {
         let model = ScriptedModel::new([
             ScriptedTurn::text("one").with_chunk_delay(Duration::from_millis(5)),
             ScriptedTurn::text("two"),
         ]);
-        agent(model, &Probe::default(), store.clone())
+        short(model, &Probe::default())
     };
+    let early = make().resume("run_race").await.err().unwrap();
+    assert!(
+        matches!(&early, ResumeError::Store(StoreError::LeaseHeld { .. })),
+        "refused while the dead executor's lease lives: {early}"
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
     let (a, b) = (make(), make());
-    let (a, b) =
-        tokio::join!(async { collect(a.resume("run_race").await.unwrap()).await }, async {
-            collect(b.resume("run_race").await.unwrap()).await
-        },);
-    let finished = [&a, &b].iter().filter(|e| e.last().unwrap().kind() == "checkpointed").count();
-    let failed: Vec<&Event> =
-        [&a, &b].iter().filter_map(|e| e.last()).filter(|e| e.kind() == "journal_failed").collect();
-    assert_eq!((finished, failed.len()), (1, 1), "one wins, one stops");
-    let Event::JournalFailed { error } = failed[0] else { unreachable!() };
-    assert!(error.contains("journal conflict"), "{error}");
+    let (a, b) = tokio::join!(a.resume("run_race"), b.resume("run_race"));
+    let (winner, loser) = match (a, b) {
+        (Ok(events), Err(error)) | (Err(error), Ok(events)) => (events, error),
+        (a, b) => panic!("exactly one resumer takes the lease: {:?} {:?}", a.is_ok(), b.is_ok()),
+    };
+    assert!(matches!(loser, ResumeError::Store(StoreError::LeaseHeld { .. })), "{loser}");
+    assert!(loser.to_string().contains("is being executed by"), "{loser}");
+    let events = collect(winner).await;
+    assert_eq!(events.last().unwrap().kind(), "checkpointed");
     let journal = store.load("run_race").await.unwrap();
     assert_eq!(
         journal.iter().filter(|e| e.event.kind() == "model_responded").count(),

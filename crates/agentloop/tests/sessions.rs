@@ -151,6 +151,7 @@ async fn a_turn_cut_by_a_crash_is_resumed_and_ends_the_turn() {
             .tool(probe.clone())
             .store(store.clone())
             .session_store(store)
+            .lease_ttl(std::time::Duration::from_millis(100))
             .build()
             .unwrap();
         let session = agent.session("ctx-crash").await.unwrap();
@@ -177,6 +178,8 @@ async fn a_turn_cut_by_a_crash_is_resumed_and_ends_the_turn() {
     let info = session.info().await.unwrap();
     assert_eq!((info.state, info.messages), (SessionState::Busy, 2), "still busy after the crash");
     assert!(matches!(session.run("three").await, Err(SessionError::Busy { .. })));
+    // The dead process's lease on the run expires first.
+    tokio::time::sleep(std::time::Duration::from_millis(150)).await;
     let events = collect(session.resume_turn().await.unwrap()).await;
     assert_eq!(events.iter().rev().find_map(Event::outcome).unwrap().answer, "second answer");
     assert_eq!(probe_after.calls(), 1, "the unfinished tool ran again");

@@ -170,6 +170,83 @@ async fn racing_writers(first: Stores, second: Stores) {
     assert!(first.delete_run(&id).await.unwrap());
 }
 
+fn entries(first: u64, events: &[Event]) -> Vec<JournalEntry> {
+    (first..).zip(events).map(|(seq, event)| JournalEntry::new(seq, event.clone())).collect()
+}
+
+/// Claims, renewals, releases and fenced appends: a stale holder can neither renew nor write,
+/// an expired lease is taken over, and epochs only grow.
+async fn leases(store: Stores) {
+    use std::time::Duration;
+    let id = run_id();
+    let long = Duration::from_secs(30);
+    let events = journal(&id);
+    let a = store.claim(&id, "a", long).await.unwrap();
+    assert_eq!((a.epoch, a.owner.as_str(), a.run_id.as_str()), (1, "a", id.as_str()));
+    let held = store.claim(&id, "b", long).await.unwrap_err();
+    assert!(matches!(&held, StoreError::LeaseHeld { owner, .. } if owner == "a"), "{held}");
+    assert_eq!(store.append_fenced(&a, 0, &entries(0, &events[..2])).await.unwrap(), 2);
+    let a = store.renew(&a, long).await.unwrap();
+    assert!(a.expires_at_ms > 0);
+    store.release(&a).await.unwrap();
+    let b = store.claim(&id, "b", Duration::from_millis(300)).await.unwrap();
+    assert_eq!(b.epoch, 2, "released, then claimed: the epoch still grows");
+    // `a` is fenced: no append, no renewal; its release changes nothing.
+    let stale = store.append_fenced(&a, 2, &entries(2, &events[2..3])).await.unwrap_err();
+    assert!(
+        matches!(&stale, StoreError::LeaseLost { epoch: 1, current_epoch: 2, current_owner, .. } if current_owner == "b"),
+        "{stale}"
+    );
+    assert!(matches!(store.renew(&a, long).await, Err(StoreError::LeaseLost { .. })));
+    store.release(&a).await.unwrap();
+    assert!(matches!(store.claim(&id, "c", long).await, Err(StoreError::LeaseHeld { .. })));
+    // `b` stops renewing (its process died): once expired, `c` takes over and `b` is fenced.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let c = store.claim(&id, "c", long).await.unwrap();
+    assert_eq!(c.epoch, 3);
+    assert!(matches!(
+        store.append_fenced(&b, 2, &entries(2, &events[2..3])).await,
+        Err(StoreError::LeaseLost { .. })
+    ));
+    assert_eq!(store.append_fenced(&c, 2, &entries(2, &events[2..3])).await.unwrap(), 3);
+    // A fenced append still checks the sequence number.
+    assert!(matches!(
+        store.append_fenced(&c, 2, &entries(2, &events[3..4])).await,
+        Err(StoreError::Conflict { expected: 2, actual: 3, .. })
+    ));
+    assert_eq!(store.load(&id).await.unwrap().len(), 3, "refused appends wrote nothing");
+    store.release(&c).await.unwrap();
+    assert!(store.delete_run(&id).await.unwrap());
+}
+
+/// 20 claims at once, 10 times: exactly one wins each time.
+async fn racing_claims(store: Stores) {
+    use std::time::Duration;
+    for round in 0..10 {
+        let id = run_id();
+        let tasks: Vec<_> = (0..20)
+            .map(|i| {
+                let (store, id) = (store.clone(), id.clone());
+                tokio::spawn(async move {
+                    store.claim(&id, &format!("o{i}"), Duration::from_secs(30)).await
+                })
+            })
+            .collect();
+        let mut won = Vec::new();
+        for task in tasks {
+            match task.await.unwrap() {
+                Ok(lease) => won.push(lease),
+                Err(StoreError::LeaseHeld { .. }) => {}
+                Err(other) => panic!("round {round}: {other}"),
+            }
+        }
+        assert_eq!(won.len(), 1, "round {round}: exactly one claim wins");
+        assert_eq!(won[0].epoch, 1);
+        store.append_fenced(&won[0], 0, &entries(0, &journal(&id)[..1])).await.unwrap();
+        assert!(store.delete_run(&id).await.unwrap());
+    }
+}
+
 async fn store_events(store: &dyn AllStores, id: &str) -> Vec<Event> {
     store.load(id).await.unwrap().into_iter().map(|e| e.event).collect()
 }
@@ -454,6 +531,8 @@ conformance!(
     artifacts,
     sessions,
     an_agent_journals_its_runs,
+    leases,
+    racing_claims,
 );
 
 /// Two writers on one store.
@@ -469,7 +548,7 @@ async fn sqlite_writers_on_two_connections_never_interleave() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("shared.db");
     let (first, second) = (SqliteStore::open(&path).unwrap(), SqliteStore::open(&path).unwrap());
-    assert_eq!(first.schema_version().await.unwrap(), 1, "migrations ran once");
+    assert_eq!(first.schema_version().await.unwrap(), 2, "migrations ran once");
     racing_writers(Arc::new(first), Arc::new(second)).await;
 }
 
@@ -485,7 +564,7 @@ async fn sqlite_creates_its_directory_and_reopens_its_file() {
         store.append(&id, 0, &journal(&id)).await.unwrap();
     }
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(store.schema_version().await.unwrap(), 1);
+    assert_eq!(store.schema_version().await.unwrap(), 2);
     assert_eq!(store.load(&id).await.unwrap().len(), 6, "the journal survived the reopen");
     assert_eq!(agentloop::store::sqlite::DEFAULT_PATH, ".agentloop/agentloop.db");
 }

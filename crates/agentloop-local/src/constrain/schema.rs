@@ -227,7 +227,7 @@ impl<'a> Compiler<'a> {
     }
 
     /// A string at `depth` (1: a top-level argument, which contains [`Compiler::quote`]: then
-    /// without escape sequences, so that the JSON text reads as the value).
+    /// one sentence without escape sequences, so that the JSON text reads as the value).
     fn string_at(&mut self, map: &Map<String, Value>, depth: usize) -> Node {
         let Some(quote) = self.quote.filter(|_| depth == 1) else {
             return self.string(map);
@@ -237,8 +237,16 @@ impl<'a> Compiler<'a> {
             .and_then(Value::as_u64)
             .map_or(DEFAULT_MAX_LENGTH, |n| usize::try_from(n).unwrap_or(usize::MAX))
             .clamp(quote.chars().count(), STRING_CEILING);
+        // One sentence: a period inside is followed by neither a space nor another period
+        // (`2.5` stays possible). A small model that reports a result tends to repeat the
+        // sentence ("50 is 50. The answer is 50. …") up to the bound otherwise.
+        let sentence = if quote.contains(". ") || quote.contains("..") {
+            String::new()
+        } else {
+            " & /\"(?:[^.]|\\.[^ .\"])*\\.?\"/".to_owned()
+        };
         let body = format!(
-            "/\"[^\"\\\\\\x00-\\x1F]{{0,{max}}}\"/ & /\"[\\s\\S]*{}[\\s\\S]*\"/",
+            "/\"[^\"\\\\\\x00-\\x1F]{{0,{max}}}\"/ & /\"[\\s\\S]*{}[\\s\\S]*\"/{sentence}",
             super::regex_literal(quote)
         );
         Node { expr: self.terminal(body), bytes: 2 + CHAR_BYTES * max }

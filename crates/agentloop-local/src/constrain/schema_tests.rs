@@ -370,3 +370,27 @@ fn a_quoted_result_must_appear_in_the_top_level_string() {
         assert!(answer.contains("391"), "{text}");
     }
 }
+
+#[test]
+fn a_quoting_answer_is_one_sentence() {
+    let tool = spec(
+        "task_complete",
+        json!({"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}),
+    );
+    let factory = factory();
+    let accepts = |quote: &str, answer: &str| {
+        let grammar = lark_grammar(&[&tool], &PromptedProtocol::default(), true, Some(quote));
+        let mut matcher = compile_grammar(&factory, &grammar);
+        let call = format!(
+            "<tool_call>\n{{\"name\": \"task_complete\", \"arguments\": {{\"answer\": \"{answer}\"}}}}\n</tool_call>"
+        );
+        call.bytes().all(|byte| matcher.consume_token(u32::from(byte)).is_ok())
+            && matcher.is_accepting().unwrap_or(false)
+    };
+    assert!(accepts("50", "The sum is 50."));
+    assert!(accepts("10", "2.5 times 4 is 10"));
+    assert!(!accepts("50", "50 is 50. The answer is 50."), "a second sentence");
+    assert!(!accepts("50", "It is 50.."));
+    // A result with a sentence break in it can still be quoted.
+    assert!(accepts("ok. done", "It said ok. done"));
+}

@@ -1,6 +1,7 @@
 use super::*;
 use crate::engine::{Sampler, SamplingParams};
 use crate::gguf::Metadata;
+use agentloop::message::{Message, ToolCall};
 use candle_core::quantized::gguf_file;
 
 fn spec(name: &str, parameters: Value) -> ToolSpec {
@@ -147,4 +148,36 @@ fn a_schema_that_cannot_be_bounded_as_written_still_gets_a_bounded_call() {
     // An unresolvable `$ref`: the arguments become any bounded JSON object.
     let constraint = grammar.constraint(&request, &PromptedProtocol::default()).unwrap();
     assert!(constraint.is_some());
+}
+
+#[test]
+fn a_result_that_json_would_escape_is_not_quoted() {
+    let Some(tokenizer) = model_tokenizer() else { return };
+    let grammar = ToolGrammar::new(Arc::clone(&tokenizer), tokenizer.vocab_size()).unwrap();
+    let protocol = PromptedProtocol::default();
+    let done = spec(
+        "task_complete",
+        json!({"type": "object", "properties": {"answer": {"type": "string", "minLength": 1}}, "required": ["answer"]}),
+    );
+    for result in [r#"["a.txt","b.csv"]"#, r"C:\\temp", "42"] {
+        let call = ToolCall { id: "c1".into(), name: "list_dir".into(), arguments: "{}".into() };
+        let request = ModelRequest {
+            messages: vec![
+                Message::user("Which files are here?"),
+                Message { role: Role::Assistant, content: vec![Part::ToolCall(call)] },
+                Message::tool_results([agentloop::message::ToolResult::ok("c1", result)]),
+            ]
+            .into(),
+            tools: Arc::new(vec![done.clone()]),
+            tool_choice: ToolChoice::Named("task_complete".into()),
+            ..ModelRequest::default()
+        };
+        let quote = result_to_quote(&request);
+        assert_eq!(quote.as_deref(), (result == "42").then_some("42"), "{result}");
+        let mut constraint = grammar.constraint(&request, &protocol).unwrap().unwrap();
+        let forced = constraint.forced().unwrap();
+        assert!(tokenizer.decode(&forced).contains(r#"{"answer": "#), "{result}");
+        let mask = constraint.mask().unwrap().unwrap();
+        assert!(mask.iter().any(|allowed| *allowed), "{result}: nothing allowed");
+    }
 }

@@ -49,8 +49,10 @@ fn the_report_counts_and_lists_misses() {
         model_calls: 2,
         output_tokens: 20,
         seconds: 2.0,
+        calls: vec!["calculator({\"expression\":\"2|2\"}) → 4".into()],
     };
     let report = report("m", &[result("a", true, "4"), result("b", false, "")]);
     assert!(report.contains("| m | all | 1 / 2 (50 %) | 1 | 1.00 | 2.0 |"), "{report}");
-    assert!(report.contains("| b | Completed |  |"), "{report}");
+    let miss = r#"| b | `calculator({"expression":"2\|2"}) → 4` | Completed |  |"#;
+    assert!(report.contains(miss), "{report}");
 }

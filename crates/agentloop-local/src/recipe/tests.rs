@@ -38,6 +38,10 @@ fn configure_adds_the_done_tool_and_the_step_policy() {
             .build()
             .unwrap();
     assert_eq!(own.config().instructions.as_deref(), Some("Be brief."));
-    assert_eq!(step_tool_choice().first, ToolChoice::Required);
-    assert_eq!(step_tool_choice().then, ToolChoice::Named("task_complete".into()));
+    let calculator = step_tool_choice(&["calculator", "task_complete"]);
+    assert_eq!(calculator.first, ToolChoice::Named("task_complete".into()));
+    assert_eq!(calculator.first_with_digits, Some(ToolChoice::Named("calculator".into())));
+    let files = step_tool_choice(&["list_dir", "read_file", "task_complete"]);
+    assert_eq!(files.first, ToolChoice::Required);
+    assert_eq!(files.then, ToolChoice::Named("task_complete".into()));
 }

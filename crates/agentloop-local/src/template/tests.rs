@@ -47,7 +47,7 @@ fn renders_a_tool_conversation_with_the_models_template() {
     let expected = concat!(
         "<|im_start|>system\nYou are terse.\n\n# Tools\n\nYou may call one or more tools to assist with the user query.\n\n",
         "You are provided with tool signatures within <tools></tools> XML tags:\n<tools>\n",
-        r#"{"type":"function","function":{"name":"calculator","description":"Evaluate an arithmetic expression.","parameters":{"type":"object","properties":{"expression":{"type":"string"}},"required":["expression"]}}}"#,
+        r#"{"type":"function","function":{"name":"calculator","description":"Evaluate an arithmetic expression.","parameters":{"properties":{"expression":{"type":"string"}},"required":["expression"],"type":"object"}}}"#,
         "\n</tools>\n\nFor each tool call, return a json object with the tool name and arguments within <tool_call></tool_call> XML tags:\n",
         "<tool_call>\n{\"name\": <tool-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n",
         "<|im_start|>user\nWhat is 17 multiplied by 23?<|im_end|>\n",

@@ -30,7 +30,9 @@ pub trait TokenCounter: Send + Sync {
                         }
                         Part::ToolResult(result) => match &result.content {
                             ToolResultContent::Text(text) => self.count_text(text),
-                            ToolResultContent::Json(value) => self.count_text(&value.to_string()),
+                            ToolResultContent::Json(value) => {
+                                self.count_text(&crate::canonical::to_string(value))
+                            }
                         },
                         Part::Reasoning(reasoning) => self.count_text(&reasoning.text),
                         // Providers bill images by size; a typical tile budget.

@@ -49,8 +49,12 @@ fn every_kind_matches_its_serde_tag() {
 }
 
 /// Every event is moved through the stream several times: keep the enum small (large
-/// payloads are boxed). A performance guard, not a timing.
+/// payloads are boxed). A performance guard, not a timing. The bound is for serde_json's
+/// usual 32-byte `Value`; with its `preserve_order` feature (which another crate of the build
+/// may turn on) a `Value` is larger, and the events that hold one inline grow with it.
 #[test]
 fn events_stay_small() {
-    assert!(std::mem::size_of::<Event>() <= 160, "Event is {} bytes", std::mem::size_of::<Event>());
+    let value_growth = std::mem::size_of::<serde_json::Value>().saturating_sub(32);
+    let size = std::mem::size_of::<Event>();
+    assert!(size <= 160 + value_growth, "Event is {size} bytes");
 }

@@ -73,7 +73,11 @@ pub struct ModelRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u32>,
     /// Free-form data for providers and hooks (e.g. a user id).
-    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "Map::is_empty",
+        serialize_with = "crate::canonical::serialize_map"
+    )]
     pub metadata: Map<String, Value>,
 }
 
@@ -94,7 +98,11 @@ pub enum StreamChunk {
     /// The current reasoning block ended; `opaque` is provider data to send back next turn.
     ReasoningEnd {
         /// Signature / encrypted content.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            serialize_with = "crate::canonical::serialize_option"
+        )]
         opaque: Option<Value>,
     },
     /// A tool call begins.

@@ -399,13 +399,15 @@ pub(crate) fn is_context_overflow(error: &Value) -> bool {
 
 /// An error object sent inside a response or a stream (no HTTP status to go by).
 pub(crate) fn stream_error(error: &Value) -> ProviderError {
-    let message = field(error, "message").map(str::to_owned).unwrap_or_else(|| error.to_string());
+    let message = field(error, "message")
+        .map(str::to_owned)
+        .unwrap_or_else(|| crate::canonical::to_string(error));
     if is_context_overflow(error) {
         return ProviderError::ContextLengthExceeded { message };
     }
     let status = error.get("code").and_then(Value::as_u64).and_then(|c| u16::try_from(c).ok());
     if let Some(status) = status.filter(|s| (400..600).contains(s)) {
-        let body = json!({ "error": error }).to_string();
+        let body = crate::canonical::to_string(&json!({ "error": error }));
         return super::http::classify_http_error(status, &Default::default(), &body);
     }
     let code = field(error, "code").or(field(error, "type")).unwrap_or_default();

@@ -10,6 +10,7 @@ mod parser;
 pub use parser::{ToolCallParser, MALFORMED_CALL_NAME};
 
 use super::{ChunkStream, ModelRequest, Provider, RetryPolicy, StreamChunk, ToolChoice};
+use crate::canonical;
 use crate::message::{FinishReason, Message, Part, Role, ToolCall};
 use crate::tool::ToolSpec;
 use futures::StreamExt;
@@ -99,7 +100,7 @@ impl PromptedProtocol {
     /// Argument text that is not JSON is embedded as a string.
     pub fn call_body(&self, name: &str, arguments: &str) -> String {
         let arguments = match crate::tool::parse_arguments(arguments) {
-            Ok(value) => value.to_string(),
+            Ok(value) => canonical::to_string(&value),
             Err(_) => Value::String(arguments.to_owned()).to_string(),
         };
         format!("{}{arguments}}}", self.body_head(name))
@@ -144,14 +145,26 @@ impl PromptedProtocol {
         );
         for tool in tools {
             let parameters = prompt_schema(&tool.parameters);
+            let parameters = canonical::Sorted(&parameters);
+            // The wrapper in the order the chat templates write it (type, then the function's
+            // name, description and parameters); the schema's own keys sorted.
             let line = match self.format {
-                ToolCallFormat::Hermes => json!({"type": "function", "function": {
-                    "name": tool.name, "description": tool.description, "parameters": parameters}}),
-                ToolCallFormat::ServerTool => json!({"server_name": self.server_name,
-                    "tool_name": tool.name, "description": tool.description,
-                    "input_schema": parameters}),
+                ToolCallFormat::Hermes => serde_json::to_string(&HermesTool {
+                    kind: "function",
+                    function: HermesFunction {
+                        name: &tool.name,
+                        description: &tool.description,
+                        parameters,
+                    },
+                }),
+                ToolCallFormat::ServerTool => serde_json::to_string(&ServerToolLine {
+                    server_name: &self.server_name,
+                    tool_name: &tool.name,
+                    description: &tool.description,
+                    input_schema: parameters,
+                }),
             };
-            out.push_str(&line.to_string());
+            out.push_str(&line.unwrap_or_default());
             out.push('\n');
         }
         out.push_str("</tools>\n\n");
@@ -188,8 +201,9 @@ impl PromptedProtocol {
         match self.format {
             ToolCallFormat::Hermes => format!("<tool_response>\n{content}\n</tool_response>"),
             ToolCallFormat::ServerTool => {
-                let body =
-                    json!({"server_name": self.server_name, "tool_name": name, "content": content});
+                let body = canonical::to_string(
+                    &json!({"server_name": self.server_name, "tool_name": name, "content": content}),
+                );
                 format!("<tool_result>\n{body}\n</tool_result>")
             }
         }
@@ -433,6 +447,30 @@ impl<P: Provider> Provider for PromptedTools<P> {
     fn supports_tools(&self) -> bool {
         true
     }
+}
+
+/// A tool as the Hermes format lists it.
+#[derive(serde::Serialize)]
+struct HermesTool<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: HermesFunction<'a>,
+}
+
+#[derive(serde::Serialize)]
+struct HermesFunction<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: canonical::Sorted<'a>,
+}
+
+/// A tool as the server-tool format lists it.
+#[derive(serde::Serialize)]
+struct ServerToolLine<'a> {
+    server_name: &'a str,
+    tool_name: &'a str,
+    description: &'a str,
+    input_schema: canonical::Sorted<'a>,
 }
 
 #[cfg(test)]

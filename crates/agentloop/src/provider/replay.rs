@@ -316,7 +316,7 @@ pub fn json_diff(recorded: &Value, now: &Value) -> Vec<String> {
 
 fn short(value: Option<&Value>) -> String {
     let Some(value) = value else { return "(missing)".into() };
-    let text = value.to_string();
+    let text = crate::canonical::to_string(value);
     match text.char_indices().nth(120) {
         Some((end, _)) => format!("{}…", &text[..end]),
         None => text,

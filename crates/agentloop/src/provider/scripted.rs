@@ -53,7 +53,7 @@ impl ScriptedTurn {
 
     /// Adds a tool call with JSON arguments.
     pub fn with_tool_call(self, name: impl Into<String>, arguments: Value) -> Self {
-        self.with_raw_tool_call(name, arguments.to_string())
+        self.with_raw_tool_call(name, crate::canonical::to_string(&arguments))
     }
 
     /// Adds a tool call whose argument text is given verbatim (it need not be JSON).

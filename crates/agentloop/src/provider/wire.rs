@@ -4,6 +4,7 @@
 //! nothing else: transport, timeouts, authentication headers and retries are shared.
 
 use super::{ModelRequest, ModelResponse, ProviderError, StreamChunk};
+use crate::canonical::Sorted;
 use serde_json::Value;
 
 /// How a provider expects its API key.
@@ -67,16 +68,17 @@ pub trait WireFormat: Send + Sync + 'static {
     fn encode(&self, request: &ModelRequest, stream: bool) -> Result<WireRequest, ProviderError>;
 
     /// The request for `request` with its body serialized: what the HTTP provider sends. The
-    /// default serializes [`encode`](Self::encode)'s body; a format may override it to write
-    /// the same JSON straight from the request, without building a `Value` tree first (whose
-    /// allocations dominate the cost of long conversations).
+    /// default serializes [`encode`](Self::encode)'s body, object keys sorted
+    /// ([`crate::canonical`]); a format may override it to write the same JSON straight from
+    /// the request, without building a `Value` tree first (whose allocations dominate the cost
+    /// of long conversations).
     fn encode_json(
         &self,
         request: &ModelRequest,
         stream: bool,
     ) -> Result<EncodedRequest, ProviderError> {
         let wire = self.encode(request, stream)?;
-        let body = serde_json::to_vec(&wire.body).map_err(|e| ProviderError::Other {
+        let body = serde_json::to_vec(&Sorted(&wire.body)).map_err(|e| ProviderError::Other {
             message: format!("could not serialize the request: {e}"),
         })?;
         Ok(EncodedRequest { path: wire.path, body, headers: wire.headers })

@@ -5,7 +5,6 @@ use super::stop::ToolFailureMode;
 use crate::message::ToolCall;
 use crate::tool::parse_arguments;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use std::collections::BTreeMap;
 
 /// What to do when the model repeats the same call.
@@ -147,93 +146,9 @@ impl BreakerState {
 /// order and spacing do not matter), or the raw text when it is not JSON.
 pub fn call_key(call: &ToolCall) -> String {
     match parse_arguments(&call.arguments) {
-        Ok(value) => canonical_json(&value, call.arguments.len()),
+        Ok(value) => crate::canonical::to_string_with_capacity(&value, call.arguments.len()),
         Err(_) => call.arguments.clone(),
     }
-}
-
-/// JSON text with object keys sorted, so equal values compare equal. `size` is about how
-/// long it will be (the length of the text it was parsed from).
-pub(super) fn canonical_json(value: &Value, size: usize) -> String {
-    let mut out = String::with_capacity(size);
-    write_canonical(value, &mut out);
-    out
-}
-
-/// Appends `value` as canonical JSON to `out`, in one buffer (no string per key or item).
-fn write_canonical(value: &Value, out: &mut String) {
-    match value {
-        Value::Object(map) => {
-            out.push('{');
-            let sorted = map.keys().zip(map.keys().skip(1)).all(|(a, b)| a < b);
-            if sorted {
-                // The usual map keeps its keys in order: no list to sort.
-                write_entries(map.iter(), out);
-            } else {
-                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-                entries.sort_by(|a, b| a.0.cmp(b.0));
-                write_entries(entries.into_iter(), out);
-            }
-            out.push('}');
-        }
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_canonical(item, out);
-            }
-            out.push(']');
-        }
-        Value::String(text) => write_json_string(text, out),
-        other => {
-            use std::fmt::Write as _;
-            let _ = write!(out, "{other}");
-        }
-    }
-}
-
-fn write_entries<'a>(entries: impl Iterator<Item = (&'a String, &'a Value)>, out: &mut String) {
-    for (i, (key, value)) in entries.enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        write_json_string(key, out);
-        out.push(':');
-        write_canonical(value, out);
-    }
-}
-
-/// Appends `text` as a JSON string literal, escaped as `serde_json` escapes it.
-fn write_json_string(text: &str, out: &mut String) {
-    out.push('"');
-    let mut start = 0;
-    for (i, byte) in text.bytes().enumerate() {
-        let escape = match byte {
-            b'"' => "\\\"",
-            b'\\' => "\\\\",
-            b'\n' => "\\n",
-            b'\r' => "\\r",
-            b'\t' => "\\t",
-            0x08 => "\\b",
-            0x0c => "\\f",
-            0x00..=0x1f => "",
-            _ => continue,
-        };
-        out.push_str(&text[start..i]);
-        if escape.is_empty() {
-            const HEX: &[u8; 16] = b"0123456789abcdef";
-            out.push_str("\\u00");
-            out.push(char::from(HEX[usize::from(byte >> 4)]));
-            out.push(char::from(HEX[usize::from(byte & 0xf)]));
-        } else {
-            out.push_str(escape);
-        }
-        start = i + 1;
-    }
-    out.push_str(&text[start..]);
-    out.push('"');
 }
 
 #[cfg(test)]

@@ -126,6 +126,11 @@ impl Run {
             self.tool_finished(call_id, result, Duration::ZERO)?;
             return Ok(Gate::Handled);
         }
+        if pending.started {
+            // Interrupted by a crash and run again after a resume: it was gated (and counted)
+            // when it first started.
+            return Ok(Gate::Run);
+        }
         let name = &pending.call.name;
         if let Some(limit) = self.config.limits.before_tool_call(name, &self.spent, self.elapsed_ms)
         {

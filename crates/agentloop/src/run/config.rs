@@ -41,6 +41,7 @@ pub struct RunConfig {
     /// Output token limit per call.
     pub max_tokens: Option<u32>,
     /// Metadata passed to providers and tools.
+    #[serde(serialize_with = "crate::canonical::serialize_map")]
     pub metadata: Map<String, Value>,
     /// Limits (the budget).
     pub limits: Limits,

@@ -413,7 +413,7 @@ impl Run {
         let full = match &result.content {
             ToolResultContent::Text(text) if text.len() > limit => text.clone(),
             ToolResultContent::Json(value) => {
-                let text = value.to_string();
+                let text = crate::canonical::to_string(value);
                 if text.len() <= limit {
                     return result;
                 }

@@ -113,17 +113,22 @@ impl Run {
             }
             Event::ToolStarted { call, arguments } => {
                 let pending = self.pending_mut(&call.id)?;
+                // Started before: the process died during the call and a resumed run runs it
+                // again (with the same idempotency key). It counts once, against every budget
+                // and for the breaker.
+                let again = pending.started;
                 pending.started = true;
                 let approved = pending.approval == CallApproval::Approved;
-                pending.ensure_key(None);
-                // The call starts once: its key moves to the breaker (computed again if a
-                // resumed run gates it again).
-                let key = std::mem::take(&mut pending.key);
-                self.spent.tool_calls += 1;
-                count(&mut self.spent.tool_calls_by_name, &call.name);
-                self.metrics.tool_calls += 1;
-                count(&mut self.metrics.tool_calls_by_name, &call.name);
-                self.breaker.on_call(&self.config.breaker, &call.name, key);
+                if !again {
+                    pending.ensure_key(None);
+                    // The call starts once: its key moves to the breaker.
+                    let key = std::mem::take(&mut pending.key);
+                    self.spent.tool_calls += 1;
+                    count(&mut self.spent.tool_calls_by_name, &call.name);
+                    self.metrics.tool_calls += 1;
+                    count(&mut self.metrics.tool_calls_by_name, &call.name);
+                    self.breaker.on_call(&self.config.breaker, &call.name, key);
+                }
                 let entry = self.audit_entry(&call.id, &call.name, Arc::default);
                 entry.arguments = Arc::clone(arguments);
                 entry.approval =

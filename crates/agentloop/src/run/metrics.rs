@@ -44,6 +44,7 @@ pub struct AuditEntry {
     pub tool: String,
     /// The arguments it ran with (after hooks), or `{"_raw": …}` (shared with the
     /// `tool_started` / `approval_requested` event; serialized as the value itself).
+    #[serde(serialize_with = "crate::canonical::serialize")]
     pub arguments: Arc<Value>,
     /// Its result or error text (once finished).
     pub result: Option<ToolResultContent>,

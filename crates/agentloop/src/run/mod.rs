@@ -150,7 +150,9 @@ impl PendingCall {
     fn ensure_key(&mut self, parsed: Option<&Value>) {
         if self.key.is_empty() {
             self.key = match parsed {
-                Some(value) => breaker::canonical_json(value, self.call.arguments.len()),
+                Some(value) => {
+                    crate::canonical::to_string_with_capacity(value, self.call.arguments.len())
+                }
                 None => breaker::call_key(&self.call),
             };
         }

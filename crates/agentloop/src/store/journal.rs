@@ -1,11 +1,13 @@
 //! [`journaled`]: journals a run's event stream into a [`RunStore`] without touching the
 //! driver.
 
-use super::{JournalEntry, RunStore};
+use super::lease::new_owner_id;
+use super::{JournalEntry, Lease, RunStore, StoreError};
 use crate::driver::EventStream;
 use crate::event::Event;
 use futures::StreamExt;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Journals a run: each durable event is appended to `store` (awaited) before it is passed
 /// on, followed by a transient [`Event::Checkpointed`] with its sequence number; transient
@@ -61,4 +63,114 @@ pub fn journaled(
             }
         }
     })
+}
+
+/// [`journaled`], by the holder of the run's lease (see [`crate::store::lease`]): `lease` is
+/// the lease already claimed (`None`: claim it first, for a new owner id; a refused claim ends
+/// the stream with [`Event::JournalFailed`] before the run does anything). Every append is
+/// fenced by the lease; the lease is renewed every third of `ttl` while the run goes on
+/// (events or not) and released when the run's stream ends. When a newer claim took the
+/// lease over, the run stops at once — the driver is dropped, which cancels the model call
+/// and the running tools — and the stream ends with [`Event::JournalFailed`].
+pub fn journaled_with_lease(
+    events: EventStream,
+    store: Arc<dyn RunStore>,
+    run_id: String,
+    lease: Option<Lease>,
+    ttl: Duration,
+    next_seq: Option<u64>,
+) -> EventStream {
+    Box::pin(async_stream::stream! {
+        let mut events = events;
+        let claimed = match lease {
+            Some(lease) => Ok(lease),
+            None => store.claim(&run_id, &new_owner_id(), ttl).await,
+        };
+        let mut lease = match claimed {
+            Ok(lease) => lease,
+            Err(error) => {
+                drop(events);
+                tracing::error!(%error, run_id, "journal: the run's lease is not ours");
+                yield Event::JournalFailed { error: error.to_string() };
+                return;
+            }
+        };
+        let mut seq = match next_seq {
+            Some(seq) => seq,
+            None => match store.next_seq(&run_id).await {
+                Ok(seq) => seq,
+                Err(error) => {
+                    drop(events);
+                    tracing::error!(%error, run_id, "journal: cannot read the journal's length");
+                    yield Event::JournalFailed { error: error.to_string() };
+                    release(store.as_ref(), &lease).await;
+                    return;
+                }
+            },
+        };
+        let mut heartbeat = tokio::time::interval((ttl / 3).max(Duration::from_millis(1)));
+        heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        heartbeat.reset();
+        loop {
+            let step = tokio::select! {
+                event = events.next() => Step::Event(event),
+                _ = heartbeat.tick() => Step::Renew(store.renew(&lease, ttl).await),
+            };
+            let event = match step {
+                Step::Renew(Ok(renewed)) => {
+                    lease = renewed;
+                    continue;
+                }
+                Step::Renew(Err(error @ StoreError::LeaseLost { .. })) => {
+                    drop(events);
+                    tracing::error!(%error, run_id, "journal: lease lost; the run stops");
+                    yield Event::JournalFailed { error: error.to_string() };
+                    return;
+                }
+                Step::Renew(Err(error)) => {
+                    // The store is unreachable for now: appends are fenced, so going on is
+                    // safe; the next heartbeat tries again.
+                    tracing::warn!(%error, run_id, "journal: cannot renew the run's lease");
+                    continue;
+                }
+                Step::Event(None) => break,
+                Step::Event(Some(event)) => event,
+            };
+            if !event.is_durable() {
+                yield event;
+                continue;
+            }
+            let entry = JournalEntry::new(seq, event);
+            match store.append_fenced(&lease, seq, std::slice::from_ref(&entry)).await {
+                Ok(_) => {
+                    yield entry.event;
+                    yield Event::Checkpointed { seq };
+                    seq += 1;
+                }
+                Err(error) => {
+                    drop(events);
+                    tracing::error!(%error, run_id, seq, "journal: append failed; the run stops");
+                    yield Event::JournalFailed { error: error.to_string() };
+                    if matches!(error, StoreError::LeaseLost { .. }) {
+                        return;
+                    }
+                    break;
+                }
+            }
+        }
+        release(store.as_ref(), &lease).await;
+    })
+}
+
+/// Releases the lease; one that cannot be released expires.
+async fn release(store: &dyn RunStore, lease: &Lease) {
+    if let Err(error) = store.release(lease).await {
+        tracing::warn!(%error, run_id = lease.run_id, "journal: cannot release the run's lease");
+    }
+}
+
+/// What woke the journaling loop.
+enum Step {
+    Event(Option<Event>),
+    Renew(Result<Lease, StoreError>),
 }

@@ -2,15 +2,17 @@
 //! as the JSON a durable store would write, so the memory store reads and rejects schema
 //! versions exactly like the others.
 
+use super::lease::{lost, ttl_ms, LeaseRecord};
 use super::{
     check_batch, check_dense, decode_parts, new_artifact_id, now_ms, Artifact, ArtifactMeta,
-    ArtifactStore, JournalEntry, NewArtifact, RunFilter, RunState, RunStore, RunSummary,
+    ArtifactStore, JournalEntry, Lease, NewArtifact, RunFilter, RunState, RunStore, RunSummary,
     SessionInfo, SessionState, SessionStore, StoreError, SummaryUpdate,
 };
 use crate::message::Message;
 use async_trait::async_trait;
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 /// A stored entry: its header and its event as JSON.
 struct Stored {
@@ -35,6 +37,7 @@ struct Inner {
     runs: HashMap<String, RunRecord>,
     sessions: HashMap<String, SessionRecord>,
     artifacts: HashMap<String, Artifact>,
+    leases: HashMap<String, LeaseRecord>,
 }
 
 /// Runs, sessions and artifacts in memory (lost with the process).
@@ -65,13 +68,14 @@ impl MemoryStore {
     }
 }
 
-#[async_trait]
-impl RunStore for MemoryStore {
-    async fn append_entries(
+impl MemoryStore {
+    /// An append, fenced by `lease` when given.
+    fn append(
         &self,
         run_id: &str,
         expected_seq: u64,
         entries: &[JournalEntry],
+        fence: Option<&Lease>,
     ) -> Result<u64, StoreError> {
         check_batch(expected_seq, entries)?;
         let mut stored = Vec::with_capacity(entries.len());
@@ -86,6 +90,12 @@ impl RunStore for MemoryStore {
             });
         }
         let mut inner = self.lock();
+        if let Some(lease) = fence {
+            let record = inner.leases.get(run_id).cloned().unwrap_or_default();
+            if !record.holds(lease) {
+                return Err(lost(lease, &record));
+            }
+        }
         let actual = inner.runs.get(run_id).map_or(0, |r| r.summary.entries);
         if actual != expected_seq {
             return Err(StoreError::Conflict {
@@ -117,6 +127,54 @@ impl RunStore for MemoryStore {
         summary.updated_ms = update.last_ms;
         summary.entries = record.entries.len() as u64;
         Ok(summary.entries)
+    }
+}
+
+#[async_trait]
+impl RunStore for MemoryStore {
+    async fn append_entries(
+        &self,
+        run_id: &str,
+        expected_seq: u64,
+        entries: &[JournalEntry],
+    ) -> Result<u64, StoreError> {
+        self.append(run_id, expected_seq, entries, None)
+    }
+
+    async fn append_fenced(
+        &self,
+        lease: &Lease,
+        expected_seq: u64,
+        entries: &[JournalEntry],
+    ) -> Result<u64, StoreError> {
+        self.append(&lease.run_id, expected_seq, entries, Some(lease))
+    }
+
+    async fn claim(&self, run_id: &str, owner: &str, ttl: Duration) -> Result<Lease, StoreError> {
+        let mut inner = self.lock();
+        let record = inner.leases.entry(run_id.to_owned()).or_default();
+        let lease = record.claim(run_id, owner, now_ms(), ttl)?;
+        *record = LeaseRecord::of(&lease);
+        Ok(lease)
+    }
+
+    async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Lease, StoreError> {
+        let mut inner = self.lock();
+        let record = inner.leases.entry(lease.run_id.clone()).or_default();
+        if !record.holds(lease) {
+            return Err(lost(lease, record));
+        }
+        record.expires_at_ms = now_ms().saturating_add(ttl_ms(ttl));
+        Ok(Lease { expires_at_ms: record.expires_at_ms, ..lease.clone() })
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        let mut inner = self.lock();
+        if let Some(record) = inner.leases.get_mut(&lease.run_id).filter(|r| r.holds(lease)) {
+            record.owner.clear();
+            record.expires_at_ms = 0;
+        }
+        Ok(())
     }
 
     async fn load(&self, run_id: &str) -> Result<Vec<JournalEntry>, StoreError> {

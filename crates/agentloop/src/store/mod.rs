@@ -18,13 +18,15 @@
 //! [`journaled`].
 
 mod journal;
+pub mod lease;
 mod memory;
 #[cfg(feature = "redis")]
 pub mod redis;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 
-pub use journal::journaled;
+pub use journal::{journaled, journaled_with_lease};
+pub use lease::{Lease, DEFAULT_LEASE_TTL};
 pub use memory::MemoryStore;
 
 use crate::event::Event;
@@ -32,7 +34,7 @@ use crate::message::Message;
 use crate::run::SCHEMA_VERSION;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// One entry of a run journal.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -111,6 +113,35 @@ pub enum StoreError {
         run_id: String,
         /// The session's state.
         state: SessionState,
+    },
+    /// Another executor holds the run's lease: it is running (or its process died less than
+    /// a lease's TTL ago).
+    #[error(
+        "run '{run_id}' is being executed by '{owner}' (its lease expires in {expires_in_ms} ms \
+         unless renewed; if that process died, try again then)"
+    )]
+    LeaseHeld {
+        /// The run.
+        run_id: String,
+        /// The holder.
+        owner: String,
+        /// How long the lease lasts without renewal.
+        expires_in_ms: u64,
+    },
+    /// A newer claim took the run's lease: this executor must stop (nothing was written).
+    #[error(
+        "run '{run_id}': the lease of epoch {epoch} was taken over ('{current_owner}' holds \
+         epoch {current_epoch}); this executor stops"
+    )]
+    LeaseLost {
+        /// The run.
+        run_id: String,
+        /// The epoch of the lease that was used.
+        epoch: u64,
+        /// The holder of the current lease (empty: released).
+        current_owner: String,
+        /// The current epoch.
+        current_epoch: u64,
     },
     /// The thing does not exist.
     #[error("{what} '{id}' not found")]
@@ -320,6 +351,27 @@ pub trait RunStore: Send + Sync {
 
     /// Deletes a run's journal; returns whether it existed.
     async fn delete_run(&self, run_id: &str) -> Result<bool, StoreError>;
+
+    /// Takes the run's lease for `owner` for `ttl` (see [`lease`]): atomically, when no lease
+    /// is live; fails with [`StoreError::LeaseHeld`] otherwise.
+    async fn claim(&self, run_id: &str, owner: &str, ttl: Duration) -> Result<Lease, StoreError>;
+
+    /// Extends `lease` by `ttl` from now; fails with [`StoreError::LeaseLost`] when it is no
+    /// longer the run's lease.
+    async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Lease, StoreError>;
+
+    /// Gives `lease` up (the run can be claimed at once). Releasing a lease that was taken
+    /// over is not an error and changes nothing.
+    async fn release(&self, lease: &Lease) -> Result<(), StoreError>;
+
+    /// [`append_entries`](Self::append_entries) by the holder of `lease`: refused with
+    /// [`StoreError::LeaseLost`], writing nothing, when a newer claim exists.
+    async fn append_fenced(
+        &self,
+        lease: &Lease,
+        expected_seq: u64,
+        entries: &[JournalEntry],
+    ) -> Result<u64, StoreError>;
 }
 
 /// Where a multi-turn session stands: created → ready → busy → ready → …

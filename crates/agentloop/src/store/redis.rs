@@ -6,6 +6,7 @@
 //! | --- | --- | --- |
 //! | `run:{id}:journal` | list | the journal entries, as JSON, in order |
 //! | `run:{id}:meta` | hash | agent, context, state, times, length (for `list`) |
+//! | `run:{id}:lease` | hash | owner, epoch and expiry of the run's lease ([`crate::store::lease`]) |
 //! | `runs` | sorted set | run ids by creation time (the index `list` scans) |
 //! | `session:{context}` | hash | the session's state and counters |
 //! | `session:{context}:messages` | list | its conversation, as JSON |
@@ -20,7 +21,7 @@
 //! supported (the scripts touch keys of several slots).
 
 use super::{
-    check_batch, check_dense, decode_entry_json, now_ms, to_json, JournalEntry, RunFilter,
+    check_batch, check_dense, decode_entry_json, now_ms, to_json, JournalEntry, Lease, RunFilter,
     RunState, RunStore, RunSummary, SessionInfo, SessionState, SessionStore, StoreError,
     SummaryUpdate,
 };
@@ -61,11 +62,16 @@ impl RedisOptions {
 }
 
 const APPEND: &str = r"
+if ARGV[10] ~= '' then
+  local owner = redis.call('HGET', KEYS[4], 'owner') or ''
+  local epoch = redis.call('HGET', KEYS[4], 'epoch') or '0'
+  if owner ~= ARGV[10] or epoch ~= ARGV[11] then return {'lease_lost', owner, epoch} end
+end
 local len = redis.call('LLEN', KEYS[1])
 if len ~= tonumber(ARGV[1]) then return {'conflict', tostring(len)} end
-local n = #ARGV - 9
+local n = #ARGV - 11
 if n == 0 then return {'ok', tostring(len)} end
-for i = 10, #ARGV do redis.call('RPUSH', KEYS[1], ARGV[i]) end
+for i = 12, #ARGV do redis.call('RPUSH', KEYS[1], ARGV[i]) end
 if len == 0 then
   redis.call('HSET', KEYS[2], 'run_id', ARGV[3], 'created_ms', ARGV[4])
   redis.call('ZADD', KEYS[3], ARGV[4], ARGV[3])
@@ -83,6 +89,7 @@ return {'ok', tostring(len + n)}
 const DELETE_RUN: &str = r"
 local existed = redis.call('DEL', KEYS[1], KEYS[2])
 redis.call('ZREM', KEYS[3], ARGV[1])
+redis.call('DEL', KEYS[4])
 return existed
 ";
 
@@ -237,13 +244,14 @@ fn summary_of(run_id: &str, meta: &HashMap<String, String>) -> Result<RunSummary
     })
 }
 
-#[async_trait]
-impl RunStore for RedisStore {
-    async fn append_entries(
+impl RedisStore {
+    /// An append, fenced by `fence` when given (checked in the append's script).
+    async fn append(
         &self,
         run_id: &str,
         expected_seq: u64,
         entries: &[JournalEntry],
+        fence: Option<&Lease>,
     ) -> Result<u64, StoreError> {
         check_batch(expected_seq, entries)?;
         let update = SummaryUpdate::of(entries);
@@ -256,6 +264,7 @@ impl RunStore for RedisStore {
             .key(self.key(&["run:", run_id, ":journal"]))
             .key(self.key(&["run:", run_id, ":meta"]))
             .key(self.key(&["runs"]))
+            .key(self.key(&["run:", run_id, ":lease"]))
             .arg(expected_seq)
             .arg(self.ttl_ms())
             .arg(run_id)
@@ -264,7 +273,9 @@ impl RunStore for RedisStore {
             .arg(optional_name(&agent)?)
             .arg(optional_name(&context_id)?)
             .arg(if started.is_some() { "1" } else { "0" })
-            .arg(state.as_str());
+            .arg(state.as_str())
+            .arg(fence.map_or("", |lease| lease.owner.as_str()))
+            .arg(fence.map_or(0, |lease| lease.epoch));
         for entry in entries {
             invocation.arg(to_json(entry)?);
         }
@@ -278,8 +289,45 @@ impl RunStore for RedisStore {
                 expected: expected_seq,
                 actual,
             }),
+            (Some("lease_lost"), _) => match fence {
+                Some(lease) => Err(lease::lost_reply(lease, &reply)),
+                None => Err(corrupt("the append script refused an unfenced append")),
+            },
             _ => Err(corrupt(&format!("unexpected reply of the append script: {reply:?}"))),
         }
+    }
+}
+
+#[async_trait]
+impl RunStore for RedisStore {
+    async fn append_entries(
+        &self,
+        run_id: &str,
+        expected_seq: u64,
+        entries: &[JournalEntry],
+    ) -> Result<u64, StoreError> {
+        self.append(run_id, expected_seq, entries, None).await
+    }
+
+    async fn append_fenced(
+        &self,
+        lease: &Lease,
+        expected_seq: u64,
+        entries: &[JournalEntry],
+    ) -> Result<u64, StoreError> {
+        self.append(&lease.run_id, expected_seq, entries, Some(lease)).await
+    }
+
+    async fn claim(&self, run_id: &str, owner: &str, ttl: Duration) -> Result<Lease, StoreError> {
+        lease::claim(self, run_id, owner, ttl).await
+    }
+
+    async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Lease, StoreError> {
+        lease::renew(self, lease, ttl).await
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        lease::release(self, lease).await
     }
 
     async fn load(&self, run_id: &str) -> Result<Vec<JournalEntry>, StoreError> {
@@ -363,6 +411,7 @@ impl RunStore for RedisStore {
             .key(self.key(&["run:", run_id, ":journal"]))
             .key(self.key(&["run:", run_id, ":meta"]))
             .key(self.key(&["runs"]))
+            .key(self.key(&["run:", run_id, ":lease"]))
             .arg(run_id)
             .invoke_async(&mut self.conn())
             .await
@@ -496,3 +545,4 @@ impl SessionStore for RedisStore {
 }
 
 mod artifacts;
+mod lease;

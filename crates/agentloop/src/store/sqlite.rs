@@ -13,7 +13,7 @@
 
 use super::{
     check_batch, check_dense, decode_parts, from_json, new_artifact_id, now_ms, to_json, Artifact,
-    ArtifactMeta, ArtifactStore, JournalEntry, NewArtifact, RunFilter, RunState, RunStore,
+    ArtifactMeta, ArtifactStore, JournalEntry, Lease, NewArtifact, RunFilter, RunState, RunStore,
     RunSummary, SessionInfo, SessionState, SessionStore, StoreError, SummaryUpdate,
 };
 use crate::message::Message;
@@ -24,11 +24,14 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::Duration;
 
+mod lease;
+
 /// The default database file.
 pub const DEFAULT_PATH: &str = ".agentloop/agentloop.db";
 
 /// The schema migrations, in order; the version table records how many were applied.
-const MIGRATIONS: &[&str] = &[r"
+const MIGRATIONS: &[&str] = &[
+    r"
 CREATE TABLE runs (
     run_id     TEXT PRIMARY KEY,
     agent      TEXT,
@@ -81,7 +84,16 @@ CREATE TABLE artifact_chunks (
     data        BLOB NOT NULL,
     PRIMARY KEY (artifact_id, idx)
 ) WITHOUT ROWID;
-"];
+",
+    r"
+CREATE TABLE leases (
+    run_id        TEXT PRIMARY KEY,
+    owner         TEXT NOT NULL,
+    epoch         INTEGER NOT NULL,
+    expires_at_ms INTEGER NOT NULL
+) WITHOUT ROWID;
+",
+];
 
 /// Options of [`SqliteStore::open_with`].
 #[derive(Debug, Clone)]
@@ -257,13 +269,14 @@ fn summary_of(row: &rusqlite::Row<'_>) -> rusqlite::Result<(RunSummary, String)>
     ))
 }
 
-#[async_trait]
-impl RunStore for SqliteStore {
-    async fn append_entries(
+impl SqliteStore {
+    /// An append, fenced by `fence` when given (checked in the append's transaction).
+    async fn append(
         &self,
         run_id: &str,
         expected_seq: u64,
         entries: &[JournalEntry],
+        fence: Option<Lease>,
     ) -> Result<u64, StoreError> {
         check_batch(expected_seq, entries)?;
         let Some(update) = SummaryUpdate::of(entries) else {
@@ -293,6 +306,9 @@ impl RunStore for SqliteStore {
         self.call(move |conn| {
             let tx =
                 conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
+            if let Some(lease) = &fence {
+                lease::check(&tx, lease)?;
+            }
             let actual: u64 = tx
                 .prepare_cached("SELECT next_seq FROM runs WHERE run_id = ?1")
                 .and_then(|mut s| s.query_row([&run_id], |row| row.get::<_, i64>(0)).optional())
@@ -358,6 +374,42 @@ impl RunStore for SqliteStore {
             Ok(next)
         })
         .await
+    }
+}
+
+#[async_trait]
+impl RunStore for SqliteStore {
+    async fn append_entries(
+        &self,
+        run_id: &str,
+        expected_seq: u64,
+        entries: &[JournalEntry],
+    ) -> Result<u64, StoreError> {
+        self.append(run_id, expected_seq, entries, None).await
+    }
+
+    async fn append_fenced(
+        &self,
+        lease: &Lease,
+        expected_seq: u64,
+        entries: &[JournalEntry],
+    ) -> Result<u64, StoreError> {
+        self.append(&lease.run_id, expected_seq, entries, Some(lease.clone())).await
+    }
+
+    async fn claim(&self, run_id: &str, owner: &str, ttl: Duration) -> Result<Lease, StoreError> {
+        let (run_id, owner) = (run_id.to_owned(), owner.to_owned());
+        self.call(move |conn| lease::claim(conn, &run_id, &owner, ttl)).await
+    }
+
+    async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Lease, StoreError> {
+        let lease = lease.clone();
+        self.call(move |conn| lease::renew(conn, &lease, ttl)).await
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        let lease = lease.clone();
+        self.call(move |conn| lease::release(conn, &lease)).await
     }
 
     async fn load(&self, run_id: &str) -> Result<Vec<JournalEntry>, StoreError> {

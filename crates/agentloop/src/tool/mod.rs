@@ -34,6 +34,7 @@ pub struct ToolSpec {
     /// What it does and when to use it.
     pub description: String,
     /// JSON Schema of its arguments (an object schema).
+    #[serde(serialize_with = "crate::canonical::serialize")]
     pub parameters: Value,
 }
 
@@ -42,7 +43,7 @@ pub struct ToolSpec {
 #[serde(tag = "kind", content = "value", rename_all = "snake_case")]
 pub enum ToolOutput {
     /// A value shown to the model (a JSON string becomes a text result).
-    Value(Value),
+    Value(#[serde(serialize_with = "crate::canonical::serialize")] Value),
     /// The task is complete: end the run with this answer. The call's result (the answer)
     /// stays in the history.
     Done(String),

@@ -298,7 +298,7 @@ impl AnthropicDecoder {
                 if !received_json {
                     let delta = match start_input {
                         Some(Value::Object(input)) if !input.is_empty() => {
-                            Value::Object(input).to_string()
+                            crate::canonical::to_string(&Value::Object(input))
                         }
                         _ => "{}".to_owned(),
                     };
@@ -422,7 +422,7 @@ pub(super) fn decode_response(body: &[u8]) -> Result<ModelResponse, ProviderErro
             ResponseBlock::Text { text } => parts.push(Part::Text { text }),
             ResponseBlock::ToolUse { id, name, input } => {
                 let arguments = match input {
-                    Some(input) => input.to_string(),
+                    Some(input) => crate::canonical::to_string(&input),
                     None => "{}".to_owned(),
                 };
                 parts.push(Part::ToolCall(ToolCall { id, name, arguments }));

@@ -24,8 +24,9 @@ fn decode_err(sse: &str) -> ProviderError {
     decode_chunks(format().stream_decoder(), sse).unwrap_err()
 }
 
+/// The body as sent (canonical JSON), parsed.
 fn body(request: &ModelRequest) -> Value {
-    format().encode(request, false).unwrap().body
+    serde_json::from_slice(&format().encode_json(request, false).unwrap().body).unwrap()
 }
 
 fn request(messages: Vec<Message>) -> ModelRequest {

@@ -155,7 +155,7 @@ impl GeminiDecoder {
             self.end_thinking(out);
             let id = self.call_id(call.id);
             let arguments = match call.args {
-                Some(args @ Value::Object(_)) => args.to_string(),
+                Some(args @ Value::Object(_)) => crate::canonical::to_string(&args),
                 _ => "{}".to_owned(),
             };
             out.push(StreamChunk::ToolCallStart { id: id.clone(), name: call.name });

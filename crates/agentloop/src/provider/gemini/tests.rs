@@ -24,8 +24,9 @@ fn decode(name: &str) -> ModelResponse {
     decode_sse(format().stream_decoder(), &fx(name)).unwrap()
 }
 
+/// The body as sent (canonical JSON), parsed.
 fn body(request: &ModelRequest) -> Value {
-    format().encode(request, false).unwrap().body
+    serde_json::from_slice(&format().encode_json(request, false).unwrap().body).unwrap()
 }
 
 fn request(messages: Vec<Message>) -> ModelRequest {

@@ -67,7 +67,9 @@ pub fn error_message(body: &str) -> Option<String> {
         .or_else(|| value.get("message").and_then(text))
         .or_else(|| match value.get("detail") {
             Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
-            Some(detail @ (Value::Array(_) | Value::Object(_))) => Some(detail.to_string()),
+            Some(detail @ (Value::Array(_) | Value::Object(_))) => {
+                Some(crate::canonical::to_string(detail))
+            }
             _ => None,
         })
 }

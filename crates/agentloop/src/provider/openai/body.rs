@@ -2,10 +2,12 @@
 //! building a `serde_json::Value` tree first: the tree costs a map, its keys and a copy of
 //! every string per message, built and dropped on every request, which dominates the cost
 //! of a request once the conversation is long. The JSON is the same as serializing
-//! [`OpenAiChat::encode`](super::OpenAiChat)'s body (same keys, same values, keys in the
-//! same sorted order); the tests hold the two to that for every part kind and dialect.
+//! [`OpenAiChat::encode`](super::OpenAiChat)'s body canonically (same keys, same values, keys
+//! in the same sorted order, see [`crate::canonical`]); the tests hold the two to that for
+//! every part kind and dialect.
 
 use super::{f32_json, user_message, OpenAiChat};
+use crate::canonical::{self, Sorted};
 use crate::message::{Message, Part, Role, ToolResultContent};
 use crate::provider::{ModelRequest, ProviderError, ToolChoice};
 use crate::tool::ToolSpec;
@@ -196,7 +198,7 @@ impl Serialize for Body<'_> {
                 Field::Messages(messages) => map.serialize_entry(key, messages)?,
                 Field::Str(text) => map.serialize_entry(key, text)?,
                 Field::Tools(tools) => map.serialize_entry(key, &Tools(tools))?,
-                Field::Value(value) => map.serialize_entry(key, value)?,
+                Field::Value(value) => map.serialize_entry(key, &Sorted(value))?,
                 Field::U32(n) => map.serialize_entry(key, n)?,
                 Field::Bool(b) => map.serialize_entry(key, b)?,
             }
@@ -214,7 +216,7 @@ impl Serialize for Entry<'_> {
                 map.serialize_entry("role", role)?;
                 map.end()
             }
-            Entry::Value(value) => value.serialize(serializer),
+            Entry::Value(value) => Sorted(value).serialize(serializer),
             Entry::Assistant(message) => {
                 let text = text(message);
                 let has_calls = message.has_tool_calls();
@@ -249,7 +251,9 @@ impl Serialize for ToolContent<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         match self.0 {
             ToolResultContent::Text(text) => serializer.serialize_str(text),
-            ToolResultContent::Json(value) => serializer.collect_str(value),
+            ToolResultContent::Json(value) => {
+                serializer.serialize_str(&canonical::to_string(value))
+            }
         }
     }
 }
@@ -305,7 +309,7 @@ impl Serialize for Tools<'_> {
                 let mut map = serializer.serialize_map(Some(3))?;
                 map.serialize_entry("description", &self.0.description)?;
                 map.serialize_entry("name", &self.0.name)?;
-                map.serialize_entry("parameters", &self.0.parameters)?;
+                map.serialize_entry("parameters", &Sorted(&self.0.parameters))?;
                 map.end()
             }
         }

@@ -104,7 +104,10 @@ impl ResponsesDecoder {
             .map(|r| serde_json::from_value(r.clone()))
             .transpose()
             .map_err(|e| {
-                ProviderError::protocol(format!("invalid response: {e}"), &event.to_string())
+                ProviderError::protocol(
+                    format!("invalid response: {e}"),
+                    &crate::canonical::to_string(event),
+                )
             })?
             .unwrap_or_default();
         if let Some(usage) = response.usage.take() {

@@ -264,7 +264,7 @@ fn read_call(block: Block, body: &str) -> (String, String) {
                 .map(|value| match value {
                     // Some models send the arguments as a JSON string.
                     Value::String(text) => text.clone(),
-                    other => other.to_string(),
+                    other => crate::canonical::to_string(other),
                 })
                 .unwrap_or_else(|| "{}".to_owned());
             match name {

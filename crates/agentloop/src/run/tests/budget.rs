@@ -52,6 +52,36 @@ fn tool_call_limit_refuses_the_call_and_winds_down() {
 }
 
 #[test]
+fn a_call_interrupted_by_a_crash_counts_once_after_resume() {
+    let mut limits = Limits { max_tool_calls: Some(1), ..Limits::default() };
+    limits.max_tool_calls_per_tool.insert("add".into(), 1);
+    let mut run = run_with(limits);
+    let _ = expect_model(&mut run);
+    run.model_responded(calls_response(&[("a", "add", "{}")]), ms(1)).unwrap();
+    assert_eq!(run.gate_tool("a").unwrap(), Gate::Run);
+    run.tool_started("a", Some(json!({}))).unwrap();
+    // The process dies during the call: the journal ends with `tool_started`.
+    let journal: Vec<Event> = run.drain_events().filter(Event::is_durable).collect();
+    let mut resumed = Run::from_journal(&journal).unwrap();
+    let Step::CallTools(calls) = resumed.next_step() else { panic!("expected the call again") };
+    assert_eq!(calls.len(), 1);
+    assert_eq!(resumed.gate_tool("a").unwrap(), Gate::Run, "not refused by its own count");
+    resumed.tool_started("a", Some(json!({}))).unwrap();
+    resumed.tool_finished("a", Ok(ToolOutput::Value(json!(1))), ms(1)).unwrap();
+    let _ = expect_model(&mut resumed);
+    resumed.model_responded(text_response("Done."), ms(1)).unwrap();
+    let outcome = expect_finish(&mut resumed);
+    assert_eq!(outcome.stop_reason, StopReason::Completed);
+    assert_eq!(outcome.answer, "Done.");
+    assert_eq!(outcome.metrics.tool_calls, 1);
+    assert_eq!(outcome.metrics.tool_calls_by_name.get("add"), Some(&1));
+    // And the journal of the resumed run folds to the same count.
+    let mut all = journal.clone();
+    all.extend(resumed.drain_events().filter(Event::is_durable));
+    assert_eq!(Run::from_journal(&all).unwrap().metrics().tool_calls, 1);
+}
+
+#[test]
 fn per_tool_limit() {
     let mut limits = Limits::default();
     limits.max_tool_calls_per_tool.insert("add".into(), 2);

@@ -18,7 +18,7 @@ macro_rules! expression_pattern {
 }
 macro_rules! number {
     () => {
-        r"[0-9]+(?:\.[0-9]+)?"
+        r"[0-9]{1,15}(?:\.[0-9]{1,6})?"
     };
 }
 macro_rules! operator {
@@ -46,7 +46,8 @@ macro_rules! level3 {
         level!(level!(level!(level0!())))
     };
 }
-/// What an expression may contain (the arguments' schema pattern): numbers and operators
+/// What an expression may contain (the arguments' schema pattern): numbers (at most 15
+/// digits, and 6 after the point: a small model otherwise writes a 120-digit number) and operators
 /// (`+ - * / % ^ **`) alternating, single spaces around operators, a minus sign before a
 /// term, and parentheses (or `sqrt(`, `abs(`) balanced, nested at most three deep — so a
 /// constrained model can neither leave an operator dangling nor a parenthesis open.

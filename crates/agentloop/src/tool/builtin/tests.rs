@@ -219,11 +219,13 @@ fn the_expression_pattern_takes_what_the_parser_takes_and_nothing_half_written()
         "abs(-3)",
         "20 / 100 * 150",
         "2.5 * 4",
+        "999999999999999 + 0.123456",
     ] {
         assert!(valid(good), "{good}");
         assert!(evaluate(good).is_ok(), "{good}");
     }
-    for bad in ["256 *", "sqrt(144", "(3 + 4", "2 ^", "", "1..2", "((((1))))", "seventeen"] {
+    let long = "1".repeat(16);
+    for bad in ["256 *", "sqrt(144", "(3 + 4", "2 ^", "", "1..2", "((((1))))", "seventeen", &long] {
         assert!(!valid(bad), "{bad}");
     }
 }

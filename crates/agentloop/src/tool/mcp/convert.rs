@@ -142,7 +142,7 @@ pub fn tool_output(result: CallToolResult) -> Result<ToolOutput, ToolError> {
     if result.is_error == Some(true) {
         let message = match (text.is_empty(), structured) {
             (false, _) => text,
-            (true, Some(value)) => value.to_string(),
+            (true, Some(value)) => crate::canonical::to_string(&value),
             (true, None) => "the tool reported an error without a message".to_owned(),
         };
         return Err(ToolError::Failed(message));

@@ -112,7 +112,7 @@ fn check(format: &OpenAiChat, request: &ModelRequest, stream: bool) {
     assert_eq!(parsed, slow.body, "{}", String::from_utf8_lossy(&fast.body));
     assert_eq!(
         String::from_utf8(fast.body).unwrap(),
-        serde_json::to_string(&slow.body).unwrap(),
+        crate::canonical::to_string(&slow.body),
         "the same bytes"
     );
 }

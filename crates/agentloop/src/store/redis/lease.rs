@@ -1,0 +1,130 @@
+//! Leases in Redis: a hash per run (`run:{id}:lease`: owner, epoch, expiry), changed only by
+//! Lua scripts, so every claim is atomic. Expiry is decided by the Redis server's clock
+//! (`TIME`), the one clock all executors share.
+
+use super::{backend, corrupt, RedisStore};
+use crate::store::lease::ttl_ms;
+use crate::store::{Lease, StoreError};
+use ::redis::Script;
+use std::time::Duration;
+
+/// The server's time in milliseconds, as a script computes it.
+const NOW: &str = "local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+";
+
+/// Claims: refused while the lease is live; else the next epoch.
+const CLAIM: &str = "
+local owner = redis.call('HGET', KEYS[1], 'owner') or ''
+local epoch = tonumber(redis.call('HGET', KEYS[1], 'epoch') or '0')
+local expires = tonumber(redis.call('HGET', KEYS[1], 'expires_at_ms') or '0')
+if owner ~= '' and expires > now then return {'held', owner, tostring(expires - now)} end
+local until_ms = now + tonumber(ARGV[2])
+redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'epoch', tostring(epoch + 1),
+  'expires_at_ms', tostring(until_ms))
+return {'ok', tostring(epoch + 1), tostring(until_ms)}
+";
+
+/// Renews: only the current holder.
+const RENEW: &str = "
+local owner = redis.call('HGET', KEYS[1], 'owner') or ''
+local epoch = redis.call('HGET', KEYS[1], 'epoch') or '0'
+if owner ~= ARGV[1] or epoch ~= ARGV[2] then return {'lost', owner, epoch} end
+local until_ms = now + tonumber(ARGV[3])
+redis.call('HSET', KEYS[1], 'expires_at_ms', tostring(until_ms))
+return {'ok', tostring(until_ms)}
+";
+
+/// Releases: only the current holder; the epoch stays.
+const RELEASE: &str = "
+local owner = redis.call('HGET', KEYS[1], 'owner') or ''
+local epoch = redis.call('HGET', KEYS[1], 'epoch') or '0'
+if owner == ARGV[1] and epoch == ARGV[2] then
+  redis.call('HSET', KEYS[1], 'owner', '', 'expires_at_ms', '0')
+end
+return {'ok'}
+";
+
+fn script(body: &str) -> Script {
+    Script::new(&format!("{NOW}{body}"))
+}
+
+fn key(store: &RedisStore, run_id: &str) -> String {
+    store.key(&["run:", run_id, ":lease"])
+}
+
+fn parse(field: Option<&String>, what: &str) -> Result<u64, StoreError> {
+    field
+        .and_then(|n| n.parse::<u64>().ok())
+        .ok_or_else(|| corrupt(&format!("lease script: bad {what}")))
+}
+
+/// [`StoreError::LeaseLost`] from a script's `{'lost' | 'lease_lost', owner, epoch}` reply.
+pub(super) fn lost_reply(lease: &Lease, reply: &[String]) -> StoreError {
+    StoreError::LeaseLost {
+        run_id: lease.run_id.clone(),
+        epoch: lease.epoch,
+        current_owner: reply.get(1).cloned().unwrap_or_default(),
+        current_epoch: reply.get(2).and_then(|n| n.parse().ok()).unwrap_or(0),
+    }
+}
+
+pub(super) async fn claim(
+    store: &RedisStore,
+    run_id: &str,
+    owner: &str,
+    ttl: Duration,
+) -> Result<Lease, StoreError> {
+    let reply: Vec<String> = script(CLAIM)
+        .key(key(store, run_id))
+        .arg(owner)
+        .arg(ttl_ms(ttl))
+        .invoke_async(&mut store.conn())
+        .await
+        .map_err(backend)?;
+    match reply.first().map(String::as_str) {
+        Some("ok") => Ok(Lease {
+            run_id: run_id.to_owned(),
+            owner: owner.to_owned(),
+            epoch: parse(reply.get(1), "epoch")?,
+            expires_at_ms: parse(reply.get(2), "expiry")?,
+        }),
+        Some("held") => Err(StoreError::LeaseHeld {
+            run_id: run_id.to_owned(),
+            owner: reply.get(1).cloned().unwrap_or_default(),
+            expires_in_ms: parse(reply.get(2), "expiry")?,
+        }),
+        _ => Err(corrupt(&format!("unexpected reply of the claim script: {reply:?}"))),
+    }
+}
+
+pub(super) async fn renew(
+    store: &RedisStore,
+    lease: &Lease,
+    ttl: Duration,
+) -> Result<Lease, StoreError> {
+    let reply: Vec<String> = script(RENEW)
+        .key(key(store, &lease.run_id))
+        .arg(&lease.owner)
+        .arg(lease.epoch)
+        .arg(ttl_ms(ttl))
+        .invoke_async(&mut store.conn())
+        .await
+        .map_err(backend)?;
+    match reply.first().map(String::as_str) {
+        Some("ok") => Ok(Lease { expires_at_ms: parse(reply.get(1), "expiry")?, ..lease.clone() }),
+        Some("lost") => Err(lost_reply(lease, &reply)),
+        _ => Err(corrupt(&format!("unexpected reply of the renew script: {reply:?}"))),
+    }
+}
+
+pub(super) async fn release(store: &RedisStore, lease: &Lease) -> Result<(), StoreError> {
+    let _: Vec<String> = script(RELEASE)
+        .key(key(store, &lease.run_id))
+        .arg(&lease.owner)
+        .arg(lease.epoch)
+        .invoke_async(&mut store.conn())
+        .await
+        .map_err(backend)?;
+    Ok(())
+}

@@ -1,0 +1,85 @@
+//! The `leases` table: one row per run that was ever claimed (see [`crate::store::lease`]).
+//! Every operation runs in an `IMMEDIATE` transaction, so claims by several processes on one
+//! file are atomic.
+
+use super::{backend, int, uint};
+use crate::store::lease::{lost, ttl_ms, LeaseRecord};
+use crate::store::{now_ms, Lease, StoreError};
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use std::time::Duration;
+
+/// The run's lease record (the default when it was never claimed).
+fn read(conn: &Connection, run_id: &str) -> Result<LeaseRecord, StoreError> {
+    conn.prepare_cached("SELECT owner, epoch, expires_at_ms FROM leases WHERE run_id = ?1")
+        .and_then(|mut s| {
+            s.query_row([run_id], |row| {
+                Ok(LeaseRecord {
+                    owner: row.get(0)?,
+                    epoch: uint(row.get(1)?),
+                    expires_at_ms: uint(row.get(2)?),
+                })
+            })
+            .optional()
+        })
+        .map(Option::unwrap_or_default)
+        .map_err(backend)
+}
+
+fn write(conn: &Connection, run_id: &str, record: &LeaseRecord) -> Result<(), StoreError> {
+    conn.prepare_cached(
+        "INSERT INTO leases (run_id, owner, epoch, expires_at_ms) VALUES (?1, ?2, ?3, ?4) \
+         ON CONFLICT (run_id) DO UPDATE SET owner = ?2, epoch = ?3, expires_at_ms = ?4",
+    )
+    .and_then(|mut s| {
+        s.execute(params![run_id, record.owner, int(record.epoch), int(record.expires_at_ms)])
+    })
+    .map_err(backend)?;
+    Ok(())
+}
+
+/// Fails with [`StoreError::LeaseLost`] unless `lease` is the run's lease (inside the caller's
+/// transaction).
+pub(super) fn check(conn: &Connection, lease: &Lease) -> Result<(), StoreError> {
+    let record = read(conn, &lease.run_id)?;
+    if record.holds(lease) {
+        Ok(())
+    } else {
+        Err(lost(lease, &record))
+    }
+}
+
+pub(super) fn claim(
+    conn: &mut Connection,
+    run_id: &str,
+    owner: &str,
+    ttl: Duration,
+) -> Result<Lease, StoreError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
+    let lease = read(&tx, run_id)?.claim(run_id, owner, now_ms(), ttl)?;
+    write(&tx, run_id, &LeaseRecord::of(&lease))?;
+    tx.commit().map_err(backend)?;
+    Ok(lease)
+}
+
+pub(super) fn renew(
+    conn: &mut Connection,
+    lease: &Lease,
+    ttl: Duration,
+) -> Result<Lease, StoreError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
+    check(&tx, lease)?;
+    let renewed = Lease { expires_at_ms: now_ms().saturating_add(ttl_ms(ttl)), ..lease.clone() };
+    write(&tx, &lease.run_id, &LeaseRecord::of(&renewed))?;
+    tx.commit().map_err(backend)?;
+    Ok(renewed)
+}
+
+pub(super) fn release(conn: &mut Connection, lease: &Lease) -> Result<(), StoreError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
+    let record = read(&tx, &lease.run_id)?;
+    if record.holds(lease) {
+        let released = LeaseRecord { owner: String::new(), epoch: record.epoch, expires_at_ms: 0 };
+        write(&tx, &lease.run_id, &released)?;
+    }
+    tx.commit().map_err(backend)
+}
