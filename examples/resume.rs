@@ -30,6 +30,8 @@ fn agent(store: Arc<SqliteStore>, turns: Vec<ScriptedTurn>) -> Result<Agent, Bui
         .tool(Deploy)
         .tool_concurrency(1)
         .store(store)
+        // How long a dead process's claim on the run lasts (default 10 s).
+        .lease_ttl(Duration::from_millis(500))
         .build()
 }
 
@@ -73,7 +75,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let kinds: Vec<&str> = journal.iter().map(|e| e.event.kind()).collect();
     println!("  journal after the crash ({} entries): {kinds:?}", journal.len());
     let second = agent(store.clone(), vec![ScriptedTurn::text(answer)])?;
-    let outcome = agentloop::agent::outcome_of(second.resume("run_deploy").await?).await?;
+    // The dead process still holds the run's lease until it expires: one executor per run.
+    let events = loop {
+        match second.resume("run_deploy").await {
+            Err(ResumeError::Store(StoreError::LeaseHeld { expires_in_ms, .. })) => {
+                println!("  the dead process's lease expires in {expires_in_ms} ms; waiting");
+                tokio::time::sleep(Duration::from_millis(expires_in_ms + 10)).await;
+            }
+            other => break other?,
+        }
+    };
+    let outcome = agentloop::agent::outcome_of(events).await?;
     println!("  resumed: {:?} — {}", outcome.stop_reason, outcome.answer);
     for run in store.list_runs(&RunFilter::all().agent("deployer")).await? {
         println!("  stored run {}: {} ({} entries)", run.run_id, run.state, run.entries);

@@ -77,7 +77,9 @@ pub async fn run_recorded(
     }
     match last {
         Some(Event::RunFinished { outcome }) => Ok(*outcome),
-        Some(Event::RunFailed { error, outcome }) => Err(AgentError::Failed { error, outcome }),
+        Some(Event::RunFailed { error, outcome }) => {
+            Err(AgentError::Failed { error, provider_error: None, outcome })
+        }
         Some(Event::RunCancelled { reason, outcome }) => {
             Err(AgentError::Cancelled { reason, outcome })
         }

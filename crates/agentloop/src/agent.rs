@@ -9,11 +9,13 @@ use crate::hooks::{HookSet, Hooks, PermissionHook};
 use crate::message::{Message, ToolCall};
 use crate::provider::{Provider, ToolChoice};
 use crate::run::{
-    BreakerConfig, Decision, Limits, Outcome, Price, Run, RunConfig, RunError, ToolFailureMode,
+    BreakerConfig, Decision, Limits, Outcome, Price, Run, RunConfig, RunError, StopReason,
+    ToolFailureMode,
 };
 use crate::session::Session;
+use crate::store::journal::journaled_leased;
 use crate::store::lease::new_owner_id;
-use crate::store::{journaled_with_lease, Lease, RunStore, SessionStore, DEFAULT_LEASE_TTL};
+use crate::store::{Lease, RunStore, SessionStore, DEFAULT_LEASE_TTL};
 use crate::tool::{DynTool, TaskComplete, Tool, ToolExecutor, ToolRegistry, ToolSet, ToolSpec};
 use futures::StreamExt;
 use serde_json::Value;
@@ -125,8 +127,25 @@ impl Agent {
         }
     }
 
-    /// Runs to the end, streaming every event. The last event is `run_finished`,
-    /// `run_failed` or `run_cancelled`. Dropping the stream cancels the run.
+    /// Runs to the end, streaming every event. Dropping the stream cancels the run.
+    ///
+    /// The run ends with one terminal event, whose outcome says why: `run_finished` (an
+    /// answer, a done tool, a question for the user, a limit's wind-down answer, …),
+    /// `run_failed`, `run_cancelled`, or `run_suspended` (calls wait for a human decision:
+    /// continue with [`decide`](Self::decide) or
+    /// [`resume_with_decisions`](Self::resume_with_decisions)). What comes last depends on
+    /// the store:
+    ///
+    /// - **Without a store**, the terminal event is the last event.
+    /// - **With a store** ([`AgentBuilder::store`]), each durable event is passed on once it
+    ///   is journaled, followed by a transient `checkpointed { seq }`: the last two events are
+    ///   the terminal event and its `checkpointed`. If the journal cannot be written (the
+    ///   store fails, or the run's lease is refused or taken over), the run stops at once and
+    ///   the stream ends with a transient `journal_failed` instead, with no terminal event;
+    ///   the run continues from its last checkpoint with [`resume`](Self::resume).
+    ///
+    /// [`outcome_of`] reads a stream down to its outcome (a `journal_failed` becomes
+    /// [`AgentError::Journal`]).
     pub fn run_stream(&self, input: impl Into<RunInput>) -> EventStream {
         self.run_stream_with(input, RunOptions::default())
     }
@@ -166,8 +185,8 @@ impl Agent {
         let start =
             Start::New { run_id: run_id.clone(), config: Box::new(config), input: input.into().0 };
         let driver = Driver { quiet, ..self.driver.clone() };
-        let events = driver.drive(start, control);
-        (handle, self.journal(events, run_id, None, Some(0)))
+        let events = driver.drive(start, control.clone());
+        (handle, self.journal(events, &control, run_id, None, Some(0)))
     }
 
     /// Journals `events` when the agent has a store, by the holder of the run's lease
@@ -175,16 +194,14 @@ impl Agent {
     fn journal(
         &self,
         events: EventStream,
+        control: &Arc<Control>,
         run_id: String,
         lease: Option<Lease>,
         next_seq: Option<u64>,
     ) -> EventStream {
-        match &self.store {
-            Some(store) => {
-                journaled_with_lease(events, store.clone(), run_id, lease, self.lease_ttl, next_seq)
-            }
-            None => events,
-        }
+        let Some(store) = &self.store else { return events };
+        let (store, ttl, control) = (store.clone(), self.lease_ttl, Some(control.clone()));
+        journaled_leased(events, store, run_id, lease, ttl, next_seq, control)
     }
 
     /// Drives an existing run, journaled from `next_seq` (`None`: the store's length).
@@ -199,8 +216,8 @@ impl Agent {
         let run_id = run.run_id().to_owned();
         let handle = RunHandle { run_id: run_id.clone(), control: control.clone() };
         self.refresh_tools();
-        let events = self.driver.clone().drive(Start::Existing(Box::new(run)), control);
-        (handle, self.journal(events, run_id, lease, next_seq))
+        let events = self.driver.clone().drive(Start::Existing(Box::new(run)), control.clone());
+        (handle, self.journal(events, &control, run_id, lease, next_seq))
     }
 
     /// Continues a run rebuilt from its journal ([`Run::from_journal`]): a model call without
@@ -350,9 +367,21 @@ impl Agent {
     /// Runs to the end and returns the outcome. A failed or cancelled run is an error that
     /// carries its outcome. Only the outcome is wanted, so the transient events (deltas and
     /// notices) are not even built; the journal is the same as [`run_stream`](Self::run_stream)'s.
+    ///
+    /// A run that stops to wait is an error too, [`AgentError::Suspended`], so that it cannot
+    /// be mistaken for an answer: suspended for approval
+    /// ([`StopReason::AwaitingApproval`](crate::StopReason)), or stopped by an ask-user tool
+    /// ([`StopReason::AwaitingInput`](crate::StopReason), the question in the outcome's
+    /// `answer`).
     pub async fn run(&self, input: impl Into<RunInput>) -> Result<Outcome, AgentError> {
         let (_, events) = self.start_inner(input, RunOptions::default(), true);
-        outcome_of(events).await
+        let outcome = outcome_of(events).await?;
+        match outcome.stop_reason {
+            StopReason::AwaitingApproval { .. } | StopReason::AwaitingInput { .. } => {
+                Err(AgentError::Suspended { outcome: Box::new(outcome) })
+            }
+            _ => Ok(outcome),
+        }
     }
 }
 
@@ -360,9 +389,11 @@ impl Agent {
 pub async fn outcome_of(mut events: EventStream) -> Result<Outcome, AgentError> {
     let mut last = None;
     let mut journal_error = None;
+    let mut model_error = None;
     while let Some(event) = events.next().await {
         match event {
             Event::JournalFailed { error } => journal_error = Some(error),
+            Event::ModelFailed { error, .. } => model_error = Some(error),
             Event::RunFinished { .. }
             | Event::RunFailed { .. }
             | Event::RunCancelled { .. }
@@ -379,7 +410,9 @@ pub async fn outcome_of(mut events: EventStream) -> Result<Outcome, AgentError> 
         Some(Event::RunFinished { outcome }) | Some(Event::RunSuspended { outcome }) => {
             Ok(*outcome)
         }
-        Some(Event::RunFailed { error, outcome }) => Err(AgentError::Failed { error, outcome }),
+        Some(Event::RunFailed { error, outcome }) => {
+            Err(AgentError::failed(error, outcome, model_error))
+        }
         Some(Event::RunCancelled { reason, outcome }) => {
             Err(AgentError::Cancelled { reason, outcome })
         }

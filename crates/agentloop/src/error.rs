@@ -1,5 +1,6 @@
 //! Errors of the agent API.
 
+use crate::provider::ProviderError;
 use crate::run::{Outcome, RunError};
 use crate::store::StoreError;
 use crate::tool::ToolSetupError;
@@ -25,6 +26,12 @@ pub enum AgentError {
     Failed {
         /// What went wrong.
         error: String,
+        /// The provider's error, classified, when the model call failed and ended the run
+        /// (an authentication error, an invalid request, …): match on its class rather than on
+        /// the text. `None` for other failures (and when only the run's last event was seen,
+        /// e.g. a finished run resumed from a store). See also
+        /// [`AgentError::provider_error`].
+        provider_error: Option<ProviderError>,
         /// The outcome.
         outcome: Box<Outcome>,
     },
@@ -33,6 +40,18 @@ pub enum AgentError {
     Cancelled {
         /// Why.
         reason: String,
+        /// The outcome.
+        outcome: Box<Outcome>,
+    },
+    /// The run stopped to wait — for a human's approval of tool calls
+    /// ([`StopReason::AwaitingApproval`](crate::StopReason)) or for the user's answer to an
+    /// ask-user tool's question ([`StopReason::AwaitingInput`](crate::StopReason), the
+    /// question in the outcome's `answer`) — so it has no answer yet. Continue it with
+    /// `Agent::decide` / `resume_with_decisions`, or a new turn with the user's answer.
+    /// Only [`Agent::run`](crate::Agent::run) returns it; streams and sessions see the
+    /// terminal event.
+    #[error("the run is waiting for {}", waiting_for(outcome))]
+    Suspended {
         /// The outcome.
         outcome: Box<Outcome>,
     },
@@ -49,12 +68,67 @@ pub enum AgentError {
 }
 
 impl AgentError {
+    /// [`AgentError::Failed`] for a run that failed with `error`: `last_model_error` (the
+    /// error of the run's last `model_failed` event, if any) is kept as its
+    /// [`provider_error`](Self::provider_error) when it is what ended the run.
+    pub(crate) fn failed(
+        error: String,
+        outcome: Box<Outcome>,
+        last_model_error: Option<ProviderError>,
+    ) -> Self {
+        // A provider error ends a run with its own text as the run's error; any other
+        // failure (a hook, a tool in `fail` mode, the runtime) has a text of its own.
+        let provider_error = last_model_error.filter(|model| model.to_string() == error);
+        Self::Failed { error, provider_error, outcome }
+    }
+
+    /// The provider's error (its class: rate limit, authentication, context length, …) when a
+    /// failed model call ended the run.
+    ///
+    /// ```
+    /// use agentloop::prelude::*;
+    ///
+    /// fn advice(error: &AgentError) -> &'static str {
+    ///     match error.provider_error() {
+    ///         Some(ProviderError::Auth { .. }) => "check the API key",
+    ///         Some(ProviderError::RateLimited { .. }) => "try again later",
+    ///         Some(ProviderError::ContextLengthExceeded { .. }) => "shorten the conversation",
+    ///         _ => "see the error",
+    ///     }
+    /// }
+    /// ```
+    pub fn provider_error(&self) -> Option<&ProviderError> {
+        match self {
+            Self::Failed { provider_error, .. } => provider_error.as_ref(),
+            Self::Cancelled { .. }
+            | Self::Suspended { .. }
+            | Self::NoOutcome
+            | Self::Journal { .. } => None,
+        }
+    }
+
     /// The outcome, when the run got far enough to have one.
     pub fn outcome(&self) -> Option<&Outcome> {
         match self {
-            Self::Failed { outcome, .. } | Self::Cancelled { outcome, .. } => Some(outcome),
+            Self::Failed { outcome, .. }
+            | Self::Cancelled { outcome, .. }
+            | Self::Suspended { outcome } => Some(outcome),
             Self::NoOutcome | Self::Journal { .. } => None,
         }
+    }
+}
+
+/// What a suspended run waits for, for [`AgentError::Suspended`]'s text.
+fn waiting_for(outcome: &Outcome) -> String {
+    match &outcome.stop_reason {
+        crate::StopReason::AwaitingApproval { calls } => {
+            let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
+            format!("approval of {} tool call(s): {}", calls.len(), names.join(", "))
+        }
+        crate::StopReason::AwaitingInput { .. } => {
+            format!("the user's answer to: {}", outcome.answer)
+        }
+        other => format!("{other:?}"),
     }
 }
 

@@ -44,6 +44,7 @@ pub mod message;
 pub mod prelude;
 pub mod provider;
 pub mod run;
+pub mod service;
 pub mod session;
 pub mod store;
 pub mod tool;

@@ -135,6 +135,19 @@ impl RunStore for Announcing {
     async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
         self.0.release(lease).await
     }
+    async fn request_control(
+        &self,
+        run_id: &str,
+        request: agentloop::store::ControlRequest,
+    ) -> Result<agentloop::store::RemoteControl, StoreError> {
+        self.0.request_control(run_id, request).await
+    }
+    async fn remote_control(
+        &self,
+        run_id: &str,
+    ) -> Result<agentloop::store::RemoteControl, StoreError> {
+        self.0.remote_control(run_id).await
+    }
     async fn append_fenced(
         &self,
         lease: &Lease,

@@ -183,7 +183,9 @@ async fn a_run_waiting_for_approval_survives_a_restart() {
             .store(store.clone())
             .build()
             .unwrap();
-        let outcome = agent.run("ship it").await.unwrap();
+        let error = agent.run("ship it").await.unwrap_err();
+        assert!(error.to_string().starts_with("the run is waiting for approval of"), "{error}");
+        let AgentError::Suspended { outcome } = error else { panic!("{error}") };
         assert!(matches!(outcome.stop_reason, StopReason::AwaitingApproval { .. }));
         let listed = store.list_runs(&RunFilter::all().agent("ops")).await.unwrap();
         assert_eq!(listed[0].state, RunState::Suspended);
@@ -260,6 +262,19 @@ impl RunStore for Failing {
     }
     async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
         self.inner.release(lease).await
+    }
+    async fn request_control(
+        &self,
+        run_id: &str,
+        request: agentloop::store::ControlRequest,
+    ) -> Result<agentloop::store::RemoteControl, StoreError> {
+        self.inner.request_control(run_id, request).await
+    }
+    async fn remote_control(
+        &self,
+        run_id: &str,
+    ) -> Result<agentloop::store::RemoteControl, StoreError> {
+        self.inner.remote_control(run_id).await
     }
     async fn append_fenced(
         &self,

@@ -330,3 +330,38 @@ async fn the_outcome_carries_metrics_and_an_audit_trail() {
     assert_eq!(*m.audit[0].arguments, json!({"a": 1, "b": 2}));
     assert_eq!(m.audit[0].result, Some(agentloop::message::ToolResultContent::Json(json!(3))));
 }
+
+/// What `Agent::run_stream` documents about its last event.
+#[tokio::test]
+async fn the_stream_ends_with_the_terminal_event_or_with_its_checkpoint_in_a_store() {
+    let answer = || [ScriptedTurn::text("Paris.")];
+    let suspending = || [ScriptedTurn::tool_call("probe", json!({"ms": 0, "tag": "deploy"}))];
+    let build = |turns: Vec<ScriptedTurn>, store: Option<Arc<MemoryStore>>| {
+        let builder = Agent::builder(model(turns)).tool(Probe::default()).hook(AskHuman);
+        match store {
+            Some(store) => builder.store(store).build().unwrap(),
+            None => builder.build().unwrap(),
+        }
+    };
+
+    // Without a store: the terminal event is the last one.
+    for (turns, terminal) in
+        [(answer().to_vec(), "run_finished"), (suspending().to_vec(), "run_suspended")]
+    {
+        let events = collect(build(turns, None).run_stream("go")).await;
+        assert_eq!(events.last().unwrap().kind(), terminal);
+        assert!(events.iter().all(|e| !matches!(e, Event::Checkpointed { .. })));
+    }
+
+    // With a store: the terminal event, then its checkpoint.
+    for (turns, terminal) in
+        [(answer().to_vec(), "run_finished"), (suspending().to_vec(), "run_suspended")]
+    {
+        let store = Arc::new(MemoryStore::new());
+        let events = collect(build(turns, Some(store.clone())).run_stream("go")).await;
+        let [.., before, last] = events.as_slice() else { panic!("{events:?}") };
+        assert_eq!(before.kind(), terminal);
+        let durable = events.iter().filter(|e| e.is_durable()).count() as u64;
+        assert!(matches!(last, Event::Checkpointed { seq } if *seq == durable - 1), "{last:?}");
+    }
+}

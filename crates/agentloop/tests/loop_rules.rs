@@ -330,7 +330,10 @@ async fn a_done_tool_ends_the_run_and_its_result_stays_in_history() {
 async fn ask_user_ends_the_turn_with_the_question() {
     let model = model([ScriptedTurn::tool_call("ask_user", json!({"question": "Which city?"}))]);
     let agent = Agent::builder(model).tool(AskUser).build().unwrap();
-    let outcome = agent.run("Weather?").await.unwrap();
+    // `run` does not return a question as if it were an answer.
+    let error = agent.run("Weather?").await.unwrap_err();
+    assert_eq!(error.to_string(), "the run is waiting for the user's answer to: Which city?");
+    let AgentError::Suspended { outcome } = error else { panic!("{error}") };
     assert_eq!(outcome.answer, "Which city?");
     assert_eq!(outcome.stop_reason, StopReason::AwaitingInput { tool: "ask_user".into() });
 }
@@ -398,11 +401,56 @@ async fn a_provider_error_fails_the_run_with_its_message() {
     })]);
     let agent = Agent::builder(model).build().unwrap();
     let error = agent.run("hi").await.unwrap_err();
-    let AgentError::Failed { error: message, outcome } = error else {
+    assert_eq!(
+        error.to_string(),
+        "run failed: authentication failed (401): invalid key",
+        "the text is the provider error's"
+    );
+    assert_eq!(
+        error.provider_error(),
+        Some(&ProviderError::Auth { status: 401, message: "invalid key".into() })
+    );
+    let AgentError::Failed { error: message, provider_error, outcome } = error else {
         panic!("expected a failure")
     };
     assert!(message.contains("invalid key"));
+    // The class survives: callers match on it, not on the text.
+    assert!(matches!(provider_error, Some(ProviderError::Auth { status: 401, .. })));
     assert!(matches!(outcome.stop_reason, StopReason::ModelError { .. }));
+}
+
+#[tokio::test]
+async fn each_failing_provider_error_class_reaches_the_caller_and_other_failures_have_none() {
+    // The classes that end a run (retryable ones are tried again, then end at the
+    // consecutive-model-errors limit with a wind-down answer; a context overflow compacts or
+    // ends with `context_limit`).
+    let classes = [
+        ProviderError::Auth { status: 403, message: "forbidden".into() },
+        ProviderError::InvalidRequest { message: "bad field".into() },
+        ProviderError::Protocol { message: "garbled".into(), excerpt: "{".into() },
+        ProviderError::Other { message: "odd".into() },
+    ];
+    for class in classes {
+        let agent = Agent::builder(model([ScriptedTurn::error(class.clone())])).build().unwrap();
+        let error = agent.run("hi").await.unwrap_err();
+        assert_eq!(error.provider_error(), Some(&class), "{error}");
+        assert_eq!(error.to_string(), format!("run failed: {class}"), "the text is unchanged");
+    }
+    // A failure that is not the provider's has none, even after a model error earlier on.
+    let agent = Agent::builder(model([
+        ScriptedTurn::error(ProviderError::Network { message: "reset".into() }),
+        ScriptedTurn::tool_call("crash", json!({})),
+    ]))
+    .retry_policy(None)
+    .tool(Crash)
+    .tool_failure_mode(agentloop::run::ToolFailureMode::Fail)
+    .build()
+    .unwrap();
+    let error = agent.run("hi").await.unwrap_err();
+    let AgentError::Failed { provider_error, outcome, .. } = &error else { panic!("{error}") };
+    assert!(matches!(outcome.stop_reason, StopReason::ToolFailed { .. }), "{error}");
+    assert_eq!(*provider_error, None);
+    assert_eq!(error.provider_error(), None);
 }
 
 #[tokio::test]

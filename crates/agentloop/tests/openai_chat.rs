@@ -427,3 +427,72 @@ async fn a_redirect_is_an_error_not_followed() {
     );
     assert_eq!(server.received_requests().await.unwrap().len(), 1);
 }
+
+#[tokio::test]
+async fn one_line_construction_sends_to_the_base_url_with_the_key() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .and(header("authorization", "Bearer sk-one-line"))
+        .and(header("accept", "text/event-stream"))
+        .respond_with(sse(fixture(DIR, "text_stream.sse")))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let provider =
+        OpenAi::compatible_at(format!("{}/v1", server.uri()), Some("sk-one-line"), "local-model")
+            .unwrap();
+    assert_eq!(provider.base_url(), format!("{}/v1", server.uri()));
+    assert!(provider.streams(), "streaming is the default");
+    let agent = Agent::builder(provider).instructions("Be brief.").build().unwrap();
+    let outcome = agent.run("Capital of France?").await.unwrap();
+    assert_eq!(outcome.answer, "The capital of France is Paris.");
+    let body = &bodies(&server).await[0];
+    assert_eq!(body["model"], "local-model");
+    assert_eq!(body["stream"], true);
+    assert_eq!(
+        body["messages"][0],
+        serde_json::json!({"role": "system", "content": "Be brief."}),
+        "instructions go out as a system message by default"
+    );
+
+    // Without a key: no authorization header.
+    let keyless = MockServer::start().await;
+    serve(&keyless, "text_stream.sse").await;
+    let provider =
+        OpenAi::compatible_at(format!("{}/v1", keyless.uri()), None, "local-model").unwrap();
+    let (_, error) = stream_all(&provider, simple_request("x")).await;
+    assert_eq!(error, None);
+    let requests = keyless.received_requests().await.unwrap();
+    assert!(requests[0].headers.get("authorization").is_none());
+}
+
+#[tokio::test]
+async fn streaming_and_the_instructions_role_of_a_compatible_server_can_be_changed() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .and(header("authorization", "Bearer sk-custom"))
+        .and(header("accept", "application/json"))
+        .and(body_partial_json(serde_json::json!({"stream": false})))
+        .respond_with(json_response(200, fixture(DIR, "text.json")))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let custom = Compat::custom(format!("{}/v1", server.uri()))
+        .api_key("sk-custom")
+        .streaming(false)
+        .developer_role(true);
+    assert!(!custom.streaming);
+    assert!(custom.dialect.developer_role);
+    let provider = OpenAi::compatible(custom, "local-model").unwrap();
+    assert!(!provider.streams());
+    let agent = Agent::builder(provider).instructions("Be brief.").build().unwrap();
+    let outcome = agent.run("Capital of France?").await.unwrap();
+    assert!(outcome.has_answer(), "{outcome:?}");
+    let body = &bodies(&server).await[0];
+    assert_eq!(
+        body["messages"][0],
+        serde_json::json!({"role": "developer", "content": "Be brief."})
+    );
+}

@@ -219,6 +219,31 @@ async fn leases(store: Stores) {
     assert!(store.delete_run(&id).await.unwrap());
 }
 
+/// A journal's tail from a seq, and what is requested of a run's executor.
+async fn tails_and_remote_control(store: Stores) {
+    use agentloop::store::{ControlRequest, RemoteControl};
+    let id = run_id();
+    let events = journal(&id);
+    store.append(&id, 0, &events).await.unwrap();
+    let tail = store.load_from(&id, 4).await.unwrap();
+    assert_eq!(tail.iter().map(|e| e.seq).collect::<Vec<_>>(), [4, 5]);
+    assert_eq!(tail[0].event, events[4]);
+    assert!(store.load_from(&id, 6).await.unwrap().is_empty());
+    assert!(store.load_from(&id, 60).await.unwrap().is_empty());
+    assert_eq!(store.load_from(&id, 0).await.unwrap(), store.load(&id).await.unwrap());
+    assert_eq!(store.remote_control(&id).await.unwrap(), RemoteControl::default());
+    let paused = store.request_control(&id, ControlRequest::Pause("p".into())).await.unwrap();
+    assert_eq!(paused, RemoteControl { cancel: None, pause: Some("p".into()) });
+    store.request_control(&id, ControlRequest::Cancel("first".into())).await.unwrap();
+    store.request_control(&id, ControlRequest::Cancel("second".into())).await.unwrap();
+    let resumed = store.request_control(&id, ControlRequest::Resume).await.unwrap();
+    let expected = RemoteControl { cancel: Some("first".into()), pause: None };
+    assert_eq!(resumed, expected, "the first cancel's reason wins; a resume ends the pause");
+    assert_eq!(store.remote_control(&id).await.unwrap(), expected);
+    assert!(store.delete_run(&id).await.unwrap());
+    assert_eq!(store.remote_control(&id).await.unwrap(), RemoteControl::default());
+}
+
 /// 20 claims at once, 10 times: exactly one wins each time.
 async fn racing_claims(store: Stores) {
     use std::time::Duration;
@@ -533,6 +558,7 @@ conformance!(
     an_agent_journals_its_runs,
     leases,
     racing_claims,
+    tails_and_remote_control,
 );
 
 /// Two writers on one store.

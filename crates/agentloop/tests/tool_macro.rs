@@ -2,8 +2,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use agentloop::prelude::*;
+use agentloop::provider::scripted::{ScriptedModel, ScriptedTurn};
 use agentloop::tool::{DynTool, Tool};
 use serde_json::json;
+use std::sync::Arc;
 
 /// Multiplies two numbers.
 ///
@@ -29,6 +31,21 @@ pub async fn lookup(
 #[tool(description = "Finishes the task.")]
 async fn finish(answer: String) -> Control {
     Control(ToolOutput::Done(answer))
+}
+
+/// Ends the task with its answer (the output type is `ToolOutput` itself, not `Control`).
+#[tool]
+async fn conclude(answer: String) -> ToolOutput {
+    ToolOutput::Done(answer)
+}
+
+/// Asks the user, or fails.
+#[tool]
+async fn clarify(question: String) -> Result<ToolOutput, String> {
+    if question.is_empty() {
+        return Err("no question".into());
+    }
+    Ok(ToolOutput::AskUser(question))
 }
 
 /// Takes nothing.
@@ -85,4 +102,47 @@ async fn calls_return_values_errors_and_control_signals() {
     assert_eq!(Ping.call_json(json!({}), ctx()).await, Ok(ToolOutput::Value(json!("pong"))));
     // The function itself stays callable.
     assert_eq!(multiply(2.0, 3.0).await, 6.0);
+}
+
+#[tokio::test]
+async fn a_tool_returning_tool_output_done_ends_the_run_as_the_done_tool_does() {
+    let model = Arc::new(ScriptedModel::new([
+        ScriptedTurn::tool_call("multiply", json!({"a": 6, "b": 7})),
+        ScriptedTurn::tool_call("conclude", json!({"answer": "The product is 42."})),
+        ScriptedTurn::text("never asked for"),
+    ]));
+    let agent =
+        Agent::builder(model.clone()).tool(Multiply).tool(Conclude).tool(Clarify).build().unwrap();
+    let outcome = agent.run("6 times 7?").await.unwrap();
+    assert_eq!(outcome.stop_reason, StopReason::DoneTool { tool: "conclude".into() });
+    assert_eq!(outcome.answer, "The product is 42.");
+    assert!(outcome.has_answer());
+    assert_eq!(model.request_count(), 2, "the done output ends the run: no third model call");
+    assert_eq!(model.remaining(), 1);
+}
+
+#[tokio::test]
+async fn a_tool_returning_tool_output_ask_user_ends_the_turn_with_its_question() {
+    let model = Arc::new(ScriptedModel::new([
+        ScriptedTurn::tool_call("clarify", json!({"question": "Which city?"})),
+        ScriptedTurn::text("never asked for"),
+    ]));
+    let agent = Agent::builder(model.clone()).tool(Clarify).build().unwrap();
+    let mut events = agent.run_stream("Weather?");
+    let mut last = None;
+    let mut completed = 0;
+    while let Some(event) = futures::StreamExt::next(&mut events).await {
+        if let Event::ToolCompleted { result, control, .. } = &event {
+            // The history holds the question as the call's text result, not a JSON value.
+            assert_eq!(result.content.to_text(), "Which city?");
+            assert!(control.is_some(), "the completion carries the control signal");
+            completed += 1;
+        }
+        last = Some(event);
+    }
+    assert_eq!(completed, 1);
+    let Some(Event::RunFinished { outcome }) = last else { panic!("{last:?}") };
+    assert_eq!(outcome.stop_reason, StopReason::AwaitingInput { tool: "clarify".into() });
+    assert_eq!(outcome.answer, "Which city?");
+    assert_eq!(model.request_count(), 1);
 }

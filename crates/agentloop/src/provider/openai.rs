@@ -7,6 +7,7 @@
 //! let openai = OpenAi::chat("gpt-4.1")?; // OPENAI_API_KEY
 //! let responses = OpenAi::responses("gpt-5")?;
 //! let local = OpenAi::compatible(Compat::ollama(), "llama3.2")?;
+//! let any = OpenAi::compatible_at("http://localhost:8080/v1", Some("sk-…"), "qwen2.5")?;
 //! # Ok::<(), agentloop::provider::http::HttpConfigError>(())
 //! ```
 
@@ -39,6 +40,34 @@ impl OpenAi {
         model: impl Into<String>,
     ) -> Result<HttpProvider<OpenAiResponses>, HttpConfigError> {
         Self::responses_compatible(Compat::openai(), model)
+    }
+
+    /// Chat Completions on the OpenAI-compatible server at `base_url` (request paths such as
+    /// `/chat/completions` are appended to it, so it usually ends in `/v1`), with `api_key`
+    /// sent as `Authorization: Bearer <key>` (`None`: no key), for `model`. In one line:
+    ///
+    /// ```
+    /// use agentloop::provider::openai::OpenAi;
+    ///
+    /// let provider = OpenAi::compatible_at("http://localhost:8080/v1", Some("sk-…"), "qwen2.5")?;
+    /// # Ok::<(), agentloop::provider::http::HttpConfigError>(())
+    /// ```
+    ///
+    /// Requests stream (SSE), and instructions go out as `system` messages (what most
+    /// compatible servers take; OpenAI's own API wants `developer`): the
+    /// [`Compat::custom`] defaults. To change either (or anything else), build from the
+    /// server description instead:
+    /// `OpenAi::compatible(Compat::custom(url).api_key(key).streaming(false).developer_role(true), model)`.
+    pub fn compatible_at(
+        base_url: impl Into<String>,
+        api_key: Option<&str>,
+        model: impl Into<String>,
+    ) -> Result<HttpProvider<OpenAiChat>, HttpConfigError> {
+        let mut server = Compat::custom(base_url);
+        if let Some(key) = api_key {
+            server = server.api_key(key);
+        }
+        Self::compatible(server, model)
     }
 
     /// Chat Completions on an OpenAI-compatible server.

@@ -9,10 +9,14 @@ mod parser;
 
 pub use parser::{ToolCallParser, MALFORMED_CALL_NAME};
 
-use super::{ChunkStream, ModelRequest, Provider, RetryPolicy, StreamChunk, ToolChoice};
+use super::{
+    ChunkStream, ModelRequest, ModelResponse, Provider, ProviderError, RetryPolicy, StreamChunk,
+    ToolChoice,
+};
 use crate::canonical;
 use crate::message::{FinishReason, Message, Part, Role, ToolCall};
 use crate::tool::ToolSpec;
+use futures::future::BoxFuture;
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
@@ -401,7 +405,11 @@ fn strip_schema(schema: &Value, root: bool) -> Value {
 }
 
 /// A provider wrapper that gives any model tool calls through the prompt (see the module
-/// documentation). It reports [`supports_tools`](Provider::supports_tools).
+/// documentation). It reports [`supports_tools`](Provider::supports_tools); both
+/// [`stream`](Provider::stream) and [`complete`](Provider::complete) rewrite the request and
+/// parse the calls out of the text (`complete` calls the inner provider's `complete`, so a
+/// provider that does not stream is not made to); every other [`Provider`] method is the
+/// inner provider's.
 #[derive(Debug, Clone)]
 pub struct PromptedTools<P> {
     inner: P,
@@ -436,8 +444,28 @@ impl<P: Provider> Provider for PromptedTools<P> {
         self.protocol.parse_stream(self.inner.stream(request))
     }
 
+    fn complete(
+        &self,
+        request: ModelRequest,
+    ) -> BoxFuture<'static, Result<ModelResponse, ProviderError>> {
+        let request = self.protocol.rewrite(request);
+        let whole = self.inner.complete(request);
+        // The whole response goes through the same parser as a stream would.
+        let chunks: ChunkStream = Box::pin(futures::stream::once(whole).flat_map(|response| {
+            futures::stream::iter(match response {
+                Ok(response) => super::sse::response_chunks(response).into_iter().map(Ok).collect(),
+                Err(error) => vec![Err(error)],
+            })
+        }));
+        Box::pin(super::collect(self.protocol.parse_stream(chunks)))
+    }
+
     fn name(&self) -> &str {
         self.inner.name()
+    }
+
+    fn streams(&self) -> bool {
+        self.inner.streams()
     }
 
     fn retry_policy(&self) -> Option<RetryPolicy> {

@@ -11,7 +11,9 @@
 //! A cassette holds the calls of one run (or of runs made one after the other): the replay
 //! serves them in the order they were recorded.
 
-use super::{ChunkStream, ModelRequest, Provider, ProviderError, StreamChunk};
+use super::{
+    ChunkStream, ModelRequest, ModelResponse, Provider, ProviderError, RetryPolicy, StreamChunk,
+};
 use crate::agent::Agent;
 use crate::driver::EventStream;
 use crate::error::BuildError;
@@ -20,6 +22,7 @@ use crate::message::{Message, Part, ToolResultContent};
 use crate::run::{Run, RunConfig, Signal};
 use crate::tool::{ToolContext, ToolError, ToolOutput, ToolSet, ToolSpec};
 use async_trait::async_trait;
+use futures::future::BoxFuture;
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -87,7 +90,10 @@ pub enum ReplayError {
 }
 
 /// Wraps a provider and records every call to a JSONL cassette. Each call's line is written
-/// (a small blocking write) when its response stream ends or is dropped.
+/// (a small blocking write) when its response stream ends or is dropped. A
+/// [`complete`](Provider::complete) call is the inner provider's `complete`, recorded as the
+/// chunks of the whole response (all at the time it arrived); every other [`Provider`] method
+/// is the inner provider's.
 pub struct RecordingProvider<P> {
     inner: P,
     path: PathBuf,
@@ -184,8 +190,48 @@ impl<P: Provider> Provider for RecordingProvider<P> {
         })
     }
 
+    fn complete(
+        &self,
+        request: ModelRequest,
+    ) -> BoxFuture<'static, Result<ModelResponse, ProviderError>> {
+        let started = Instant::now();
+        let whole = self.inner.complete(request.clone());
+        let mut tape = Tape {
+            file: self.file.clone(),
+            interaction: Interaction { request, chunks: Vec::new(), complete: false },
+        };
+        Box::pin(async move {
+            let response = whole.await;
+            let at_ms = millis_since(started);
+            let recorded: Vec<Recorded> = match &response {
+                Ok(response) => super::sse::response_chunks(response.clone())
+                    .into_iter()
+                    .map(Recorded::Chunk)
+                    .collect(),
+                Err(error) => vec![Recorded::Error(error.clone())],
+            };
+            tape.interaction.chunks =
+                recorded.into_iter().map(|item| RecordedChunk { at_ms, item }).collect();
+            tape.interaction.complete = true;
+            drop(tape);
+            response
+        })
+    }
+
     fn name(&self) -> &str {
         self.inner.name()
+    }
+
+    fn streams(&self) -> bool {
+        self.inner.streams()
+    }
+
+    fn retry_policy(&self) -> Option<RetryPolicy> {
+        self.inner.retry_policy()
+    }
+
+    fn supports_tools(&self) -> bool {
+        self.inner.supports_tools()
     }
 }
 

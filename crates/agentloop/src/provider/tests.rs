@@ -130,3 +130,5 @@ async fn complete_collects_the_stream() {
     let exhausted = model.complete(ModelRequest::default()).await.unwrap_err();
     assert!(exhausted.to_string().contains("script exhausted"));
 }
+
+mod wrappers;

@@ -2,8 +2,11 @@
 //! call after the user spoke and `auto` once a tool has answered. Small models need this: they
 //! rarely decide to call a tool by themselves.
 
-use super::{ChunkStream, ModelRequest, Provider, RetryPolicy, ToolChoice};
+use super::{
+    ChunkStream, ModelRequest, ModelResponse, Provider, ProviderError, RetryPolicy, ToolChoice,
+};
 use crate::message::Role;
+use futures::future::BoxFuture;
 
 /// Which tool choice each model call of a turn gets.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,6 +63,8 @@ impl StepToolChoice {
 
 /// A provider wrapper that sets each request's tool choice by a [`StepToolChoice`]. It needs
 /// no state: the step is read from the request's history, so it holds across resumed runs.
+/// Both [`stream`](Provider::stream) and [`complete`](Provider::complete) get the choice;
+/// every other [`Provider`] method is the inner provider's.
 #[derive(Debug, Clone)]
 pub struct ToolChoicePolicy<P> {
     inner: P,
@@ -79,8 +84,20 @@ impl<P: Provider> Provider for ToolChoicePolicy<P> {
         self.inner.stream(request)
     }
 
+    fn complete(
+        &self,
+        mut request: ModelRequest,
+    ) -> BoxFuture<'static, Result<ModelResponse, ProviderError>> {
+        request.tool_choice = self.policy.choose(&request);
+        self.inner.complete(request)
+    }
+
     fn name(&self) -> &str {
         self.inner.name()
+    }
+
+    fn streams(&self) -> bool {
+        self.inner.streams()
     }
 
     fn retry_policy(&self) -> Option<RetryPolicy> {

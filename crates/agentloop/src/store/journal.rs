@@ -2,7 +2,8 @@
 //! driver.
 
 use super::lease::new_owner_id;
-use super::{JournalEntry, Lease, RunStore, StoreError};
+use super::{JournalEntry, Lease, RemoteControl, RunStore, StoreError};
+use crate::control::Control;
 use crate::driver::EventStream;
 use crate::event::Event;
 use futures::StreamExt;
@@ -80,6 +81,25 @@ pub fn journaled_with_lease(
     ttl: Duration,
     next_seq: Option<u64>,
 ) -> EventStream {
+    journaled_leased(events, store, run_id, lease, ttl, next_seq, None)
+}
+
+/// How often an executor reads what was requested of its run from outside
+/// ([`RunStore::remote_control`]): a cancel from another process takes effect within this.
+pub const REMOTE_CONTROL_POLL: Duration = Duration::from_millis(250);
+
+/// [`journaled_with_lease`] that also applies what other processes request of the run
+/// ([`RunStore::request_control`]) to its `control`, read every [`REMOTE_CONTROL_POLL`]: a
+/// cancel at once, a pause at the next safe point, a resume after a remote pause.
+pub(crate) fn journaled_leased(
+    events: EventStream,
+    store: Arc<dyn RunStore>,
+    run_id: String,
+    lease: Option<Lease>,
+    ttl: Duration,
+    next_seq: Option<u64>,
+    control: Option<Arc<Control>>,
+) -> EventStream {
     Box::pin(async_stream::stream! {
         let mut events = events;
         let claimed = match lease {
@@ -111,12 +131,28 @@ pub fn journaled_with_lease(
         let mut heartbeat = tokio::time::interval((ttl / 3).max(Duration::from_millis(1)));
         heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         heartbeat.reset();
+        let mut remote = tokio::time::interval(REMOTE_CONTROL_POLL);
+        remote.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut remotely_paused = false;
         loop {
             let step = tokio::select! {
                 event = events.next() => Step::Event(event),
                 _ = heartbeat.tick() => Step::Renew(store.renew(&lease, ttl).await),
+                _ = remote.tick(), if control.is_some() => {
+                    Step::Remote(store.remote_control(&run_id).await)
+                }
             };
             let event = match step {
+                Step::Remote(Ok(requested)) => {
+                    if let Some(control) = &control {
+                        remotely_paused = apply_remote(control, &requested, remotely_paused);
+                    }
+                    continue;
+                }
+                Step::Remote(Err(error)) => {
+                    tracing::warn!(%error, run_id, "journal: cannot read the run's remote control");
+                    continue;
+                }
                 Step::Renew(Ok(renewed)) => {
                     lease = renewed;
                     continue;
@@ -173,4 +209,29 @@ async fn release(store: &dyn RunStore, lease: &Lease) {
 enum Step {
     Event(Option<Event>),
     Renew(Result<Lease, StoreError>),
+    Remote(Result<RemoteControl, StoreError>),
+}
+
+/// Applies what was requested from outside to the run's control; returns whether the run is
+/// now paused by such a request (a local pause is not resumed by a remote state without one).
+fn apply_remote(control: &Control, requested: &RemoteControl, remotely_paused: bool) -> bool {
+    if let Some(reason) = &requested.cancel {
+        if !control.cancel.is_cancelled() {
+            control.cancel(reason.clone());
+        }
+    }
+    match &requested.pause {
+        Some(reason) => {
+            if control.pause_reason().is_none() {
+                control.pause(reason.clone());
+            }
+            true
+        }
+        None => {
+            if remotely_paused {
+                control.resume();
+            }
+            false
+        }
+    }
 }

@@ -5,8 +5,9 @@
 use super::lease::{lost, ttl_ms, LeaseRecord};
 use super::{
     check_batch, check_dense, decode_parts, new_artifact_id, now_ms, Artifact, ArtifactMeta,
-    ArtifactStore, JournalEntry, Lease, NewArtifact, RunFilter, RunState, RunStore, RunSummary,
-    SessionInfo, SessionState, SessionStore, StoreError, SummaryUpdate,
+    ArtifactStore, ControlRequest, JournalEntry, Lease, NewArtifact, RemoteControl, RunFilter,
+    RunState, RunStore, RunSummary, SessionInfo, SessionState, SessionStore, StoreError,
+    SummaryUpdate,
 };
 use crate::message::Message;
 use async_trait::async_trait;
@@ -38,6 +39,7 @@ struct Inner {
     sessions: HashMap<String, SessionRecord>,
     artifacts: HashMap<String, Artifact>,
     leases: HashMap<String, LeaseRecord>,
+    controls: HashMap<String, RemoteControl>,
 }
 
 /// Runs, sessions and artifacts in memory (lost with the process).
@@ -168,6 +170,21 @@ impl RunStore for MemoryStore {
         Ok(Lease { expires_at_ms: record.expires_at_ms, ..lease.clone() })
     }
 
+    async fn request_control(
+        &self,
+        run_id: &str,
+        request: ControlRequest,
+    ) -> Result<RemoteControl, StoreError> {
+        let mut inner = self.lock();
+        let control = inner.controls.entry(run_id.to_owned()).or_default();
+        *control = std::mem::take(control).apply(request);
+        Ok(control.clone())
+    }
+
+    async fn remote_control(&self, run_id: &str) -> Result<RemoteControl, StoreError> {
+        Ok(self.lock().controls.get(run_id).cloned().unwrap_or_default())
+    }
+
     async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
         let mut inner = self.lock();
         if let Some(record) = inner.leases.get_mut(&lease.run_id).filter(|r| r.holds(lease)) {
@@ -208,7 +225,9 @@ impl RunStore for MemoryStore {
     }
 
     async fn delete_run(&self, run_id: &str) -> Result<bool, StoreError> {
-        Ok(self.lock().runs.remove(run_id).is_some())
+        let mut inner = self.lock();
+        inner.controls.remove(run_id);
+        Ok(inner.runs.remove(run_id).is_some())
     }
 }
 

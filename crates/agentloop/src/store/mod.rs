@@ -17,7 +17,7 @@
 //! [`AgentBuilder::store`](crate::AgentBuilder::store) journals every run through
 //! [`journaled`].
 
-mod journal;
+pub(crate) mod journal;
 pub mod lease;
 mod memory;
 #[cfg(feature = "redis")]
@@ -25,7 +25,7 @@ pub mod redis;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 
-pub use journal::{journaled, journaled_with_lease};
+pub use journal::{journaled, journaled_with_lease, REMOTE_CONTROL_POLL};
 pub use lease::{Lease, DEFAULT_LEASE_TTL};
 pub use memory::MemoryStore;
 
@@ -364,6 +364,30 @@ pub trait RunStore: Send + Sync {
     /// over is not an error and changes nothing.
     async fn release(&self, lease: &Lease) -> Result<(), StoreError>;
 
+    /// The journal from `from_seq` on (what a subscriber that has seen the entries before
+    /// `from_seq` needs). The default loads the whole journal and skips.
+    async fn load_from(
+        &self,
+        run_id: &str,
+        from_seq: u64,
+    ) -> Result<Vec<JournalEntry>, StoreError> {
+        let mut entries = self.load(run_id).await?;
+        let skip = usize::try_from(from_seq).unwrap_or(usize::MAX).min(entries.len());
+        entries.drain(..skip);
+        Ok(entries)
+    }
+
+    /// Records a request for the run's executor, wherever it runs (see [`RemoteControl`]): it
+    /// polls [`remote_control`](Self::remote_control) and acts at its next safe point.
+    async fn request_control(
+        &self,
+        run_id: &str,
+        request: ControlRequest,
+    ) -> Result<RemoteControl, StoreError>;
+
+    /// What has been requested of the run's executor from outside (empty when nothing was).
+    async fn remote_control(&self, run_id: &str) -> Result<RemoteControl, StoreError>;
+
     /// [`append_entries`](Self::append_entries) by the holder of `lease`: refused with
     /// [`StoreError::LeaseLost`], writing nothing, when a newer claim exists.
     async fn append_fenced(
@@ -372,6 +396,42 @@ pub trait RunStore: Send + Sync {
         expected_seq: u64,
         entries: &[JournalEntry],
     ) -> Result<u64, StoreError>;
+}
+
+/// What has been requested of a run's executor from another process: the state the run
+/// should be in, applied by the executor at its next safe point (a pause), at once (a
+/// cancel). State, not a queue: requesting a pause twice pauses once.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoteControl {
+    /// Cancel, with this reason (the first request's reason wins; never withdrawn).
+    pub cancel: Option<String>,
+    /// Be paused, with this reason (`None`: run).
+    pub pause: Option<String>,
+}
+
+/// A request for a run's executor (see [`RunStore::request_control`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ControlRequest {
+    /// Cancel the run (as [`RunHandle::cancel`](crate::RunHandle::cancel)).
+    Cancel(String),
+    /// Pause at the next safe point (as [`RunHandle::pause_with`](crate::RunHandle::pause_with)).
+    Pause(String),
+    /// Go on after a pause.
+    Resume,
+}
+
+impl RemoteControl {
+    /// The state after `request`.
+    pub fn apply(mut self, request: ControlRequest) -> Self {
+        match request {
+            ControlRequest::Cancel(reason) => {
+                self.cancel.get_or_insert(reason);
+            }
+            ControlRequest::Pause(reason) => self.pause = Some(reason),
+            ControlRequest::Resume => self.pause = None,
+        }
+        self
+    }
 }
 
 /// Where a multi-turn session stands: created → ready → busy → ready → …
@@ -635,7 +695,16 @@ pub(crate) fn decode_parts(
 
 /// Checks that a loaded journal has dense sequence numbers from 0.
 pub(crate) fn check_dense(run_id: &str, entries: &[JournalEntry]) -> Result<(), StoreError> {
-    for (expected, entry) in (0u64..).zip(entries) {
+    check_dense_from(run_id, 0, entries)
+}
+
+/// [`check_dense`] for a journal's tail that starts at `first`.
+pub(crate) fn check_dense_from(
+    run_id: &str,
+    first: u64,
+    entries: &[JournalEntry],
+) -> Result<(), StoreError> {
+    for (expected, entry) in (first..).zip(entries) {
         if entry.seq != expected {
             return Err(StoreError::Corrupt(format!(
                 "run '{run_id}': journal entry {expected} has seq {}",

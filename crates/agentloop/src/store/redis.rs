@@ -7,6 +7,7 @@
 //! | `run:{id}:journal` | list | the journal entries, as JSON, in order |
 //! | `run:{id}:meta` | hash | agent, context, state, times, length (for `list`) |
 //! | `run:{id}:lease` | hash | owner, epoch and expiry of the run's lease ([`crate::store::lease`]) |
+//! | `run:{id}:control` | hash | what was requested of the run's executor ([`super::RemoteControl`]) |
 //! | `runs` | sorted set | run ids by creation time (the index `list` scans) |
 //! | `session:{context}` | hash | the session's state and counters |
 //! | `session:{context}:messages` | list | its conversation, as JSON |
@@ -21,9 +22,9 @@
 //! supported (the scripts touch keys of several slots).
 
 use super::{
-    check_batch, check_dense, decode_entry_json, now_ms, to_json, JournalEntry, Lease, RunFilter,
-    RunState, RunStore, RunSummary, SessionInfo, SessionState, SessionStore, StoreError,
-    SummaryUpdate,
+    check_batch, check_dense_from, decode_entry_json, now_ms, to_json, ControlRequest,
+    JournalEntry, Lease, RemoteControl, RunFilter, RunState, RunStore, RunSummary, SessionInfo,
+    SessionState, SessionStore, StoreError, SummaryUpdate,
 };
 use crate::message::Message;
 use ::redis::aio::ConnectionManager;
@@ -89,7 +90,7 @@ return {'ok', tostring(len + n)}
 const DELETE_RUN: &str = r"
 local existed = redis.call('DEL', KEYS[1], KEYS[2])
 redis.call('ZREM', KEYS[3], ARGV[1])
-redis.call('DEL', KEYS[4])
+redis.call('DEL', KEYS[4], KEYS[5])
 return existed
 ";
 
@@ -331,9 +332,25 @@ impl RunStore for RedisStore {
     }
 
     async fn load(&self, run_id: &str) -> Result<Vec<JournalEntry>, StoreError> {
+        self.load_from(run_id, 0).await
+    }
+
+    async fn request_control(
+        &self,
+        run_id: &str,
+        request: ControlRequest,
+    ) -> Result<RemoteControl, StoreError> {
+        lease::request_control(self, run_id, request).await
+    }
+
+    async fn remote_control(&self, run_id: &str) -> Result<RemoteControl, StoreError> {
+        lease::remote_control(self, run_id).await
+    }
+
+    async fn load_from(&self, run_id: &str, from: u64) -> Result<Vec<JournalEntry>, StoreError> {
         let raw: Vec<Vec<u8>> = ::redis::cmd("LRANGE")
             .arg(self.key(&["run:", run_id, ":journal"]))
-            .arg(0)
+            .arg(from)
             .arg(-1)
             .query_async(&mut self.conn())
             .await
@@ -342,7 +359,7 @@ impl RunStore for RedisStore {
             .iter()
             .map(|json| decode_entry_json(run_id, json))
             .collect::<Result<Vec<_>, _>>()?;
-        check_dense(run_id, &entries)?;
+        check_dense_from(run_id, from, &entries)?;
         Ok(entries)
     }
 
@@ -412,6 +429,7 @@ impl RunStore for RedisStore {
             .key(self.key(&["run:", run_id, ":meta"]))
             .key(self.key(&["runs"]))
             .key(self.key(&["run:", run_id, ":lease"]))
+            .key(self.key(&["run:", run_id, ":control"]))
             .arg(run_id)
             .invoke_async(&mut self.conn())
             .await

@@ -12,9 +12,10 @@
 //! power. Set [`SqliteOptions::synchronous_full`] to pay an fsync per append instead.
 
 use super::{
-    check_batch, check_dense, decode_parts, from_json, new_artifact_id, now_ms, to_json, Artifact,
-    ArtifactMeta, ArtifactStore, JournalEntry, Lease, NewArtifact, RunFilter, RunState, RunStore,
-    RunSummary, SessionInfo, SessionState, SessionStore, StoreError, SummaryUpdate,
+    check_batch, check_dense_from, decode_parts, from_json, new_artifact_id, now_ms, to_json,
+    Artifact, ArtifactMeta, ArtifactStore, ControlRequest, JournalEntry, Lease, NewArtifact,
+    RemoteControl, RunFilter, RunState, RunStore, RunSummary, SessionInfo, SessionState,
+    SessionStore, StoreError, SummaryUpdate,
 };
 use crate::message::Message;
 use async_trait::async_trait;
@@ -91,6 +92,11 @@ CREATE TABLE leases (
     owner         TEXT NOT NULL,
     epoch         INTEGER NOT NULL,
     expires_at_ms INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE run_controls (
+    run_id TEXT PRIMARY KEY,
+    cancel TEXT,
+    pause  TEXT
 ) WITHOUT ROWID;
 ",
 ];
@@ -413,16 +419,20 @@ impl RunStore for SqliteStore {
     }
 
     async fn load(&self, run_id: &str) -> Result<Vec<JournalEntry>, StoreError> {
+        self.load_from(run_id, 0).await
+    }
+
+    async fn load_from(&self, run_id: &str, from: u64) -> Result<Vec<JournalEntry>, StoreError> {
         let run_id = run_id.to_owned();
         self.call(move |conn| {
             let mut select = conn
                 .prepare_cached(
                     "SELECT seq, at_ms, schema_version, event FROM journal WHERE run_id = ?1 \
-                     ORDER BY seq",
+                     AND seq >= ?2 ORDER BY seq",
                 )
                 .map_err(backend)?;
             let rows = select
-                .query_map([&run_id], |row| {
+                .query_map(params![run_id, int(from)], |row| {
                     Ok((
                         row.get::<_, i64>(0)?,
                         row.get::<_, i64>(1)?,
@@ -437,10 +447,24 @@ impl RunStore for SqliteStore {
                 let event = from_json(&event, &format!("run '{run_id}', entry {seq}"))?;
                 entries.push(decode_parts(&run_id, uint(seq), uint(at_ms), version, event)?);
             }
-            check_dense(&run_id, &entries)?;
+            check_dense_from(&run_id, from, &entries)?;
             Ok(entries)
         })
         .await
+    }
+
+    async fn request_control(
+        &self,
+        run_id: &str,
+        request: ControlRequest,
+    ) -> Result<RemoteControl, StoreError> {
+        let run_id = run_id.to_owned();
+        self.call(move |conn| lease::request_control(conn, &run_id, request)).await
+    }
+
+    async fn remote_control(&self, run_id: &str) -> Result<RemoteControl, StoreError> {
+        let run_id = run_id.to_owned();
+        self.call(move |conn| lease::remote_control(conn, &run_id)).await
     }
 
     async fn next_seq(&self, run_id: &str) -> Result<u64, StoreError> {
@@ -512,6 +536,7 @@ impl RunStore for SqliteStore {
             let tx =
                 conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
             tx.execute("DELETE FROM journal WHERE run_id = ?1", [&run_id]).map_err(backend)?;
+            tx.execute("DELETE FROM run_controls WHERE run_id = ?1", [&run_id]).map_err(backend)?;
             let deleted =
                 tx.execute("DELETE FROM runs WHERE run_id = ?1", [&run_id]).map_err(backend)?;
             tx.commit().map_err(backend)?;

@@ -52,20 +52,47 @@ pub enum ToolOutput {
 }
 
 /// Conversion of a tool's return value into a [`ToolOutput`]: any `Serialize` value becomes
-/// [`ToolOutput::Value`], and a `ToolOutput` stays itself.
+/// [`ToolOutput::Value`], and a `ToolOutput` (or a [`Control`]) stays itself, so a tool whose
+/// output type is `ToolOutput` controls the run: [`ToolOutput::Done`] ends it with its answer
+/// (stop reason `done_tool`, as `task_complete` does), [`ToolOutput::AskUser`] ends the turn
+/// with its question (stop reason `awaiting_input`), and [`ToolOutput::Value`] is the value
+/// itself (not `{"kind": "value", …}`).
+///
+/// ```
+/// use agentloop::prelude::*;
+///
+/// /// Ends the task with the answer.
+/// #[tool]
+/// async fn finish(answer: String) -> ToolOutput {
+///     ToolOutput::Done(answer)
+/// }
+/// ```
 pub trait IntoToolOutput {
     /// Converts; fails only if the value cannot be serialized.
     fn into_tool_output(self) -> Result<ToolOutput, serde_json::Error>;
 }
 
-impl<T: Serialize> IntoToolOutput for T {
+impl<T: Serialize + 'static> IntoToolOutput for T {
     fn into_tool_output(self) -> Result<ToolOutput, serde_json::Error> {
-        serde_json::to_value(self).map(ToolOutput::Value)
+        // `ToolOutput` is `Serialize` too (it is journaled), so the blanket impl covers it:
+        // recognise it by type (no allocation, no serialization) instead of turning a control
+        // signal into a JSON value.
+        let mut slot = Some(self);
+        let control = (&mut slot as &mut dyn std::any::Any)
+            .downcast_mut::<Option<ToolOutput>>()
+            .and_then(Option::take);
+        match (control, slot) {
+            (Some(output), _) => Ok(output),
+            (None, Some(value)) => serde_json::to_value(value).map(ToolOutput::Value),
+            // Only a `ToolOutput` is taken out of the slot, and it returned above.
+            (None, None) => Ok(ToolOutput::Value(Value::Null)),
+        }
     }
 }
 
-/// A control signal instead of a value: wrap a [`ToolOutput`] in `Control` to return it from a
-/// typed tool (`Ok(Control(ToolOutput::Done(answer)))`).
+/// A control signal instead of a value: `Ok(Control(ToolOutput::Done(answer)))`. A typed tool
+/// may as well return the [`ToolOutput`] itself (see [`IntoToolOutput`]); `Control` makes the
+/// intent explicit in a signature.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Control(pub ToolOutput);
 
@@ -173,7 +200,8 @@ pub trait Tool: Send + Sync + 'static {
     const NAME: &'static str;
     /// Its arguments; the JSON Schema given to the model is derived from this type.
     type Args: DeserializeOwned + JsonSchema + Send;
-    /// What it returns ([`Control`] for a control signal).
+    /// What it returns: any `Serialize` value, or a [`ToolOutput`] (or [`Control`]) for a
+    /// control signal (see [`IntoToolOutput`]).
     type Output: IntoToolOutput + Send;
     /// How it fails; the text is shown to the model.
     type Error: std::fmt::Display + Send;

@@ -223,6 +223,71 @@ async fn builtin_control_tools() {
     assert_eq!(ask, Ok(ToolOutput::AskUser("why?".into())));
 }
 
+#[test]
+fn a_tool_output_stays_itself_and_other_values_are_serialized() {
+    // A `ToolOutput` is `Serialize` (it is journaled): the conversion must not turn it into
+    // `{"kind": "done", …}`.
+    assert_eq!(
+        ToolOutput::Done("42".into()).into_tool_output().unwrap(),
+        ToolOutput::Done("42".into())
+    );
+    assert_eq!(
+        ToolOutput::AskUser("why?".into()).into_tool_output().unwrap(),
+        ToolOutput::AskUser("why?".into())
+    );
+    assert_eq!(
+        ToolOutput::Value(json!({"kind": "done"})).into_tool_output().unwrap(),
+        ToolOutput::Value(json!({"kind": "done"}))
+    );
+    assert_eq!(
+        Control(ToolOutput::Done("x".into())).into_tool_output().unwrap(),
+        ToolOutput::Done("x".into())
+    );
+    // Other values, even ones that look like a serialized `ToolOutput`, are values.
+    assert_eq!(
+        json!({"kind": "done", "value": "x"}).into_tool_output().unwrap(),
+        ToolOutput::Value(json!({"kind": "done", "value": "x"}))
+    );
+    assert_eq!(7_i64.into_tool_output().unwrap(), ToolOutput::Value(json!(7)));
+    assert_eq!("text".into_tool_output().unwrap(), ToolOutput::Value(json!("text")));
+}
+
+/// A typed tool whose output type is `ToolOutput` itself.
+struct Decide;
+impl Tool for Decide {
+    const NAME: &'static str = "decide";
+    type Args = serde_json::Map<String, Value>;
+    type Output = ToolOutput;
+    type Error = String;
+    fn description(&self) -> String {
+        "Ends the task, asks the user or answers, by its `do` argument.".into()
+    }
+    async fn call(&self, args: Self::Args, _ctx: ToolContext) -> Result<ToolOutput, String> {
+        match args.get("do").and_then(Value::as_str) {
+            Some("done") => Ok(ToolOutput::Done("finished".into())),
+            Some("ask") => Ok(ToolOutput::AskUser("which one?".into())),
+            _ => Ok(ToolOutput::Value(json!({"kind": "value"}))),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_typed_tool_returning_a_tool_output_gives_the_control_signal() {
+    let ctx = || ToolContext::detached("c");
+    assert_eq!(
+        Decide.call_json(json!({"do": "done"}), ctx()).await,
+        Ok(ToolOutput::Done("finished".into()))
+    );
+    assert_eq!(
+        Decide.call_json_ref(&json!({"do": "ask"}), ctx()).await,
+        Ok(ToolOutput::AskUser("which one?".into()))
+    );
+    assert_eq!(
+        Decide.call_json(json!({}), ctx()).await,
+        Ok(ToolOutput::Value(json!({"kind": "value"})))
+    );
+}
+
 /// A set whose tools change at run time, like an MCP server's.
 #[derive(Default)]
 struct Changing {

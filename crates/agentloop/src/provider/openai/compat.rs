@@ -2,6 +2,7 @@
 //! [`Compat`] preset (where it is, how to authenticate, and its dialect).
 
 use crate::provider::http::HttpConfig;
+use secrecy::SecretString;
 
 /// What an OpenAI-compatible server accepts, where it differs from OpenAI's own API.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,16 +89,28 @@ impl Dialect {
     }
 }
 
-/// An OpenAI-compatible server: its base URL, where its API key comes from, extra headers,
-/// and its [`Dialect`]. Start from a preset and adjust:
+/// An OpenAI-compatible server: its base URL, its API key (or where it comes from), extra
+/// headers, whether requests stream, and its [`Dialect`]. Start from a preset (or
+/// [`Compat::custom`]) and adjust:
 ///
 /// ```
 /// use agentloop::provider::openai::{Compat, OpenAi};
 ///
 /// let preset = Compat::llama_cpp().base_url("http://127.0.0.1:8091/v1");
 /// let provider = OpenAi::compatible(preset, "local")?;
+///
+/// // Any server, with a key; not streamed, instructions as `developer` messages.
+/// let server = Compat::custom("https://llm.internal/v1")
+///     .api_key("sk-…")
+///     .streaming(false)
+///     .developer_role(true);
+/// let provider = OpenAi::compatible(server, "qwen2.5-32b")?;
 /// # Ok::<(), agentloop::provider::http::HttpConfigError>(())
 /// ```
+///
+/// Defaults: requests stream (SSE; [`streaming`](Self::streaming)), and instructions go out
+/// as `system` messages — `developer` only in the [`openai`](Self::openai) preset (see
+/// [`Dialect::developer_role`]; [`developer_role`](Self::developer_role) changes it).
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Compat {
@@ -105,6 +118,9 @@ pub struct Compat {
     pub name: &'static str,
     /// The API's base URL (paths such as `/chat/completions` are appended).
     pub base_url: String,
+    /// The API key, when given explicitly (it takes precedence over
+    /// [`api_key_env`](Self::api_key_env)); sent as `Authorization: Bearer <key>`.
+    pub api_key: Option<SecretString>,
     /// The environment variable holding the API key, if any.
     pub api_key_env: Option<String>,
     /// Whether a key is required (building fails without one).
@@ -114,6 +130,9 @@ pub struct Compat {
     /// Streamed requests do not reuse their connection (see
     /// [`HttpConfig::close_streamed_connections`]).
     pub close_streamed_connections: bool,
+    /// Whether requests ask for a streamed (SSE) response (default: yes; see
+    /// [`HttpConfig::streaming`]).
+    pub streaming: bool,
     /// What the server accepts.
     pub dialect: Dialect,
 }
@@ -129,10 +148,12 @@ impl Compat {
         Self {
             name,
             base_url: base_url.to_owned(),
+            api_key: None,
             api_key_env: api_key_env.map(str::to_owned),
             require_api_key,
             headers: Vec::new(),
             close_streamed_connections: false,
+            streaming: true,
             dialect,
         }
     }
@@ -257,7 +278,8 @@ impl Compat {
         )
     }
 
-    /// Another server: `base_url`, no key, the common [`Dialect::compatible`] dialect.
+    /// Another server: `base_url`, no key, streamed requests, the common
+    /// [`Dialect::compatible`] dialect (`system` instructions).
     pub fn custom(base_url: impl Into<String>) -> Self {
         Self {
             base_url: base_url.into(),
@@ -268,6 +290,12 @@ impl Compat {
     /// Sets the base URL.
     pub fn base_url(mut self, base_url: impl Into<String>) -> Self {
         self.base_url = base_url.into();
+        self
+    }
+
+    /// Sets the API key (it takes precedence over the environment variable).
+    pub fn api_key(mut self, key: impl Into<SecretString>) -> Self {
+        self.api_key = Some(key.into());
         self
     }
 
@@ -295,20 +323,38 @@ impl Compat {
         self
     }
 
+    /// Sets whether requests stream (default: yes). With `false` every request asks for the
+    /// whole response at once: no deltas while the model writes, for servers or proxies that
+    /// cannot stream.
+    pub fn streaming(mut self, streaming: bool) -> Self {
+        self.streaming = streaming;
+        self
+    }
+
+    /// Sets the role instructions (and developer messages) are sent with: `developer` when
+    /// true, `system` when false (see [`Dialect::developer_role`]).
+    pub fn developer_role(mut self, on: bool) -> Self {
+        self.dialect.developer_role = on;
+        self
+    }
+
     /// Sets the dialect.
     pub fn dialect(mut self, dialect: Dialect) -> Self {
         self.dialect = dialect;
         self
     }
 
-    /// The HTTP configuration of this server for `model`, to adjust (an explicit key,
-    /// timeouts, the retry policy) before building with
-    /// [`OpenAi::chat_with`](super::OpenAi::chat_with) or
+    /// The HTTP configuration of this server for `model`, to adjust (timeouts, the retry
+    /// policy) before building with [`OpenAi::chat_with`](super::OpenAi::chat_with) or
     /// [`OpenAi::responses_with`](super::OpenAi::responses_with).
     pub fn config(&self, model: impl Into<String>) -> HttpConfig {
         let mut config = HttpConfig::new(self.base_url.clone(), model)
             .require_api_key(self.require_api_key)
-            .close_streamed_connections(self.close_streamed_connections);
+            .close_streamed_connections(self.close_streamed_connections)
+            .streaming(self.streaming);
+        if let Some(key) = &self.api_key {
+            config = config.api_key(key.clone());
+        }
         if let Some(env) = &self.api_key_env {
             config = config.api_key_env(env.clone());
         }

@@ -215,7 +215,7 @@ fn tools_prompt_describes_tools_format_and_choice() {
     let hermes = PromptedProtocol::new(ToolCallFormat::Hermes);
     let prompt = hermes.tools_prompt(&tools, &ToolChoice::Required);
     assert!(
-        prompt.contains(r#"{"function":{"description":"Adds.","name":"add","parameters":{"#),
+        prompt.contains(r#"{"type":"function","function":{"name":"add","description":"Adds.","parameters":{"properties":{"a":{"type":"integer"}},"type":"object"}}}"#),
         "{prompt}"
     );
     assert!(prompt.contains("<tool_call>\n{\"name\": <tool-name>"));

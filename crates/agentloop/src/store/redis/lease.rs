@@ -1,11 +1,13 @@
 //! Leases in Redis: a hash per run (`run:{id}:lease`: owner, epoch, expiry), changed only by
 //! Lua scripts, so every claim is atomic. Expiry is decided by the Redis server's clock
-//! (`TIME`), the one clock all executors share.
+//! (`TIME`), the one clock all executors share. And what was requested of a run's executor
+//! (`run:{id}:control`: `cancel`, `pause`), each change one atomic command.
 
 use super::{backend, corrupt, RedisStore};
 use crate::store::lease::ttl_ms;
-use crate::store::{Lease, StoreError};
+use crate::store::{ControlRequest, Lease, RemoteControl, StoreError};
 use ::redis::Script;
+use std::collections::HashMap;
 use std::time::Duration;
 
 /// The server's time in milliseconds, as a script computes it.
@@ -127,4 +129,39 @@ pub(super) async fn release(store: &RedisStore, lease: &Lease) -> Result<(), Sto
         .await
         .map_err(backend)?;
     Ok(())
+}
+
+pub(super) async fn remote_control(
+    store: &RedisStore,
+    run_id: &str,
+) -> Result<RemoteControl, StoreError> {
+    let hash = store.hash(&store.key(&["run:", run_id, ":control"])).await?;
+    Ok(control_of(hash))
+}
+
+fn control_of(mut hash: HashMap<String, String>) -> RemoteControl {
+    RemoteControl { cancel: hash.remove("cancel"), pause: hash.remove("pause") }
+}
+
+pub(super) async fn request_control(
+    store: &RedisStore,
+    run_id: &str,
+    request: ControlRequest,
+) -> Result<RemoteControl, StoreError> {
+    let key = store.key(&["run:", run_id, ":control"]);
+    let mut pipe = ::redis::pipe();
+    pipe.atomic();
+    match &request {
+        ControlRequest::Cancel(reason) => pipe.cmd("HSETNX").arg(&key).arg("cancel").arg(reason),
+        ControlRequest::Pause(reason) => pipe.cmd("HSET").arg(&key).arg("pause").arg(reason),
+        ControlRequest::Resume => pipe.cmd("HDEL").arg(&key).arg("pause"),
+    }
+    .ignore();
+    if store.ttl_ms() > 0 {
+        pipe.cmd("PEXPIRE").arg(&key).arg(store.ttl_ms()).ignore();
+    }
+    pipe.cmd("HGETALL").arg(&key);
+    let (hash,): (HashMap<String, String>,) =
+        pipe.query_async(&mut store.conn()).await.map_err(backend)?;
+    Ok(control_of(hash))
 }

@@ -1,10 +1,11 @@
-//! The `leases` table: one row per run that was ever claimed (see [`crate::store::lease`]).
-//! Every operation runs in an `IMMEDIATE` transaction, so claims by several processes on one
-//! file are atomic.
+//! The `leases` table, one row per run that was ever claimed (see [`crate::store::lease`]),
+//! and `run_controls`, what was requested of a run's executor from outside
+//! ([`RemoteControl`]). Every write runs in an `IMMEDIATE` transaction, so claims by several
+//! processes on one file are atomic.
 
 use super::{backend, int, uint};
 use crate::store::lease::{lost, ttl_ms, LeaseRecord};
-use crate::store::{now_ms, Lease, StoreError};
+use crate::store::{now_ms, ControlRequest, Lease, RemoteControl, StoreError};
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use std::time::Duration;
 
@@ -82,4 +83,33 @@ pub(super) fn release(conn: &mut Connection, lease: &Lease) -> Result<(), StoreE
         write(&tx, &lease.run_id, &released)?;
     }
     tx.commit().map_err(backend)
+}
+
+pub(super) fn remote_control(conn: &Connection, run_id: &str) -> Result<RemoteControl, StoreError> {
+    conn.prepare_cached("SELECT cancel, pause FROM run_controls WHERE run_id = ?1")
+        .and_then(|mut s| {
+            s.query_row([run_id], |row| {
+                Ok(RemoteControl { cancel: row.get(0)?, pause: row.get(1)? })
+            })
+            .optional()
+        })
+        .map(Option::unwrap_or_default)
+        .map_err(backend)
+}
+
+pub(super) fn request_control(
+    conn: &mut Connection,
+    run_id: &str,
+    request: ControlRequest,
+) -> Result<RemoteControl, StoreError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
+    let control = remote_control(&tx, run_id)?.apply(request);
+    tx.prepare_cached(
+        "INSERT INTO run_controls (run_id, cancel, pause) VALUES (?1, ?2, ?3) \
+         ON CONFLICT (run_id) DO UPDATE SET cancel = ?2, pause = ?3",
+    )
+    .and_then(|mut s| s.execute(params![run_id, control.cancel, control.pause]))
+    .map_err(backend)?;
+    tx.commit().map_err(backend)?;
+    Ok(control)
 }

@@ -1,0 +1,141 @@
+//! The run service: runs seen and controlled from any process, through the store they are
+//! journaled in. An executor (an [`Agent`](crate::Agent) with a store) journals its run, holds
+//! the run's lease and reads what is requested of it; a [`RunService`] on the same store — in
+//! the same process or another one — lists runs, follows a run's journal as it grows, and asks
+//! its executor to cancel, pause or go on.
+//!
+//! ```no_run
+//! # async fn demo(store: std::sync::Arc<dyn agentloop::store::RunStore>) -> Result<(), agentloop::store::StoreError> {
+//! use agentloop::service::RunService;
+//! use futures::StreamExt;
+//! let service = RunService::new(store);
+//! let mut events = service.subscribe("run_0193…", 0);
+//! while let Some(entry) = events.next().await {
+//!     let entry = entry?;
+//!     println!("{} {}", entry.seq, entry.event.kind());
+//! }
+//! service.cancel("run_0194…", "the user closed the tab").await?;
+//! # Ok(()) }
+//! ```
+
+use crate::store::{
+    ControlRequest, JournalEntry, RemoteControl, RunFilter, RunStore, RunSummary, StoreError,
+};
+use futures::stream::BoxStream;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How often a subscription reads the journal for new entries, by default.
+pub const DEFAULT_POLL: Duration = Duration::from_millis(25);
+
+/// Runs in a store, seen and controlled from any process (see the [module docs](self)).
+#[derive(Clone)]
+pub struct RunService {
+    store: Arc<dyn RunStore>,
+    poll: Duration,
+}
+
+impl std::fmt::Debug for RunService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunService").field("poll", &self.poll).finish_non_exhaustive()
+    }
+}
+
+impl RunService {
+    /// The service over `store`.
+    pub fn new(store: Arc<dyn RunStore>) -> Self {
+        Self { store, poll: DEFAULT_POLL }
+    }
+
+    /// How often a subscription looks for new entries (default [`DEFAULT_POLL`]).
+    pub fn poll_interval(mut self, poll: Duration) -> Self {
+        self.poll = poll.max(Duration::from_millis(1));
+        self
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn RunStore> {
+        &self.store
+    }
+
+    /// Runs matching `filter`, newest first.
+    pub async fn list(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, StoreError> {
+        self.store.list_runs(filter).await
+    }
+
+    /// The run's journal from `from_seq` on: the entries already written, then each new one
+    /// as the executor appends it (the store is read every poll interval), in order, without
+    /// gaps or duplicates — a subscriber that reconnects passes the `seq` after the last entry
+    /// it saw. The subscription ends after an entry whose event ends the run (finished,
+    /// failed, cancelled, or suspended for approval: a suspended run that is continued later
+    /// can be subscribed to again), or, when it starts past such an entry, at once. It ends
+    /// with an error when the store fails. Journaled events only: text, argument and
+    /// reasoning deltas reach only the executor's own event stream.
+    pub fn subscribe(
+        &self,
+        run_id: &str,
+        from_seq: u64,
+    ) -> BoxStream<'static, Result<JournalEntry, StoreError>> {
+        let (store, poll, run_id) = (self.store.clone(), self.poll, run_id.to_owned());
+        Box::pin(async_stream::stream! {
+            // From the entry before `from_seq`, to know whether the run already ended there.
+            let mut next = from_seq.saturating_sub(1);
+            let mut skip_first = from_seq > 0;
+            loop {
+                let entries = match store.load_from(&run_id, next).await {
+                    Ok(entries) => entries,
+                    Err(error) => {
+                        yield Err(error);
+                        return;
+                    }
+                };
+                let fresh = entries.len() > usize::from(skip_first);
+                for entry in entries {
+                    next = entry.seq + 1;
+                    let ended = entry.event.outcome().is_some();
+                    if std::mem::take(&mut skip_first) {
+                        if ended {
+                            return;
+                        }
+                        continue;
+                    }
+                    yield Ok(entry);
+                    if ended {
+                        return;
+                    }
+                }
+                if !fresh {
+                    tokio::time::sleep(poll).await;
+                }
+            }
+        })
+    }
+
+    /// Asks the run's executor, wherever it runs, to cancel the run (as
+    /// [`RunHandle::cancel`](crate::RunHandle::cancel) does in its process): it reads the
+    /// request within [`REMOTE_CONTROL_POLL`](crate::store::REMOTE_CONTROL_POLL) and cancels
+    /// the model request and the running tools at once. A run that no executor holds now is
+    /// cancelled by the next one that resumes it.
+    pub async fn cancel(
+        &self,
+        run_id: &str,
+        reason: impl Into<String>,
+    ) -> Result<RemoteControl, StoreError> {
+        self.store.request_control(run_id, ControlRequest::Cancel(reason.into())).await
+    }
+
+    /// Asks the run's executor to pause at its next safe point (as
+    /// [`RunHandle::pause_with`](crate::RunHandle::pause_with)).
+    pub async fn pause(
+        &self,
+        run_id: &str,
+        reason: impl Into<String>,
+    ) -> Result<RemoteControl, StoreError> {
+        self.store.request_control(run_id, ControlRequest::Pause(reason.into())).await
+    }
+
+    /// Asks the run's executor to go on after a pause requested with [`pause`](Self::pause).
+    pub async fn resume(&self, run_id: &str) -> Result<RemoteControl, StoreError> {
+        self.store.request_control(run_id, ControlRequest::Resume).await
+    }
+}

@@ -1,0 +1,207 @@
+//! The run service from another process's point of view: a `RunService` on its own store
+//! connection (a second `SqliteStore` on the same file, as another process has) follows a run
+//! as it is executed, reconnects at random points without losing or repeating an entry, and
+//! cancels, pauses and resumes it.
+#![cfg(feature = "sqlite")]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use agentloop::event::Event;
+use agentloop::provider::scripted::{ScriptedModel, ScriptedTurn};
+use agentloop::run::StopReason;
+use agentloop::service::RunService;
+use agentloop::store::sqlite::SqliteStore;
+use agentloop::store::{JournalEntry, RunFilter, RunStore};
+use agentloop::tool::{Tool, ToolContext};
+use agentloop::{Agent, RunOptions};
+use futures::StreamExt;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Sleeps `ms` (forever when `ms` is 0), then answers.
+struct Wait;
+
+#[derive(Deserialize, JsonSchema)]
+struct WaitArgs {
+    ms: u64,
+}
+
+impl Tool for Wait {
+    const NAME: &'static str = "wait";
+    type Args = WaitArgs;
+    type Output = String;
+    type Error = String;
+
+    fn description(&self) -> String {
+        "Waits.".into()
+    }
+
+    async fn call(&self, args: WaitArgs, _ctx: ToolContext) -> Result<String, String> {
+        if args.ms == 0 {
+            std::future::pending::<()>().await;
+        }
+        tokio::time::sleep(Duration::from_millis(args.ms)).await;
+        Ok(format!("waited {}", args.ms))
+    }
+}
+
+fn store(path: &Path) -> Arc<dyn RunStore> {
+    Arc::new(SqliteStore::open(path).unwrap())
+}
+
+fn executor(path: &Path, turns: Vec<ScriptedTurn>) -> Agent {
+    Agent::builder(ScriptedModel::new(turns)).tool(Wait).store(store(path)).build().unwrap()
+}
+
+/// Three tool turns with pauses between the journal's entries, then an answer.
+fn slow_turns() -> Vec<ScriptedTurn> {
+    let call = |ms: u64| {
+        ScriptedTurn::tool_call("wait", json!({ "ms": ms }))
+            .with_chunk_delay(Duration::from_millis(3))
+    };
+    vec![call(20), call(5), call(30), ScriptedTurn::text("All done.")]
+}
+
+fn start(agent: &Agent, run_id: &str) -> tokio::task::JoinHandle<Vec<Event>> {
+    let options = RunOptions { run_id: Some(run_id.into()), ..RunOptions::default() };
+    let events = agent.run_stream_with("Wait three times.", options);
+    tokio::spawn(common::collect(events))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscriber_in_another_process_sees_the_journal_as_it_grows() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("runs.db");
+    let service = RunService::new(store(&path)).poll_interval(Duration::from_millis(5));
+    // Subscribed before the run exists: it waits for the first entry.
+    let early = tokio::spawn({
+        let service = service.clone();
+        async move { service.subscribe("run_sub", 0).collect::<Vec<_>>().await }
+    });
+    let run = start(&executor(&path, slow_turns()), "run_sub");
+    let streamed = run.await.unwrap();
+    let seen: Vec<JournalEntry> = early.await.unwrap().into_iter().map(Result::unwrap).collect();
+    let journal = store(&path).load("run_sub").await.unwrap();
+    assert_eq!(seen, journal, "the subscriber saw every entry, in order, once");
+    let durable: Vec<Event> = streamed.into_iter().filter(Event::is_durable).collect();
+    assert_eq!(seen.iter().map(|e| e.event.clone()).collect::<Vec<_>>(), durable);
+    assert_eq!(seen.last().unwrap().event.kind(), "run_finished", "it ends with the outcome");
+    // After the end: from the last seq the subscription ends at once; past it, too.
+    let last = journal.last().unwrap().seq;
+    assert_eq!(service.subscribe("run_sub", last + 1).count().await, 0);
+    assert_eq!(service.subscribe("run_sub", last).count().await, 1);
+    let listed = service.list(&RunFilter::all()).await.unwrap();
+    assert_eq!(listed.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscriber_that_reconnects_at_random_points_loses_and_repeats_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("runs.db");
+    let mut noise = 0x2545_f491_4f6c_dd1d_u64;
+    for trial in 0..10 {
+        let run_id = format!("run_re_{trial}");
+        let service = RunService::new(store(&path)).poll_interval(Duration::from_millis(3));
+        let run = start(&executor(&path, slow_turns()), &run_id);
+        let mut seen: Vec<JournalEntry> = Vec::new();
+        loop {
+            // Take a random number of entries, then drop the subscription and come back
+            // from the seq after the last one seen.
+            noise ^= noise << 13;
+            noise ^= noise >> 7;
+            noise ^= noise << 17;
+            let take = 1 + (noise % 4) as usize;
+            let from = seen.last().map_or(0, |e| e.seq + 1);
+            let batch: Vec<JournalEntry> =
+                service.subscribe(&run_id, from).take(take).map(Result::unwrap).collect().await;
+            let ended = batch.is_empty() || batch.iter().any(|e| e.event.outcome().is_some());
+            seen.extend(batch);
+            if ended {
+                break;
+            }
+        }
+        run.await.unwrap();
+        let journal = store(&path).load(&run_id).await.unwrap();
+        assert_eq!(seen, journal, "trial {trial}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_process_cancels_a_run_within_a_second() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("runs.db");
+    let service = RunService::new(store(&path));
+    let mut latencies = Vec::new();
+    for n in 0..5 {
+        let run_id = format!("run_cancel_{n}");
+        let agent = executor(&path, vec![ScriptedTurn::tool_call("wait", json!({"ms": 0}))]);
+        let options = RunOptions { run_id: Some(run_id.clone()), ..RunOptions::default() };
+        let mut events = agent.run_stream_with("Wait forever.", options);
+        while let Some(event) = events.next().await {
+            if event.kind() == "tool_started" {
+                break;
+            }
+        }
+        let rest = tokio::spawn(async move {
+            let mut last = None;
+            while let Some(event) = events.next().await {
+                if event.outcome().is_some() {
+                    last = Some((event, Instant::now()));
+                }
+            }
+            last.unwrap()
+        });
+        let asked = Instant::now();
+        service.cancel(&run_id, "closed from the dashboard").await.unwrap();
+        let (event, at) = rest.await.unwrap();
+        latencies.push(at - asked);
+        let Event::RunCancelled { outcome, .. } = &event else { panic!("{event:?}") };
+        assert!(matches!(outcome.stop_reason, StopReason::Cancelled { .. }), "{outcome:?}");
+        let subscribed: Vec<_> = service.subscribe(&run_id, 0).collect().await;
+        assert_eq!(subscribed.last().unwrap().as_ref().unwrap().event.kind(), "run_cancelled");
+    }
+    latencies.sort();
+    eprintln!("cross-process cancel latency: {latencies:?}");
+    assert!(latencies.iter().all(|l| *l < Duration::from_secs(1)), "{latencies:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_process_pauses_and_resumes_a_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("runs.db");
+    let service = RunService::new(store(&path)).poll_interval(Duration::from_millis(5));
+    let turns = vec![
+        ScriptedTurn::tool_call("wait", json!({"ms": 400})),
+        ScriptedTurn::tool_call("wait", json!({"ms": 1})),
+        ScriptedTurn::text("Done."),
+    ];
+    let run = start(&executor(&path, turns), "run_pause");
+    let mut entries = service.subscribe("run_pause", 0);
+    while let Some(entry) = entries.next().await {
+        if entry.unwrap().event.kind() == "tool_started" {
+            break;
+        }
+    }
+    service.pause("run_pause", "maintenance").await.unwrap();
+    // The run pauses at its next safe point and stays there.
+    let mut paused = false;
+    while let Some(entry) = entries.next().await {
+        if let Event::Paused { reason } = entry.unwrap().event {
+            assert_eq!(reason, "maintenance");
+            paused = true;
+            break;
+        }
+    }
+    assert!(paused);
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(!run.is_finished(), "still paused");
+    service.resume("run_pause").await.unwrap();
+    let events = run.await.unwrap();
+    let outcome = events.iter().rev().find_map(Event::outcome).unwrap();
+    assert_eq!(outcome.answer, "Done.");
+}
