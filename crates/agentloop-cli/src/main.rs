@@ -152,6 +152,10 @@ enum RunsCommand {
         /// to be released or to expire (a killed process's lease expires within 10 s).
         #[arg(long, value_name = "SECS", default_value_t = 0)]
         wait: u64,
+        /// Continue the run even if this agent differs from the one that started it (model,
+        /// tool protocol, per-step tool choice, configuration).
+        #[arg(long)]
+        allow_changes: bool,
         #[command(flatten)]
         agent: AgentFlags,
     },
@@ -244,7 +248,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 RunsCommand::Replay { run_id, json } => {
                     Ok(runs::replay(store.as_ref(), &run_id, json).await?.code())
                 }
-                RunsCommand::Resume { run_id, json, wait, agent } => {
+                RunsCommand::Resume { run_id, json, wait, allow_changes, agent } => {
                     let config = with_agent_flags(&config, &agent);
                     let agent = build_agent(
                         &config,
@@ -257,7 +261,11 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                     .await?;
                     let deadline = std::time::Instant::now() + Duration::from_secs(wait);
                     let events = loop {
-                        match agent.resume(&run_id).await {
+                        let options = agentloop::ResumeOptions {
+                            allow_identity_change: allow_changes,
+                            ..agentloop::ResumeOptions::default()
+                        };
+                        match agent.resume_with(&run_id, options).await.map(|(_, events)| events) {
                             Err(agentloop::ResumeError::Store(
                                 agentloop::store::StoreError::LeaseHeld { expires_in_ms, .. },
                             )) if std::time::Instant::now() < deadline => {

@@ -1,20 +1,23 @@
 //! [`Agent`]: a provider, tools and a [`RunConfig`], ready to run. Build one with
 //! [`Agent::builder`].
 
+mod resume;
+
+pub use resume::ResumeOptions;
+
 use crate::control::{Control, RunHandle};
 use crate::driver::{Driver, EventStream, Start};
-use crate::error::{AgentError, BuildError, ResumeError, SessionError};
+use crate::error::{AgentError, BuildError, SessionError};
 use crate::event::Event;
 use crate::hooks::{HookSet, Hooks, PermissionHook};
 use crate::message::{Message, ToolCall};
 use crate::provider::{Provider, ToolChoice};
 use crate::run::{
-    BreakerConfig, Decision, Limits, Outcome, Price, Run, RunConfig, RunError, StopReason,
-    ToolFailureMode,
+    BreakerConfig, Decision, Limits, Outcome, Price, Run, RunConfig, RunError, RunIdentity,
+    StopReason, ToolFailureMode,
 };
 use crate::session::Session;
 use crate::store::journal::journaled_leased;
-use crate::store::lease::new_owner_id;
 use crate::store::{Lease, RunStore, SessionStore, DEFAULT_LEASE_TTL};
 use crate::tool::{DynTool, TaskComplete, Tool, ToolExecutor, ToolRegistry, ToolSet, ToolSpec};
 use futures::StreamExt;
@@ -81,6 +84,8 @@ pub struct Agent {
     sessions: Option<Arc<dyn SessionStore>>,
     /// How long a run's lease lasts without renewal (see [`crate::store::lease`]).
     lease_ttl: Duration,
+    /// Who runs the agent's runs (the config hash is computed per run).
+    identity: RunIdentity,
 }
 
 impl std::fmt::Debug for Agent {
@@ -180,8 +185,7 @@ impl Agent {
         let control = Control::new(options.cancel.unwrap_or_default());
         let handle = RunHandle { run_id: run_id.clone(), control: control.clone() };
         self.refresh_tools();
-        let mut config = (*self.config).clone();
-        config.tools = self.driver.tools.specs();
+        let config = self.run_config();
         let start =
             Start::New { run_id: run_id.clone(), config: Box::new(config), input: input.into().0 };
         let driver = Driver { quiet, ..self.driver.clone() };
@@ -254,98 +258,6 @@ impl Agent {
             run.decide(&call_id, decision)?;
         }
         Ok(self.drive_existing(run, None, None, Some(journal.len() as u64)).1)
-    }
-
-    /// Resumes a run from the agent's store (after a crash, a restart, in another process):
-    /// loads its journal, folds it ([`Run::from_journal`]) and continues it, journaled. A tool
-    /// whose result is journaled never runs again; a tool that started without a journaled
-    /// result runs again with the same idempotency key (`run_id:call_id`); a model call
-    /// without a journaled response is made again. A run that is over, or suspended for
-    /// approval, yields its terminal event again (it is not journaled twice).
-    pub async fn resume(&self, run_id: &str) -> Result<EventStream, ResumeError> {
-        Ok(self.resume_with_handle(run_id, None).await?.1)
-    }
-
-    /// [`resume`](Self::resume), with a handle.
-    pub async fn resume_with_handle(
-        &self,
-        run_id: &str,
-        cancel: Option<CancellationToken>,
-    ) -> Result<(RunHandle, EventStream), ResumeError> {
-        let (run, next_seq, last, lease) = self.load_run(run_id).await?;
-        Ok(self.continue_loaded(run, next_seq, last, lease, cancel).await)
-    }
-
-    /// Continues a run suspended for approvals, loaded from the agent's store, with the human
-    /// decisions (see [`resume_with_decisions`](Self::resume_with_decisions)).
-    pub async fn decide(
-        &self,
-        run_id: &str,
-        decisions: impl IntoIterator<Item = (String, Decision)>,
-    ) -> Result<EventStream, ResumeError> {
-        let (mut run, next_seq, _, lease) = self.load_run(run_id).await?;
-        for (call_id, decision) in decisions {
-            if let Err(error) = run.decide(&call_id, decision) {
-                let _ = store_release(self.store.as_deref(), &lease).await;
-                return Err(error.into());
-            }
-        }
-        Ok(self.drive_existing(run, None, Some(lease), Some(next_seq)).1)
-    }
-
-    /// Takes the run's lease (refused while another executor holds it: see
-    /// [`crate::store::lease`]), then loads and folds its journal: the run, the journal's
-    /// length, its last event and the lease. On an error the lease is given back.
-    pub(crate) async fn load_run(
-        &self,
-        run_id: &str,
-    ) -> Result<(Run, u64, Option<Event>, Lease), ResumeError> {
-        let store = self.store.as_ref().ok_or(ResumeError::NoStore)?;
-        let lease = store.claim(run_id, &new_owner_id(), self.lease_ttl).await?;
-        match self.fold_stored(run_id).await {
-            Ok((run, next_seq, last)) => Ok((run, next_seq, last, lease)),
-            Err(error) => {
-                let _ = store.release(&lease).await;
-                Err(error)
-            }
-        }
-    }
-
-    /// Loads and folds a run's journal (without its lease: to read it): the run, the
-    /// journal's length and its last event.
-    pub(crate) async fn fold_stored(
-        &self,
-        run_id: &str,
-    ) -> Result<(Run, u64, Option<Event>), ResumeError> {
-        let store = self.store.as_ref().ok_or(ResumeError::NoStore)?;
-        let mut entries = store.load(run_id).await?;
-        if entries.is_empty() {
-            return Err(ResumeError::NotFound(run_id.to_owned()));
-        }
-        let run = Run::from_journal(entries.iter().map(|e| &e.event))?;
-        let next_seq = entries.len() as u64;
-        Ok((run, next_seq, entries.pop().map(|e| e.event)))
-    }
-
-    /// Continues a loaded run, holding its lease; one that is over or suspended yields its
-    /// terminal event (and the lease is given back).
-    pub(crate) async fn continue_loaded(
-        &self,
-        run: Run,
-        next_seq: u64,
-        last: Option<Event>,
-        lease: Lease,
-        cancel: Option<CancellationToken>,
-    ) -> (RunHandle, EventStream) {
-        match last {
-            Some(last) if (run.is_finished() || run.is_suspended()) && last.outcome().is_some() => {
-                let _ = store_release(self.store.as_deref(), &lease).await;
-                let control = Control::new(cancel.unwrap_or_default());
-                let handle = RunHandle { run_id: run.run_id().to_owned(), control };
-                (handle, Box::pin(futures::stream::iter([last])))
-            }
-            _ => self.drive_existing(run, cancel, Some(lease), Some(next_seq)),
-        }
     }
 
     /// The store runs are journaled in, if any.
@@ -744,13 +656,25 @@ impl AgentBuilder {
         let tools = ToolExecutor::new(sets, self.tool_timeout)?;
         self.config.tools = tools.specs();
         let mut provider = self.provider;
-        if let Some(format) = self.tool_protocol.prompted_format(provider.as_ref()) {
+        let prompted = self.tool_protocol.prompted_format(provider.as_ref());
+        let tool_protocol = match &prompted {
+            Some(format) => format!("prompted:{format:?}"),
+            None => "native".into(),
+        };
+        if let Some(format) = prompted {
             let protocol = crate::provider::PromptedProtocol::new(format);
             provider = Arc::new(crate::provider::PromptedTools::with_protocol(provider, protocol));
         }
+        let step_tool_choice = self.step_tool_choice.as_ref().map(|policy| format!("{policy:?}"));
         if let Some(policy) = self.step_tool_choice {
             provider = Arc::new(crate::provider::ToolChoicePolicy::new(provider, policy));
         }
+        let identity = RunIdentity {
+            model: provider.name().to_owned(),
+            tool_protocol,
+            step_tool_choice,
+            config_hash: String::new(),
+        };
         let retry = self.retry.unwrap_or_else(|| provider.retry_policy());
         let model = provider.name().to_owned();
         if self.config.context.context_window.is_none() {
@@ -777,17 +701,7 @@ impl AgentBuilder {
             store: self.store,
             sessions: self.sessions,
             lease_ttl: self.lease_ttl,
+            identity,
         })
-    }
-}
-
-/// Gives a lease back (when the agent has a store).
-async fn store_release(
-    store: Option<&dyn RunStore>,
-    lease: &Lease,
-) -> Result<(), crate::store::StoreError> {
-    match store {
-        Some(store) => store.release(lease).await,
-        None => Ok(()),
     }
 }

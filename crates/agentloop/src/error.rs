@@ -148,6 +148,21 @@ pub enum ResumeError {
     /// The journal does not fold into a run, or a decision does not fit it.
     #[error("the journal cannot be continued: {0}")]
     Run(#[from] RunError),
+    /// The agent is not the one the run was started with (another model, tool protocol,
+    /// per-step tool choice or configuration); resume with
+    /// `ResumeOptions::allow_identity_change` to continue it anyway.
+    #[error(
+        "run '{run_id}' was started by an agent of another identity ({}); to continue it \
+         with this agent anyway, allow the change (ResumeOptions::allow_identity_change, \
+         `agentloop runs resume --allow-changes`)",
+        differences.join("; ")
+    )]
+    IdentityChanged {
+        /// The run.
+        run_id: String,
+        /// What differs, one item each.
+        differences: Vec<String>,
+    },
 }
 
 /// A turn of a multi-turn session could not run.

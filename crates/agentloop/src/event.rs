@@ -5,12 +5,13 @@
 use crate::message::{FinishReason, Message, ToolCall, ToolResult, Usage};
 use crate::provider::ProviderError;
 use crate::run::{Outcome, RunConfig};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::sync::Arc;
 
 /// Why a model was called.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ModelPurpose {
     /// A regular loop iteration.
@@ -24,7 +25,7 @@ pub enum ModelPurpose {
 }
 
 /// How a tool step ended, for [`Event::StepCompleted`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum StepStatus {
     /// The tool returned a value or a control signal.
@@ -34,7 +35,7 @@ pub enum StepStatus {
 }
 
 /// Something that happened in a run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Event {

@@ -44,12 +44,13 @@ pub mod message;
 pub mod prelude;
 pub mod provider;
 pub mod run;
+pub mod schema;
 pub mod service;
 pub mod session;
 pub mod store;
 pub mod tool;
 
-pub use agent::{Agent, AgentBuilder, RunInput, RunOptions};
+pub use agent::{Agent, AgentBuilder, ResumeOptions, RunInput, RunOptions};
 pub use control::RunHandle;
 pub use driver::EventStream;
 pub use error::{AgentError, BuildError, ResumeError, SessionError};

@@ -3,11 +3,12 @@
 //! Every provider converts [`Message`]s to its wire format and back; the loop, the journal and
 //! the stores only ever see these types.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// Who wrote a message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
     /// System instructions (providers that have a `system` slot).
@@ -23,7 +24,7 @@ pub enum Role {
 }
 
 /// One message of a conversation: a role and a list of content parts.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Message {
     /// Who wrote it.
     pub role: Role,
@@ -32,7 +33,7 @@ pub struct Message {
 }
 
 /// Where the bytes of an image or file come from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum MediaSource {
     /// A URL the provider fetches itself.
@@ -51,7 +52,7 @@ pub enum MediaSource {
 
 /// A tool call made by the model. `arguments` is the raw text the model produced, which is
 /// usually, but not always, valid JSON.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ToolCall {
     /// The provider's id for the call; the result refers to it.
     pub id: String,
@@ -62,7 +63,7 @@ pub struct ToolCall {
 }
 
 /// The content of a tool result: plain text or a JSON value.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ToolResultContent {
     /// Text.
@@ -91,7 +92,7 @@ impl From<Value> for ToolResultContent {
 }
 
 /// The answer to one [`ToolCall`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ToolResult {
     /// The id of the call this answers.
     pub call_id: String,
@@ -132,7 +133,7 @@ impl From<&str> for ToolResultContent {
 
 /// Model reasoning ("thinking"), with the provider's opaque data (signatures, encrypted
 /// content) that must be sent back unchanged on the next turn.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 pub struct Reasoning {
     /// Human-readable reasoning text (may be empty when the provider hides it).
     pub text: String,
@@ -146,7 +147,7 @@ pub struct Reasoning {
 }
 
 /// One piece of a message.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Part {
     /// Text.
@@ -263,7 +264,7 @@ impl Message {
 }
 
 /// Token usage reported by a provider.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 pub struct Usage {
     /// Prompt tokens (including cached ones).
     pub input: u64,
@@ -304,8 +305,9 @@ impl std::ops::AddAssign for Usage {
 }
 
 /// Why a model turn ended.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(from = "String", into = "String")]
+#[schemars(extend("examples" = ["stop", "tool_calls", "length", "content_filter", "error"]))]
 pub enum FinishReason {
     /// The model finished its answer.
     Stop,

@@ -109,7 +109,7 @@ impl Session {
     /// messages and [`ResumeError::NotFound`](crate::ResumeError::NotFound) is returned.
     pub async fn resume_turn(&self) -> Result<EventStream, SessionError> {
         let (run_id, stored) = self.turn_in_progress().await?;
-        let (run, next_seq, last, lease) = match self.agent.load_run(&run_id).await {
+        let (run, next_seq, last, lease) = match self.agent.load_run(&run_id, true).await {
             Ok(loaded) => loaded,
             Err(error) => {
                 if matches!(error, crate::ResumeError::NotFound(_)) {

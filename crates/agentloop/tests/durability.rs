@@ -438,3 +438,67 @@ async fn run_journals_what_run_stream_journals() {
     let quiet_run = Run::from_journal(quiet_journal.iter()).unwrap();
     assert_eq!(quiet_run.history(), streamed_run.history());
 }
+
+/// A run is continued only by an agent of the identity it was started with: another tool
+/// protocol, per-step tool choice or configuration is refused, with the differences named,
+/// unless the caller allows the change.
+#[tokio::test]
+async fn resume_with_another_identity_is_refused_unless_allowed() {
+    use agentloop::provider::{StepToolChoice, ToolCallFormat, ToolProtocol};
+    use agentloop::ResumeOptions;
+    let store = Arc::new(MemoryStore::new());
+    let probe = Probe::default();
+    let model =
+        ScriptedModel::new([ScriptedTurn::tool_call("probe", json!({"ms": 0, "tag": "a"}))]);
+    let first = Agent::builder(model)
+        .tool(probe.clone())
+        .instructions("Be brief.")
+        .store(store.clone())
+        .lease_ttl(Duration::from_millis(100))
+        .build()
+        .unwrap();
+    let options = RunOptions { run_id: Some("run_id".into()), ..RunOptions::default() };
+    let mut events = first.run_stream_with("go", options);
+    while let Some(event) = events.next().await {
+        if event.kind() == "model_requested" {
+            break;
+        }
+    }
+    drop(events);
+    let journal = store.load("run_id").await.unwrap();
+    let Event::RunStarted { config, .. } = &journal[0].event else { panic!() };
+    let identity = config.identity.clone().unwrap();
+    assert_eq!((identity.model.as_str(), identity.tool_protocol.as_str()), ("scripted", "native"));
+    assert_eq!(identity.config_hash.len(), 32);
+    tokio::time::sleep(Duration::from_millis(150)).await;
+
+    let resumer = |instructions: &str, prompted: bool, policy: bool| {
+        let mut builder = Agent::builder(ScriptedModel::new([ScriptedTurn::text("done")]))
+            .tool(probe.clone())
+            .instructions(instructions)
+            .store(store.clone());
+        if prompted {
+            builder = builder.tool_protocol(ToolProtocol::Prompted(ToolCallFormat::Hermes));
+        }
+        if policy {
+            builder = builder.step_tool_choice(StepToolChoice::required_first());
+        }
+        builder.build().unwrap()
+    };
+    let error = resumer("Be thorough.", true, true).resume("run_id").await.err().unwrap();
+    let ResumeError::IdentityChanged { differences, .. } = &error else { panic!("{error}") };
+    assert_eq!(differences.len(), 3, "{differences:?}");
+    assert!(differences[0].starts_with("tool protocol: \"native\" then, \"prompted:Hermes\" now"));
+    assert!(differences[1].starts_with("per-step tool choice: None then"), "{differences:?}");
+    assert_eq!(differences[2], "configuration: instructions changed");
+    assert!(error.to_string().contains("allow_identity_change"), "{error}");
+    // Refused before anything ran, and the lease was given back: the same agent resumes.
+    let same = resumer("Be brief.", false, false);
+    let outcome = outcome_of_stream(same.resume("run_id").await.unwrap()).await;
+    assert_eq!(outcome.answer, "done");
+    // Allowed explicitly, another agent may continue a run (here: one that is over).
+    let other = resumer("Be thorough.", false, false);
+    let allowed = ResumeOptions { allow_identity_change: true, ..ResumeOptions::default() };
+    let (_, events) = other.resume_with("run_id", allowed).await.unwrap();
+    assert_eq!(collect(events).await.len(), 1, "the finished run's terminal event");
+}

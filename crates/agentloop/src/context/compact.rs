@@ -2,6 +2,7 @@
 //! view then shows the summary instead. The originals stay in the journal.
 
 use crate::message::Message;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Default instructions of the summarisation call.
@@ -12,7 +13,7 @@ done, what failed and why, and what remains to do. Leave out pleasantries and re
 Write plain text.";
 
 /// Compaction settings.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(default)]
 pub struct CompactionConfig {
     /// Whether the run compacts (it needs a known context window for the threshold).
@@ -41,7 +42,7 @@ impl Default for CompactionConfig {
 }
 
 /// Why a compaction happened.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum CompactionReason {
     /// The estimated input passed the threshold.

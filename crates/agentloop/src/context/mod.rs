@@ -14,10 +14,11 @@ pub use tokens::{
 pub use trim::TrimConfig;
 pub use window::{find_safe_tool_boundary, is_tool_boundary_safe, WindowPolicy};
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// How a run manages its context.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(default)]
 pub struct ContextConfig {
     /// The model's context window in tokens (`None`: unknown; then only the message-count

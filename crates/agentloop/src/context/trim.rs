@@ -3,6 +3,7 @@
 //! reference; the built-in `read_tool_output` tool pages through the whole output.
 
 use crate::tool::ToolSpec;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -11,7 +12,7 @@ use std::collections::BTreeMap;
 pub const READ_TOOL_OUTPUT: &str = "read_tool_output";
 
 /// Trimming settings.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(default)]
 pub struct TrimConfig {
     /// Outputs longer than this many bytes are trimmed (`None`: never). Default 16 KiB.

@@ -36,7 +36,7 @@ use serde_json::{Map, Value};
 use std::sync::Arc;
 
 /// Whether and how the model must use tools.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ToolChoice {
     /// The model decides.

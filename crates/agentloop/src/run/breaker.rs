@@ -4,11 +4,12 @@
 use super::stop::ToolFailureMode;
 use crate::message::ToolCall;
 use crate::tool::parse_arguments;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// What to do when the model repeats the same call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum StallAction {
     /// Emit a `stall_detected` event and go on.
@@ -21,7 +22,7 @@ pub enum StallAction {
 }
 
 /// Circuit-breaker settings.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(default)]
 pub struct BreakerConfig {
     /// The same tool failing with the same error this many times in a row ends the run

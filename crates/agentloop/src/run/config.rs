@@ -23,7 +23,7 @@ pub const DEFAULT_WIND_DOWN_FALLBACK: &str = "The run stopped at one of its limi
 could write a final answer.";
 
 /// How a run behaves.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct RunConfig {
     /// The agent's name, for listing runs (stores, telemetry).
@@ -63,6 +63,29 @@ pub struct RunConfig {
     pub wind_down_prompt: String,
     /// The answer when the wind-down call fails.
     pub wind_down_fallback: String,
+    /// Who runs it (set by the agent when it starts a run; journaled with it): a resume by an
+    /// agent of another identity is refused (`ResumeError::IdentityChanged`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<RunIdentity>,
+}
+
+/// Who runs a run: the model, how tools are called, the per-step tool-choice policy, and a
+/// hash of the run's configuration. Journaled in the run's configuration when the run
+/// starts; resuming the run with an agent of another identity is refused with the
+/// differences named, unless the caller allows it (`ResumeOptions::allow_identity_change`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct RunIdentity {
+    /// The provider's name: the model id for the HTTP providers and the local model,
+    /// `scripted` for the scripted one.
+    pub model: String,
+    /// How tools are called: `native`, or `prompted:<format>`.
+    pub tool_protocol: String,
+    /// The per-step tool-choice policy, if any (its debug form).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_tool_choice: Option<String>,
+    /// SHA-256 of the run's configuration (without its identity) as canonical JSON: the
+    /// first 16 bytes, in hex.
+    pub config_hash: String,
 }
 
 impl Default for RunConfig {
@@ -85,6 +108,7 @@ impl Default for RunConfig {
             done_tool_nudge: Some(DEFAULT_DONE_TOOL_NUDGE.to_owned()),
             wind_down_prompt: DEFAULT_WIND_DOWN_PROMPT.to_owned(),
             wind_down_fallback: DEFAULT_WIND_DOWN_FALLBACK.to_owned(),
+            identity: None,
         }
     }
 }

@@ -3,11 +3,12 @@
 //! final answer, and the outcome names the limit.
 
 use crate::message::Usage;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Limits on a run. `None` means unlimited.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(default)]
 pub struct Limits {
     /// Model calls in the loop (the wind-down call is not counted). Default 20.
@@ -48,7 +49,7 @@ impl Default for Limits {
 }
 
 /// Which limit ended a run.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum LimitKind {
@@ -92,7 +93,7 @@ impl std::fmt::Display for LimitKind {
 }
 
 /// USD per million tokens of one model.
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 pub struct Price {
     /// Uncached input tokens.
     pub input_per_mtok: f64,

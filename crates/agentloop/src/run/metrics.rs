@@ -2,13 +2,14 @@
 //! every tool call. Folded from the journal like everything else.
 
 use crate::message::{ToolResultContent, Usage};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// One iteration's timing.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct IterationMetrics {
     /// 1-based iteration number.
     pub iteration: u32,
@@ -17,7 +18,7 @@ pub struct IterationMetrics {
 }
 
 /// How a tool call was approved.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ApprovalRecord {
     /// No approval was asked (or every hook approved at once).
@@ -34,7 +35,7 @@ pub enum ApprovalRecord {
 }
 
 /// One tool call, as the audit trail records it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct AuditEntry {
     /// The iteration it belongs to.
     pub iteration: u32,
@@ -57,7 +58,7 @@ pub struct AuditEntry {
 }
 
 /// A run's metrics.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 pub struct Metrics {
     /// Model calls made (the wind-down call included).
     pub model_calls: u32,

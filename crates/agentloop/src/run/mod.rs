@@ -20,7 +20,8 @@ mod stop;
 pub use breaker::{BreakerConfig, StallAction, DEFAULT_STALL_NOTE};
 pub use commands::Gate;
 pub use config::{
-    RunConfig, DEFAULT_DONE_TOOL_NUDGE, DEFAULT_WIND_DOWN_FALLBACK, DEFAULT_WIND_DOWN_PROMPT,
+    RunConfig, RunIdentity, DEFAULT_DONE_TOOL_NUDGE, DEFAULT_WIND_DOWN_FALLBACK,
+    DEFAULT_WIND_DOWN_PROMPT,
 };
 pub use context::CONTEXT_LIMIT_TEXT;
 pub use limits::{LimitKind, Limits, Price, PriceTable, Spent};

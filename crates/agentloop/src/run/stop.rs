@@ -7,11 +7,12 @@ use crate::message::{FinishReason, Message, Part, ToolCall, ToolResultContent, U
 use crate::provider::ProviderError;
 use crate::run::metrics::Metrics;
 use crate::tool::ToolOutput;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
 /// A control signal a tool returned.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Signal {
     /// The task is complete with this answer.
@@ -27,7 +28,7 @@ pub enum Signal {
 }
 
 /// A human's decision on a deferred tool call.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Decision {
     /// Run the call.
@@ -40,7 +41,7 @@ pub enum Decision {
 }
 
 /// Whether a tool error ends the run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ToolFailureMode {
     /// Errors become error results the model sees; the loop goes on.
@@ -51,7 +52,7 @@ pub enum ToolFailureMode {
 }
 
 /// Why a run stopped.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum StopReason {
@@ -149,7 +150,7 @@ pub enum StopReason {
 }
 
 /// How a run ended.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Outcome {
     /// The run.
     pub run_id: String,

@@ -29,41 +29,7 @@ pub fn journaled(
     run_id: String,
     next_seq: Option<u64>,
 ) -> EventStream {
-    Box::pin(async_stream::stream! {
-        let mut events = events;
-        let mut seq = match next_seq {
-            Some(seq) => seq,
-            None => match store.next_seq(&run_id).await {
-                Ok(seq) => seq,
-                Err(error) => {
-                    drop(events);
-                    tracing::error!(%error, run_id, "journal: cannot read the journal's length");
-                    yield Event::JournalFailed { error: error.to_string() };
-                    return;
-                }
-            },
-        };
-        while let Some(event) = events.next().await {
-            if !event.is_durable() {
-                yield event;
-                continue;
-            }
-            let entry = JournalEntry::new(seq, event);
-            match store.append_entries(&run_id, seq, std::slice::from_ref(&entry)).await {
-                Ok(_) => {
-                    yield entry.event;
-                    yield Event::Checkpointed { seq };
-                    seq += 1;
-                }
-                Err(error) => {
-                    drop(events);
-                    tracing::error!(%error, run_id, seq, "journal: append failed; the run stops");
-                    yield Event::JournalFailed { error: error.to_string() };
-                    return;
-                }
-            }
-        }
-    })
+    journal_loop(events, store, run_id, None, next_seq, None)
 }
 
 /// [`journaled`], by the holder of the run's lease (see [`crate::store::lease`]): `lease` is
@@ -81,7 +47,7 @@ pub fn journaled_with_lease(
     ttl: Duration,
     next_seq: Option<u64>,
 ) -> EventStream {
-    journaled_leased(events, store, run_id, lease, ttl, next_seq, None)
+    journal_loop(events, store, run_id, Some((lease, ttl)), next_seq, None)
 }
 
 /// How often an executor reads what was requested of its run from outside
@@ -100,11 +66,26 @@ pub(crate) fn journaled_leased(
     next_seq: Option<u64>,
     control: Option<Arc<Control>>,
 ) -> EventStream {
+    journal_loop(events, store, run_id, Some((lease, ttl)), next_seq, control)
+}
+
+/// The journaling loop: `leased` (the lease, `None` to claim it, and its TTL) fences the
+/// appends, renews the lease and reads remote control; without it appends are unfenced.
+fn journal_loop(
+    events: EventStream,
+    store: Arc<dyn RunStore>,
+    run_id: String,
+    leased: Option<(Option<Lease>, Duration)>,
+    next_seq: Option<u64>,
+    control: Option<Arc<Control>>,
+) -> EventStream {
     Box::pin(async_stream::stream! {
         let mut events = events;
-        let claimed = match lease {
-            Some(lease) => Ok(lease),
-            None => store.claim(&run_id, &new_owner_id(), ttl).await,
+        let ttl = leased.as_ref().map_or(Duration::from_secs(3_600), |(_, ttl)| *ttl);
+        let claimed = match leased {
+            None => Ok(None),
+            Some((Some(lease), _)) => Ok(Some(lease)),
+            Some((None, ttl)) => store.claim(&run_id, &new_owner_id(), ttl).await.map(Some),
         };
         let mut lease = match claimed {
             Ok(lease) => lease,
@@ -123,7 +104,7 @@ pub(crate) fn journaled_leased(
                     drop(events);
                     tracing::error!(%error, run_id, "journal: cannot read the journal's length");
                     yield Event::JournalFailed { error: error.to_string() };
-                    release(store.as_ref(), &lease).await;
+                    release(store.as_ref(), lease.as_ref()).await;
                     return;
                 }
             },
@@ -137,7 +118,9 @@ pub(crate) fn journaled_leased(
         loop {
             let step = tokio::select! {
                 event = events.next() => Step::Event(event),
-                _ = heartbeat.tick() => Step::Renew(store.renew(&lease, ttl).await),
+                _ = heartbeat.tick(), if lease.is_some() => {
+                    Step::Renew(renew(store.as_ref(), lease.as_ref(), ttl).await)
+                }
                 _ = remote.tick(), if control.is_some() => {
                     Step::Remote(store.remote_control(&run_id).await)
                 }
@@ -154,7 +137,7 @@ pub(crate) fn journaled_leased(
                     continue;
                 }
                 Step::Renew(Ok(renewed)) => {
-                    lease = renewed;
+                    lease = Some(renewed);
                     continue;
                 }
                 Step::Renew(Err(error @ StoreError::LeaseLost { .. })) => {
@@ -177,7 +160,12 @@ pub(crate) fn journaled_leased(
                 continue;
             }
             let entry = JournalEntry::new(seq, event);
-            match store.append_fenced(&lease, seq, std::slice::from_ref(&entry)).await {
+            let entries = std::slice::from_ref(&entry);
+            let appended = match &lease {
+                Some(lease) => store.append_fenced(lease, seq, entries).await,
+                None => store.append_entries(&run_id, seq, entries).await,
+            };
+            match appended {
                 Ok(_) => {
                     yield entry.event;
                     yield Event::Checkpointed { seq };
@@ -194,12 +182,25 @@ pub(crate) fn journaled_leased(
                 }
             }
         }
-        release(store.as_ref(), &lease).await;
+        release(store.as_ref(), lease.as_ref()).await;
     })
 }
 
-/// Releases the lease; one that cannot be released expires.
-async fn release(store: &dyn RunStore, lease: &Lease) {
+/// Renews the lease (the heartbeat runs only while there is one).
+async fn renew(
+    store: &dyn RunStore,
+    lease: Option<&Lease>,
+    ttl: Duration,
+) -> Result<Lease, StoreError> {
+    match lease {
+        Some(lease) => store.renew(lease, ttl).await,
+        None => Err(StoreError::Invalid("no lease to renew".into())),
+    }
+}
+
+/// Releases the lease, if any; one that cannot be released expires.
+async fn release(store: &dyn RunStore, lease: Option<&Lease>) {
+    let Some(lease) = lease else { return };
     if let Err(error) = store.release(lease).await {
         tracing::warn!(%error, run_id = lease.run_id, "journal: cannot release the run's lease");
     }

@@ -33,11 +33,12 @@ use crate::event::Event;
 use crate::message::Message;
 use crate::run::SCHEMA_VERSION;
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// One entry of a run journal.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct JournalEntry {
     /// Its position in the journal: 0 for `run_started`, then 1, 2, … without gaps.
     pub seq: u64,

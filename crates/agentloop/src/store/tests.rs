@@ -91,6 +91,27 @@ fn unknown_schema_versions_are_rejected_before_the_event_is_read() {
     assert!(matches!(decode_entry_json("r", b"{"), Err(StoreError::Corrupt(_))));
 }
 
+/// Readers ignore fields they do not know (a newer build of the same format may add some):
+/// at the top level of an entry, in its event, and in the structs inside. This is the decode
+/// path of the SQLite and Redis stores.
+#[test]
+fn unknown_fields_are_ignored_when_an_entry_is_decoded() {
+    let json = br#"{"seq":3,"at_ms":1,"schema_version":1,"written_by":"later",
+        "event":{"type":"tool_completed","name":"add","duration_ms":2,"trace":"t",
+        "result":{"call_id":"c","content":{"text":"5"},"is_error":false,"mime":"text/plain"}}}"#;
+    let entry = decode_entry_json("r", json).unwrap();
+    assert_eq!((entry.seq, entry.at_ms, entry.schema_version), (3, 1, 1));
+    assert_eq!(
+        entry.event,
+        Event::ToolCompleted {
+            name: "add".into(),
+            result: crate::message::ToolResult::ok("c", "5"),
+            duration_ms: 2,
+            control: None,
+        }
+    );
+}
+
 #[test]
 fn filters_match_every_set_field() {
     let run = RunSummary {

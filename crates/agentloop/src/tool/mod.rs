@@ -27,7 +27,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// What the model is told about a tool.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ToolSpec {
     /// The name the model calls it by.
     pub name: String,
@@ -98,7 +98,7 @@ pub struct Control(pub ToolOutput);
 
 /// Why a tool call produced no value. Every variant becomes an error result that the model
 /// sees; the loop goes on (unless the run's tool failure mode says otherwise).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", content = "message", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ToolError {
