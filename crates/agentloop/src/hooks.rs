@@ -152,7 +152,9 @@ pub trait Hooks: Send + Sync {
         Ok(())
     }
 
-    /// Before each tool call.
+    /// Before each tool call. `arguments` are the parsed arguments, or, when the model's text
+    /// is not JSON, that text [wrapped](crate::tool::raw_arguments) as `{"_raw": text}`
+    /// (returning it unchanged keeps the call's parse error).
     async fn before_tool(
         &self,
         _ctx: &HookContext,
@@ -172,7 +174,8 @@ pub trait Hooks: Send + Sync {
         Ok(AfterTool::Continue)
     }
 
-    /// Whether a tool call may run.
+    /// Whether a tool call may run. `arguments` as for [`before_tool`](Self::before_tool)
+    /// (after its rewrites).
     async fn approve_tool(
         &self,
         _ctx: &HookContext,

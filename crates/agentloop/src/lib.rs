@@ -42,6 +42,7 @@ pub mod event;
 pub mod hooks;
 pub mod message;
 pub mod prelude;
+pub mod protocol;
 pub mod provider;
 pub mod run;
 pub mod schema;

@@ -40,6 +40,22 @@ pub fn event() -> Schema {
     generator().into_root_schema_for::<Event>()
 }
 
+/// The JSON Schema (draft 2020-12) of one [`Envelope`](crate::protocol::Envelope): an event
+/// of a run with its `run_id`, `seq`, `sub`, `at_ms` and `format` (this build's
+/// [`SCHEMA_VERSION`]).
+pub fn envelope() -> Schema {
+    let mut schema = generator().into_root_schema_for::<crate::protocol::Envelope>();
+    let format = schema
+        .get_mut("properties")
+        .and_then(Value::as_object_mut)
+        .and_then(|properties| properties.get_mut("format"))
+        .and_then(Value::as_object_mut);
+    if let Some(format) = format {
+        format.insert("const".into(), Value::from(SCHEMA_VERSION));
+    }
+    schema
+}
+
 /// Draft 2020-12, describing what serde writes (a field always written is required; one
 /// skipped when empty is not).
 fn generator() -> SchemaGenerator {

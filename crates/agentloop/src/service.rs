@@ -10,17 +10,16 @@
 //! use futures::StreamExt;
 //! let service = RunService::new(store);
 //! let mut events = service.subscribe("run_0193…", 0);
-//! while let Some(entry) = events.next().await {
-//!     let entry = entry?;
-//!     println!("{} {}", entry.seq, entry.event.kind());
+//! while let Some(envelope) = events.next().await {
+//!     let envelope = envelope?;
+//!     println!("{} {}", envelope.seq, envelope.event.kind());
 //! }
 //! service.cancel("run_0194…", "the user closed the tab").await?;
 //! # Ok(()) }
 //! ```
 
-use crate::store::{
-    ControlRequest, JournalEntry, RemoteControl, RunFilter, RunStore, RunSummary, StoreError,
-};
+use crate::protocol::Envelope;
+use crate::store::{ControlRequest, RemoteControl, RunFilter, RunStore, RunSummary, StoreError};
 use futures::stream::BoxStream;
 use std::sync::Arc;
 use std::time::Duration;
@@ -63,7 +62,8 @@ impl RunService {
         self.store.list_runs(filter).await
     }
 
-    /// The run's journal from `from_seq` on: the entries already written, then each new one
+    /// The run's journal from `from_seq` on, as [`Envelope`]s (`sub` 0, the entry's `seq`,
+    /// `at_ms` and format): the entries already written, then each new one
     /// as the executor appends it (the store is read every poll interval), in order, without
     /// gaps or duplicates — a subscriber that reconnects passes the `seq` after the last entry
     /// it saw. The subscription ends after an entry whose event ends the run (finished,
@@ -75,7 +75,7 @@ impl RunService {
         &self,
         run_id: &str,
         from_seq: u64,
-    ) -> BoxStream<'static, Result<JournalEntry, StoreError>> {
+    ) -> BoxStream<'static, Result<Envelope, StoreError>> {
         let (store, poll, run_id) = (self.store.clone(), self.poll, run_id.to_owned());
         Box::pin(async_stream::stream! {
             // From the entry before `from_seq`, to know whether the run already ended there.
@@ -99,7 +99,7 @@ impl RunService {
                         }
                         continue;
                     }
-                    yield Ok(entry);
+                    yield Ok(Envelope::from_entry(&run_id, entry));
                     if ended {
                         return;
                     }

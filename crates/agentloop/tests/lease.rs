@@ -19,9 +19,13 @@ use serde_json::json;
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-const TTL: Duration = Duration::from_millis(200);
+/// Short, so that a round waits little for a crashed executor's lease; long enough that a
+/// live executor starved of CPU (two cores, fifty executors, a build beside them) still
+/// renews it in time — a lease that expires under a live executor lets another take the run
+/// over while its tool runs (its journal writes are fenced; its side effect is not).
+const TTL: Duration = Duration::from_millis(600);
 const RESUMERS: usize = 50;
 const ROUNDS: usize = 20;
 
@@ -211,4 +215,116 @@ async fn a_stale_executor_is_fenced_and_stops() {
     assert!(error.contains("was taken over"), "{error}");
     assert!(rest.iter().all(|e| e.outcome().is_none()), "the stale executor did not finish");
     assert_eq!(store.load("run_stale").await.unwrap().len(), journal_len, "it wrote nothing");
+}
+
+// ------------------------------------------------ the same with separate processes
+
+const CHILD_ENV: &str = "AGENTLOOP_LEASE_CHILD";
+const PROCESSES: usize = 50;
+const PROCESS_ROUNDS: usize = 20;
+
+/// A tool whose side effect is a line appended to a file shared by every process.
+struct FileCharge {
+    file: std::path::PathBuf,
+}
+
+impl Tool for FileCharge {
+    const NAME: &'static str = "charge";
+    type Args = ChargeArgs;
+    type Output = String;
+    type Error = String;
+
+    fn description(&self) -> String {
+        "Charges a card.".into()
+    }
+
+    async fn call(&self, args: ChargeArgs, ctx: ToolContext) -> Result<String, String> {
+        use std::io::Write;
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.file)
+            .map_err(|e| e.to_string())?;
+        writeln!(file, "{} pid {}", ctx.idempotency_key, std::process::id())
+            .map_err(|e| e.to_string())?;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        Ok(format!("charged {}", args.cents))
+    }
+}
+
+/// The child: one executor process that tries to resume the run and prints what happened.
+#[test]
+#[ignore = "the separate-process test runs it in child processes"]
+fn lease_child() {
+    let Ok(db) = std::env::var(CHILD_ENV) else { return };
+    let run_id = std::env::var("LEASE_RUN_ID").unwrap();
+    let effects = std::path::PathBuf::from(std::env::var("LEASE_EFFECTS").unwrap());
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let store = Arc::new(agentloop::store::sqlite::SqliteStore::open(&db).unwrap());
+        let model = ScriptedModel::new([ScriptedTurn::text("Charged.")]);
+        let agent = Agent::builder(model)
+            .tool(FileCharge { file: effects })
+            .store(store)
+            .lease_ttl(TTL)
+            .build()
+            .unwrap();
+        match agent.resume(&run_id).await {
+            Ok(events) => {
+                let events = collect(events).await;
+                let ran = events.len() > 1;
+                println!("@@ {}", if ran { "executed" } else { "over" });
+            }
+            Err(ResumeError::Store(StoreError::LeaseHeld { .. })) => println!("@@ refused"),
+            Err(other) => println!("@@ error {other}"),
+        }
+    });
+}
+
+#[cfg(all(unix, feature = "sqlite"))]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_processes_run_the_in_flight_tool_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    let started = Instant::now();
+    for round in 0..PROCESS_ROUNDS {
+        let run_id = format!("run_proc_{round}");
+        let effects = dir.path().join(format!("effects_{round}.txt"));
+        let store = Arc::new(agentloop::store::sqlite::SqliteStore::open(&db).unwrap());
+        crash(store, &run_id).await;
+        tokio::time::sleep(TTL + Duration::from_millis(50)).await;
+        let children: Vec<_> = (0..PROCESSES)
+            .map(|_| {
+                tokio::process::Command::new(std::env::current_exe().unwrap())
+                    .args(["lease_child", "--exact", "--ignored", "--nocapture", "-q"])
+                    .env(CHILD_ENV, &db)
+                    .env("LEASE_RUN_ID", &run_id)
+                    .env("LEASE_EFFECTS", &effects)
+                    .stdout(std::process::Stdio::piped())
+                    .kill_on_drop(true)
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        let mut verdicts = std::collections::BTreeMap::<String, usize>::new();
+        for child in children {
+            let output = child.wait_with_output().await.unwrap();
+            let stdout = String::from_utf8_lossy(&output.stdout);
+            let verdict = stdout
+                .lines()
+                .find_map(|l| l.strip_prefix("@@ "))
+                .unwrap_or("no verdict")
+                .to_owned();
+            *verdicts.entry(verdict).or_default() += 1;
+        }
+        let lines = std::fs::read_to_string(&effects).unwrap_or_default();
+        assert_eq!(lines.lines().count(), 1, "round {round}: {verdicts:?}\n{lines}");
+        assert_eq!(verdicts.get("executed"), Some(&1), "round {round}: {verdicts:?}");
+        let others = verdicts.get("refused").unwrap_or(&0) + verdicts.get("over").unwrap_or(&0);
+        assert_eq!(others, PROCESSES - 1, "round {round}: {verdicts:?}");
+    }
+    eprintln!(
+        "{PROCESS_ROUNDS} rounds of {PROCESSES} processes in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
 }

@@ -1,5 +1,6 @@
-//! The driver's retry of failed model calls: before any content, with the policy's backoff or
-//! the provider's Retry-After, an event per retry; never after content reached the caller.
+//! Retries: the driver's attempts inside a model call (before any content, with the policy's
+//! backoff or the provider's Retry-After, an event per retry; never after content reached the
+//! caller), and how they compose with the run's re-asks (`max_consecutive_model_errors`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
@@ -7,6 +8,7 @@ mod common;
 use agentloop::prelude::*;
 use agentloop::provider::scripted::{ScriptedModel, ScriptedTurn};
 use agentloop::provider::RetryPolicy;
+use agentloop::run::LimitKind;
 use common::*;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -134,4 +136,144 @@ async fn no_policy_means_no_driver_retries() {
     let events = collect(agent.run_stream("hi")).await;
     assert!(retries(&events).is_empty());
     assert_eq!(outcome(&events).iterations, 2, "the run's own retry in a new iteration");
+}
+
+// The composition of the two tiers (docs/PROVIDERS.md, "Retries"): the driver's attempts
+// under the `RetryPolicy` inside one model call, the run's re-asks under
+// `max_consecutive_model_errors` across calls.
+
+/// A policy of `attempts` attempts in all, 1 ms apart.
+fn attempts(attempts: u32) -> Option<RetryPolicy> {
+    Some(
+        RetryPolicy::new()
+            .without_jitter()
+            .with_base(Duration::from_millis(1))
+            .with_max_attempts(attempts),
+    )
+}
+
+fn busy() -> ScriptedTurn {
+    ScriptedTurn::error(ProviderError::Server { status: 503, message: "busy".into() })
+}
+
+/// The kinds of the journal of `run_id` in `store`.
+async fn journaled(store: &MemoryStore, run_id: &str) -> Vec<&'static str> {
+    store.load(run_id).await.unwrap().iter().map(|entry| entry.event.kind()).collect()
+}
+
+fn count(kinds: &[&str], kind: &str) -> usize {
+    kinds.iter().filter(|k| **k == kind).count()
+}
+
+#[tokio::test]
+async fn a_provider_that_keeps_failing_gets_attempts_times_calls_requests_then_the_run_gives_up() {
+    // 3 attempts per call, 2 failed calls in a row end the run: 6 requests in all.
+    let mut turns: Vec<ScriptedTurn> = (0..6).map(|_| busy()).collect();
+    turns.push(ScriptedTurn::text("never asked"));
+    let model = Arc::new(ScriptedModel::new(turns));
+    let store = Arc::new(MemoryStore::new());
+    let agent = Agent::builder(model.clone())
+        .retry_policy(attempts(3))
+        .limits(Limits { max_consecutive_model_errors: 2, ..Limits::default() })
+        .store(store.clone())
+        .build()
+        .unwrap();
+    let options = RunOptions { run_id: Some("gives_up".into()), ..RunOptions::default() };
+    let events = collect(agent.run_stream_with("hi", options)).await;
+
+    assert_eq!(model.request_count(), 6, "attempts (3) × failed calls (2); no wind-down call");
+    let retried: Vec<u32> = retries(&events).iter().map(|(attempt, ..)| *attempt).collect();
+    assert_eq!(retried, vec![1, 2, 1, 2], "two retries within each call, streamed");
+    let journal = journaled(&store, "gives_up").await;
+    assert_eq!(count(&journal, "model_failed"), 2, "one per call, after its last attempt");
+    assert_eq!(count(&journal, "model_retrying"), 0, "retries are not journaled");
+    assert_eq!(count(&journal, "model_requested"), 2, "one per call, not per attempt");
+    // With a store the terminal event is followed by its `checkpointed`.
+    let outcome = events.iter().rev().find_map(Event::outcome).cloned().unwrap();
+    assert_eq!(
+        outcome.stop_reason,
+        StopReason::LimitReached { limit: LimitKind::ConsecutiveModelErrors }
+    );
+    assert_eq!(outcome.answer, RunConfig::default().wind_down_fallback);
+    assert_eq!(outcome.iterations, 2, "each re-ask is a new iteration");
+    assert_eq!(outcome.metrics.model_errors, 2);
+    assert_eq!(outcome.metrics.model_calls, 2);
+}
+
+#[tokio::test]
+async fn a_response_resets_the_count_of_failed_calls() {
+    // Call 1 fails (3 attempts), call 2 answers with a tool call, call 3 fails, call 4
+    // answers: with a limit of 2 failed calls in a row, the run completes.
+    let mut turns: Vec<ScriptedTurn> = (0..3).map(|_| busy()).collect();
+    turns.push(ScriptedTurn::tool_call("add", serde_json::json!({"a": 1, "b": 2})));
+    turns.extend((0..3).map(|_| busy()));
+    turns.push(ScriptedTurn::text("3"));
+    let model = Arc::new(ScriptedModel::new(turns));
+    let agent = Agent::builder(model.clone())
+        .tool(Add)
+        .retry_policy(attempts(3))
+        .limits(Limits { max_consecutive_model_errors: 2, ..Limits::default() })
+        .build()
+        .unwrap();
+    let events = collect(agent.run_stream("add")).await;
+    assert_eq!(model.request_count(), 8);
+    assert_eq!(count(&kinds(&events), "model_failed"), 2);
+    assert_eq!(retries(&events).len(), 4);
+    let outcome = outcome(&events);
+    assert_eq!(outcome.stop_reason, StopReason::Completed);
+    assert_eq!(outcome.answer, "3");
+}
+
+#[tokio::test]
+async fn a_retry_after_beyond_the_policy_fails_the_call_and_the_run_asks_again_at_once() {
+    // The policy does not wait 120 s (its longest Retry-After is 60 s): no retry, the call
+    // fails, and the run's own re-ask does not wait either (it has no backoff).
+    let limited =
+        ProviderError::RateLimited { message: "later".into(), retry_after_ms: Some(120_000) };
+    let model = Arc::new(ScriptedModel::new([
+        ScriptedTurn::error(limited.clone()),
+        ScriptedTurn::error(limited),
+        ScriptedTurn::text("ok"),
+    ]));
+    let agent = Agent::builder(model.clone()).retry_policy(attempts(5)).build().unwrap();
+    let started = Instant::now();
+    let events = collect(agent.run_stream("hi")).await;
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(retries(&events).is_empty());
+    assert_eq!(count(&kinds(&events), "model_failed"), 2);
+    assert_eq!(model.request_count(), 3);
+    assert_eq!(outcome(&events).answer, "ok");
+}
+
+#[tokio::test]
+async fn over_http_the_transport_adds_no_attempts_of_its_own() {
+    use agentloop::provider::openai::{Dialect, OpenAi};
+    use agentloop::provider::HttpConfig;
+    use wiremock::matchers::{method, path};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(ResponseTemplate::new(503).set_body_string("busy"))
+        .mount(&server)
+        .await;
+    // The provider's own policy (3 attempts) is the one the driver applies.
+    let config = HttpConfig::new(format!("{}/v1", server.uri()), "gpt-4.1")
+        .retry_policy(attempts(3).unwrap());
+    let provider = OpenAi::chat_with(config, Dialect::openai()).unwrap();
+    assert_eq!(Provider::retry_policy(&provider), attempts(3));
+    let agent = Agent::builder(provider)
+        .limits(Limits { max_consecutive_model_errors: 2, ..Limits::default() })
+        .build()
+        .unwrap();
+    let events = collect(agent.run_stream("hi")).await;
+    let requests = server.received_requests().await.unwrap_or_default();
+    assert_eq!(requests.len(), 6, "attempts (3) × failed calls (2), nothing more");
+    assert_eq!(retries(&events).len(), 4);
+    assert_eq!(count(&kinds(&events), "model_failed"), 2);
+    assert_eq!(
+        outcome(&events).stop_reason,
+        StopReason::LimitReached { limit: LimitKind::ConsecutiveModelErrors }
+    );
 }

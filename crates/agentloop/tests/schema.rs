@@ -26,10 +26,11 @@ fn schema_dir() -> PathBuf {
 }
 
 /// The committed schema files and what generates them.
-fn schemas() -> [(&'static str, schemars::Schema); 2] {
+fn schemas() -> [(&'static str, schemars::Schema); 3] {
     [
         ("journal-entry.schema.json", agentloop::schema::journal_entry()),
         ("event.schema.json", agentloop::schema::event()),
+        ("envelope.schema.json", agentloop::schema::envelope()),
     ]
 }
 

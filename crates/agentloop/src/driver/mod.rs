@@ -37,7 +37,8 @@ pub(crate) struct Driver {
     pub(crate) hooks: Arc<HookSet>,
     /// Counts tokens for the window and compaction (`None`: the run's estimate).
     pub(crate) counter: Option<Arc<dyn crate::context::TokenCounter>>,
-    /// How failed model calls are retried before any content arrived.
+    /// How failed model calls are retried before any content arrived (the attempts tier of
+    /// `docs/PROVIDERS.md`, "Retries").
     pub(crate) retry: Option<crate::provider::RetryPolicy>,
     /// Tool calls of one model turn that may run at once.
     pub(crate) concurrency: usize,

@@ -1,5 +1,8 @@
 //! One model call: `before_model` hooks, the provider stream with its deltas, cancellation,
-//! `after_model` hooks, and the result fed to the run.
+//! the attempts under the [`RetryPolicy`](crate::provider::RetryPolicy) (retries before any
+//! content, each a streamed `model_retrying`), `after_model` hooks, and the result fed to the
+//! run: a response, or one `model_failed` that the run's re-ask rule then judges
+//! (`docs/PROVIDERS.md`, "Retries").
 
 use super::{fail_hook, fail_on_error, Driver, Outbox, Scope};
 use crate::event::Event;

@@ -6,10 +6,10 @@ use crate::event::Event;
 use crate::hooks::{Approval, CriticalFailure, HookContext};
 use crate::message::ToolCall;
 use crate::run::{Gate, Run, ToolInvocation};
-use crate::tool::{parse_arguments, ToolContext, ToolError, ToolOutput};
+use crate::tool::{parse_arguments, raw_arguments, ToolContext, ToolError, ToolOutput};
 use futures::stream::FuturesUnordered;
 use futures::StreamExt;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
@@ -203,16 +203,20 @@ impl Driver {
         if self.hooks.is_empty() {
             return Ok(Prepared::Run(parsed));
         }
-        let raw = || json!({ "_raw": call.arguments });
+        // What the hooks see: the arguments, or the text wrapped when it is not JSON.
+        let view = |arguments: &Result<Value, String>| match arguments {
+            Ok(arguments) => arguments.clone(),
+            Err(_) => raw_arguments::wrap(call.arguments.as_str()),
+        };
         let mut arguments = parsed;
-        let view = arguments.clone().unwrap_or_else(|_| raw());
-        match self.hooks.before_tool(ctx, call, view.clone(), events).await? {
+        let before = view(&arguments);
+        match self.hooks.before_tool(ctx, call, before.clone(), events).await? {
             Err(answer) => return Ok(Prepared::Answered(answer)),
-            Ok(rewritten) if rewritten != view => arguments = Ok(rewritten),
+            Ok(rewritten) if rewritten != before => arguments = Ok(rewritten),
             Ok(_) => {}
         }
         if !approved {
-            let view = arguments.clone().unwrap_or_else(|_| raw());
+            let view = view(&arguments);
             match self.hooks.approve_tool(ctx, call, &view, events).await? {
                 Approval::Approve => {}
                 Approval::Reject(reason) => {

@@ -95,8 +95,9 @@ impl ProviderError {
     }
 
     /// Whether retrying the same request may succeed: rate limits (429), overload (529),
-    /// network errors, timeouts (including HTTP 408), and server errors with status 409, 500,
-    /// 502, 503 or 504. [`RetryPolicy`](super::RetryPolicy) retries exactly these.
+    /// network errors, timeouts (including HTTP 408), and server errors with status 408, 409,
+    /// 500, 502, 503, 504 or 529. [`RetryPolicy`](super::RetryPolicy) retries exactly these
+    /// (and the run asks again after them: `docs/PROVIDERS.md`, "Retries").
     pub fn is_retryable(&self) -> bool {
         match self {
             Self::RateLimited { .. }

@@ -3,7 +3,8 @@
 //! enforces the connect, request and stream-idle timeouts, and classifies HTTP errors.
 //!
 //! It does not retry: the driver does, with a [`RetryPolicy`], so that a retry can be
-//! reported and a stream that already delivered content is not silently sent again.
+//! reported and a stream that already delivered content is not silently sent again (see
+//! `docs/PROVIDERS.md`, "Retries").
 
 mod classify;
 mod transport;
@@ -154,7 +155,8 @@ impl HttpConfig {
         self
     }
 
-    /// The retry policy the driver applies to this provider.
+    /// The retry policy the driver applies to this provider (the attempts of one model call;
+    /// `docs/PROVIDERS.md`, "Retries", has how they compose with the run's re-asks).
     pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
         self.retry = policy;
         self

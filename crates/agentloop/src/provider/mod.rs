@@ -188,7 +188,9 @@ pub trait Provider: Send + Sync {
     }
 
     /// How the driver retries this provider's failed calls (before any content arrived).
-    /// `None`: no retries (the agent's own policy, if set, still applies).
+    /// `None`: no retries (the agent's own policy, if set, still applies). The provider itself
+    /// never retries; how the driver's attempts compose with the run's re-asks:
+    /// `docs/PROVIDERS.md`, "Retries".
     fn retry_policy(&self) -> Option<RetryPolicy> {
         None
     }

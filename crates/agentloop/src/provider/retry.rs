@@ -3,6 +3,10 @@
 //! The policy only decides; the caller (the driver) runs the loop, so that a retry can be
 //! reported as an event and a stream that already delivered content is never silently sent
 //! again. The backoff schedule comes from the `backon` crate.
+//!
+//! This is the inner of the two retry tiers (attempts within one model call); the outer one
+//! is the run's `Limits::max_consecutive_model_errors` (failed calls in a row). Which tier
+//! retries what, what is journaled and how they multiply: `docs/PROVIDERS.md`, "Retries".
 
 use super::ProviderError;
 use backon::{BackoffBuilder, ExponentialBuilder};
@@ -25,6 +29,12 @@ enum Jitter {
 /// (the first one and 4 retries), jitter on, and a provider's `Retry-After` honoured when it
 /// asks for at most 60 s. Which errors are retried is [`ProviderError::is_retryable`]:
 /// HTTP 408, 409, 429, 500, 502, 503, 504, 529, network errors and timeouts.
+///
+/// The driver applies it to the attempts of one model call, before any content reached the
+/// caller; each retry is a streamed (not journaled) `model_retrying` event. When the policy
+/// gives up, the call fails (`model_failed`) and the run's
+/// [`max_consecutive_model_errors`](crate::run::Limits::max_consecutive_model_errors) decides
+/// whether to ask again: the whole story is in `docs/PROVIDERS.md`, "Retries".
 ///
 /// ```
 /// use agentloop::provider::{ProviderError, RetryPolicy};

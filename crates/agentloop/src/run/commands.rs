@@ -163,17 +163,16 @@ impl Run {
     }
 
     /// Records that a tool call starts. `arguments` is the argument JSON it runs with (after
-    /// hooks), or `None` when the argument text was not JSON (the event then carries
-    /// `{"_raw": text}`). Returns the arguments as journaled (shared with the event).
+    /// hooks), or `None` when the argument text was not JSON (the event then carries it
+    /// [wrapped](crate::tool::raw_arguments::wrap)). Returns the arguments as journaled (shared
+    /// with the event).
     pub fn tool_started(
         &mut self,
         call_id: &str,
         arguments: Option<Value>,
     ) -> Result<Arc<Value>, RunError> {
         let call = Arc::clone(&self.pending(call_id)?.call);
-        let arguments = Arc::new(
-            arguments.unwrap_or_else(|| serde_json::json!({ "_raw": call.arguments.clone() })),
-        );
+        let arguments = Arc::new(crate::tool::raw_arguments::or_wrap(arguments, &call.arguments));
         self.notice(|| Event::StepStarted { call_id: call.id.clone(), name: call.name.clone() });
         self.record(Event::ToolStarted { call, arguments: Arc::clone(&arguments) });
         Ok(arguments)

@@ -268,7 +268,8 @@ impl Run {
         let pending = self.pending_mut(&result.call_id)?;
         let started = pending.started;
         // A call that started has its audit entry already; others (refused, skipped,
-        // rejected) are audited with the arguments the model sent.
+        // rejected) are audited with the arguments the model sent (wrapped when not JSON, as
+        // a started call's are).
         let raw = (!started).then(|| pending.call.arguments.clone());
         let trimmed = self.trim_result(name, result.clone());
         let (content, is_error) = (trimmed.content.clone(), trimmed.is_error);
@@ -278,8 +279,7 @@ impl Run {
 
         let arguments = || {
             Arc::new(
-                raw.map(|raw| crate::tool::parse_arguments(&raw).unwrap_or(Value::String(raw)))
-                    .unwrap_or_default(),
+                raw.map(|raw| crate::tool::raw_arguments::parse_or_wrap(&raw)).unwrap_or_default(),
             )
         };
         let entry = self.audit_entry(&result.call_id, name, arguments);

@@ -385,7 +385,9 @@ impl Run {
     }
 
     /// What follows a failed model call: a non-retryable error fails the run; a retryable
-    /// one is tried again in a new iteration until `max_consecutive_model_errors`.
+    /// one is tried again in a new iteration until `max_consecutive_model_errors`. This is the
+    /// outer retry tier; the driver's attempts under the `RetryPolicy` ran before the call
+    /// failed (`docs/PROVIDERS.md`, "Retries").
     pub(super) fn after_model_failure(
         &mut self,
         purpose: &ModelPurpose,

@@ -5,6 +5,7 @@ pub mod builtin;
 mod exec;
 #[cfg(feature = "mcp")]
 pub mod mcp;
+pub mod raw_arguments;
 mod registry;
 mod schema;
 
@@ -330,7 +331,8 @@ pub trait ToolSet: Send + Sync {
 }
 
 /// Parses a model's argument text. Empty or whitespace-only text means "no arguments" (`{}`),
-/// which models commonly send for parameterless tools.
+/// which models commonly send for parameterless tools. Where text that is not JSON must still
+/// be shown as a value, [`raw_arguments`] says how.
 pub fn parse_arguments(raw: &str) -> Result<Value, String> {
     if raw.trim().is_empty() {
         return Ok(Value::Object(Map::new()));

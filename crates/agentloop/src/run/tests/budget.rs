@@ -52,6 +52,21 @@ fn tool_call_limit_refuses_the_call_and_winds_down() {
 }
 
 #[test]
+fn a_refused_call_whose_arguments_are_not_json_is_audited_by_the_raw_rule() {
+    let mut run = run_with(Limits { max_tool_calls: Some(1), ..Limits::default() });
+    assert_eq!(tool_turn(&mut run, "a", "{}"), Gate::Run);
+    assert_eq!(tool_turn(&mut run, "b", "{oops"), Gate::Handled, "refused before it started");
+    let audited = |run: &Run| {
+        run.metrics().audit.iter().find(|e| e.call_id == "b").map(|e| Value::clone(&e.arguments))
+    };
+    // The same shape a started call's `tool_started` event carries.
+    let expected = crate::tool::raw_arguments::wrap("{oops");
+    assert_eq!(audited(&run), Some(expected.clone()));
+    let journal: Vec<Event> = run.drain_events().filter(Event::is_durable).collect();
+    assert_eq!(audited(&Run::from_journal(&journal).unwrap()), Some(expected));
+}
+
+#[test]
 fn a_call_interrupted_by_a_crash_counts_once_after_resume() {
     let mut limits = Limits { max_tool_calls: Some(1), ..Limits::default() };
     limits.max_tool_calls_per_tool.insert("add".into(), 1);
