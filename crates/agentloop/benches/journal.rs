@@ -6,7 +6,8 @@
 //! `cargo bench -p agentloop --all-features --bench journal`
 //!
 //! Each timed batch appends at most 100 events to a run prefilled (untimed) to the length, so
-//! the length stays within 100 of the nominal one.
+//! the length stays within 100 of the nominal one. Appends are fenced by the run's lease
+//! (`RunStore::append_fenced`), as an agent's journaling makes them.
 
 use agentloop::event::Event;
 use agentloop::message::ToolResult;
@@ -66,12 +67,16 @@ fn bench_store(
                     let mut runs = Vec::new();
                     while done < iters {
                         let run_id = prefilled(&*store, length).await;
+                        let lease = store
+                            .claim(&run_id, "bench", Duration::from_secs(600))
+                            .await
+                            .unwrap_or_else(|e| exit("claim", e));
                         let n = (iters - done).min(100);
                         let started = Instant::now();
                         for seq in length..length + n {
                             let entry = JournalEntry::new(seq, event(seq));
                             store
-                                .append_entries(&run_id, seq, std::slice::from_ref(&entry))
+                                .append_fenced(&lease, seq, std::slice::from_ref(&entry))
                                 .await
                                 .unwrap_or_else(|e| exit("append", e));
                         }

@@ -291,6 +291,52 @@ async fn seed(store: &dyn AllStores, id: &str, created_ms: u64, events: Vec<Even
     store.append_entries(id, 0, &entries).await.unwrap();
 }
 
+/// A listing paged with cursors: 25 runs (some created in the same millisecond) in pages of
+/// 4, every run once, in the listing order; with a filter too.
+async fn list_pages(store: Stores) {
+    let agent = format!("pager-{}", uuid::Uuid::new_v4().simple());
+    let mut ids = Vec::new();
+    for i in 0..25u64 {
+        let id = format!("{}-{i:02}", run_id());
+        seed(
+            &*store,
+            &id,
+            1_000 + i / 3,
+            vec![started(&id, &agent, if i % 2 == 0 { "even" } else { "odd" })],
+        )
+        .await;
+        ids.push((1_000 + i / 3, id));
+    }
+    ids.sort_by(|a, b| b.cmp(a));
+    let expected: Vec<String> = ids.iter().map(|(_, id)| id.clone()).collect();
+    for (context, size) in [(None, 4), (Some("even"), 3)] {
+        let mut filter = RunFilter::all().agent(agent.clone()).limit(size);
+        if let Some(context) = context {
+            filter = filter.context_id(context);
+        }
+        let mut seen: Vec<String> = Vec::new();
+        loop {
+            let page = store.list_runs(&filter).await.unwrap();
+            assert!(page.len() <= size);
+            let Some(last) = page.last() else { break };
+            filter = filter.after(last.cursor());
+            seen.extend(page.iter().map(|r| r.run_id.clone()));
+        }
+        let want: Vec<String> = match context {
+            None => expected.clone(),
+            Some(_) => expected
+                .iter()
+                .filter(|id| id[id.len() - 2..].parse::<u64>().unwrap() % 2 == 0)
+                .cloned()
+                .collect(),
+        };
+        assert_eq!(seen, want, "context {context:?}");
+    }
+    for (_, id) in ids {
+        assert!(store.delete_run(&id).await.unwrap());
+    }
+}
+
 async fn list_filters(store: Stores) {
     let ids: Vec<String> = (1..=5).map(|i| format!("{}-{i}", run_id())).collect();
     let terminal = |i: usize| -> Option<Event> {
@@ -559,6 +605,7 @@ conformance!(
     leases,
     racing_claims,
     tails_and_remote_control,
+    list_pages,
 );
 
 /// Two writers on one store.

@@ -110,6 +110,24 @@ async fn list(path: &std::path::Path, runs: usize) -> Result<()> {
             percentile(&times, 0.99).as_secs_f64() * 1e3
         );
     }
+    // Every run, page by page with cursors.
+    let started = Instant::now();
+    let (mut filter, mut seen, mut pages) = (RunFilter::all().limit(1_000), 0usize, 0usize);
+    loop {
+        let page = service.list(&filter).await?;
+        let Some(last) = page.last() else { break };
+        filter = filter.after(last.cursor());
+        seen += page.len();
+        pages += 1;
+    }
+    if seen != runs {
+        return Err(format!("paging saw {seen} of {runs} runs").into());
+    }
+    println!(
+        "- paged through all {runs} runs, 1,000 a page: {pages} pages in {:.0} ms ({:.2} ms a page)",
+        started.elapsed().as_secs_f64() * 1e3,
+        started.elapsed().as_secs_f64() * 1e3 / pages.max(1) as f64
+    );
     Ok(())
 }
 

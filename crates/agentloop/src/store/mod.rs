@@ -245,6 +245,32 @@ pub struct RunSummary {
     pub entries: u64,
 }
 
+impl RunSummary {
+    /// Where a listing that ends with this run goes on: pass it to [`RunFilter::after`] for
+    /// the next page.
+    pub fn cursor(&self) -> RunCursor {
+        RunCursor { created_ms: self.created_ms, run_id: self.run_id.clone() }
+    }
+}
+
+/// A position in the listing order of runs (newest first, then by run id, descending): the
+/// runs after it are older, or as old with a smaller id.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct RunCursor {
+    /// The creation time of the last run seen.
+    pub created_ms: u64,
+    /// Its id.
+    pub run_id: String,
+}
+
+impl RunCursor {
+    /// Whether `run` comes after this position.
+    pub fn precedes(&self, run: &RunSummary) -> bool {
+        run.created_ms < self.created_ms
+            || (run.created_ms == self.created_ms && run.run_id < self.run_id)
+    }
+}
+
 /// Which runs [`RunStore::list_runs`] returns: every set field must match. Runs come newest first
 /// (by creation time).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -261,6 +287,9 @@ pub struct RunFilter {
     pub created_before_ms: Option<u64>,
     /// At most this many runs.
     pub limit: Option<usize>,
+    /// Only the runs after this position: the next page of a listing (see
+    /// [`RunSummary::cursor`]).
+    pub after: Option<RunCursor>,
 }
 
 impl RunFilter {
@@ -300,6 +329,12 @@ impl RunFilter {
         self
     }
 
+    /// Only the runs after `cursor` (the last run of the previous page).
+    pub fn after(mut self, cursor: RunCursor) -> Self {
+        self.after = Some(cursor);
+        self
+    }
+
     /// Whether a run matches (every field but `limit`).
     pub fn matches(&self, run: &RunSummary) -> bool {
         self.agent.as_ref().is_none_or(|a| run.agent.as_ref() == Some(a))
@@ -307,6 +342,7 @@ impl RunFilter {
             && self.state.is_none_or(|s| run.state == s)
             && self.created_from_ms.is_none_or(|from| run.created_ms >= from)
             && self.created_before_ms.is_none_or(|before| run.created_ms < before)
+            && self.after.as_ref().is_none_or(|cursor| cursor.precedes(run))
     }
 }
 

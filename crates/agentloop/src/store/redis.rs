@@ -373,7 +373,12 @@ impl RunStore for RedisStore {
 
     async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, StoreError> {
         let index = self.key(&["runs"]);
-        let max = filter.created_before_ms.map_or("+inf".to_owned(), |t| format!("({t}"));
+        let max = match (&filter.after, filter.created_before_ms) {
+            // The cursor's own creation time is included: runs as old with a smaller id.
+            (Some(cursor), Some(before)) if before <= cursor.created_ms => format!("({before}"),
+            (Some(cursor), _) => cursor.created_ms.to_string(),
+            (None, before) => before.map_or("+inf".to_owned(), |t| format!("({t}")),
+        };
         let min = filter.created_from_ms.map_or("-inf".to_owned(), |t| t.to_string());
         let ids: Vec<String> = ::redis::cmd("ZREVRANGEBYSCORE")
             .arg(&index)

@@ -93,6 +93,7 @@ CREATE TABLE leases (
     epoch         INTEGER NOT NULL,
     expires_at_ms INTEGER NOT NULL
 ) WITHOUT ROWID;
+CREATE INDEX runs_by_created_id ON runs (created_ms, run_id);
 CREATE TABLE run_controls (
     run_id TEXT PRIMARY KEY,
     cancel TEXT,
@@ -505,6 +506,11 @@ impl RunStore for SqliteStore {
             if let Some(before) = filter.created_before_ms {
                 sql.push_str(" AND created_ms < ?");
                 args.push(SqlValue::Integer(int(before)));
+            }
+            if let Some(cursor) = &filter.after {
+                sql.push_str(" AND (created_ms, run_id) < (?, ?)");
+                args.push(SqlValue::Integer(int(cursor.created_ms)));
+                args.push(SqlValue::Text(cursor.run_id.clone()));
             }
             sql.push_str(" ORDER BY created_ms DESC, run_id DESC");
             if let Some(limit) = filter.limit {
