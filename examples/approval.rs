@@ -7,6 +7,7 @@
 //! is rejected.
 
 use agentloop::hooks::HookError;
+use agentloop::message::ToolCall;
 use agentloop::prelude::*;
 use agentloop::provider::scripted::{ScriptedModel, ScriptedTurn};
 use async_trait::async_trait;

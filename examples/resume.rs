@@ -7,10 +7,14 @@
 //! runs again with the same idempotency key (`run_id:call_id`), which a real tool uses to
 //! avoid doing its side effect twice.
 
+use agentloop::error::BuildError;
 use agentloop::prelude::*;
 use agentloop::provider::scripted::{ScriptedModel, ScriptedTurn};
 use agentloop::store::sqlite::SqliteStore;
 use agentloop::store::RunFilter;
+use agentloop::store::RunStore;
+use agentloop::store::StoreError;
+use agentloop::ResumeError;
 use futures::StreamExt;
 use serde_json::json;
 use std::sync::Arc;

@@ -3,6 +3,7 @@
 //!
 //! `cargo run -p agentloop --example session --features test-util`
 
+use agentloop::error::SessionError;
 use agentloop::prelude::*;
 use agentloop::provider::scripted::{ScriptedModel, ScriptedTurn};
 use agentloop::store::sqlite::SqliteStore;

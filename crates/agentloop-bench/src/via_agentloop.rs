@@ -4,11 +4,13 @@
 use crate::measure;
 use crate::scenario::Script;
 use agentloop::context::ContextConfig;
+use agentloop::error::BuildError;
 use agentloop::prelude::*;
 use agentloop::provider::openai::{Dialect, OpenAi, OpenAiChat};
 use agentloop::provider::wire::{
     AuthStyle, EncodedRequest, StreamDecoder, WireFormat, WireRequest,
 };
+use agentloop::provider::Provider;
 use agentloop::provider::{
     HttpConfig, HttpProvider, ModelRequest, ModelResponse, ProviderError, RetryPolicy,
 };

@@ -5,13 +5,16 @@ mod config;
 #[cfg(feature = "local")]
 mod model;
 mod providers;
+mod remote;
 mod render;
 mod runs;
 mod tools;
 
 use agentloop::prelude::*;
 use agentloop::provider::StepToolChoice;
+use agentloop::provider::ToolChoice;
 use agentloop::run::Price;
+use agentloop::RunInput;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use config::{Config, ProviderKind, ProviderSection, ToolChoiceSetting};
@@ -132,6 +135,9 @@ enum RunsCommand {
         /// Only runs in this state: running, finished, failed, cancelled, suspended.
         #[arg(long)]
         state: Option<String>,
+        /// Only the runs this run started (its sub-agents' runs).
+        #[arg(long)]
+        parent: Option<String>,
         /// At most this many.
         #[arg(long, default_value_t = 50)]
         limit: usize,
@@ -158,6 +164,51 @@ enum RunsCommand {
         allow_changes: bool,
         #[command(flatten)]
         agent: AgentFlags,
+    },
+    /// Asks the run's executor, in whatever process, to cancel the run (within a second).
+    Cancel {
+        /// The run id.
+        run_id: String,
+        /// Why (journaled with the run's end).
+        #[arg(long, default_value = "cancelled from the command line")]
+        reason: String,
+    },
+    /// Asks the run's executor to pause the run at its next safe point.
+    Pause {
+        /// The run id.
+        run_id: String,
+        /// Why (journaled).
+        #[arg(long, default_value = "paused from the command line")]
+        reason: String,
+    },
+    /// Lets a run paused with `runs pause` go on.
+    Unpause {
+        /// The run id.
+        run_id: String,
+    },
+    /// Approves a call the run deferred for approval; `runs resume` then continues the run.
+    Approve {
+        /// The run id.
+        run_id: String,
+        /// The call id (`runs show` lists the calls that wait).
+        call_id: String,
+    },
+    /// Rejects a call the run deferred for approval: the model sees the reason as its result.
+    Reject {
+        /// The run id.
+        run_id: String,
+        /// The call id.
+        call_id: String,
+        /// Why.
+        #[arg(long)]
+        reason: String,
+    },
+    /// Answers the question the run asked (an ask-user tool); `runs resume` then goes on.
+    Answer {
+        /// The run id.
+        run_id: String,
+        /// The answer.
+        text: String,
     },
     /// Plays a recorded run again from its journal, without the model or the tools.
     Replay {
@@ -239,14 +290,35 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             let stores = runs::open(&config.store).await?;
             let store = stores.runs.clone();
             match command {
-                RunsCommand::List { state, limit } => {
-                    runs::list(store.as_ref(), state.as_deref(), limit).await.map(|()| 0)
+                RunsCommand::List { state, parent, limit } => {
+                    runs::list(store.as_ref(), state.as_deref(), parent.as_deref(), limit)
+                        .await
+                        .map(|()| 0)
                 }
                 RunsCommand::Show { run_id } => {
                     runs::show(store.as_ref(), &run_id).await.map(|()| 0)
                 }
                 RunsCommand::Replay { run_id, json } => {
                     Ok(runs::replay(store.as_ref(), &run_id, json).await?.code())
+                }
+                RunsCommand::Cancel { run_id, reason } => {
+                    remote::request(store, &run_id, remote::Request::Cancel(reason)).await
+                }
+                RunsCommand::Pause { run_id, reason } => {
+                    remote::request(store, &run_id, remote::Request::Pause(reason)).await
+                }
+                RunsCommand::Unpause { run_id } => {
+                    remote::request(store, &run_id, remote::Request::Unpause).await
+                }
+                RunsCommand::Approve { run_id, call_id } => {
+                    remote::request(store, &run_id, remote::Request::Approve(call_id)).await
+                }
+                RunsCommand::Reject { run_id, call_id, reason } => {
+                    let request = remote::Request::Reject { call_id, reason };
+                    remote::request(store, &run_id, request).await
+                }
+                RunsCommand::Answer { run_id, text } => {
+                    remote::request(store, &run_id, remote::Request::Answer(text)).await
                 }
                 RunsCommand::Resume { run_id, json, wait, allow_changes, agent } => {
                     let config = with_agent_flags(&config, &agent);

@@ -3,7 +3,8 @@
 
 use crate::config::StoreSection;
 use crate::render::Ending;
-use agentloop::provider::replay::JournalReplay;
+use agentloop::agent::JournalReplay;
+use agentloop::run::Decision;
 use agentloop::store::{JournalEntry, MemoryStore, RunFilter, RunState, RunStore, SessionStore};
 use agentloop::{Event, EventStream};
 use anyhow::{bail, Context};
@@ -70,8 +71,22 @@ fn time(ms: u64) -> String {
     )
 }
 
-/// `runs list`.
-pub async fn list(store: &dyn RunStore, state: Option<&str>, limit: usize) -> anyhow::Result<()> {
+/// A stored name as one table cell: control characters (a newline, an escape sequence) are
+/// shown escaped, so a name cannot break the table or drive the terminal.
+pub fn cell(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() })
+        .collect()
+}
+
+/// `runs list`: the run registry — state, agent, parent, tokens and cost so far, times, and
+/// the executor that holds the run's lease (only while it is live).
+pub async fn list(
+    store: &dyn RunStore,
+    state: Option<&str>,
+    parent: Option<&str>,
+    limit: usize,
+) -> anyhow::Result<()> {
     let mut filter = RunFilter::all().limit(limit);
     if let Some(state) = state {
         let Some(state) = RunState::parse(state) else {
@@ -79,17 +94,36 @@ pub async fn list(store: &dyn RunStore, state: Option<&str>, limit: usize) -> an
         };
         filter = filter.state(state);
     }
+    if let Some(parent) = parent {
+        filter = filter.parent_run_id(parent);
+    }
     let runs = store.list_runs(&filter).await?;
+    let now = agentloop::store::now_ms();
     println!(
-        "{:<36}  {:<10}  {:<12}  {:>7}  {:<19}  {:<19}",
-        "RUN", "STATE", "AGENT", "ENTRIES", "CREATED", "UPDATED"
+        "{:<36}  {:<10}  {:<12}  {:<36}  {:>15}  {:>10}  {:>7}  {:<19}  {:<19}  OWNER",
+        "RUN",
+        "STATE",
+        "AGENT",
+        "PARENT",
+        "TOKENS IN/OUT",
+        "COST USD",
+        "ENTRIES",
+        "CREATED",
+        "UPDATED"
     );
     for run in runs {
+        let owner = match &run.owner {
+            Some(owner) if run.lease_is_live(now) => cell(owner),
+            _ => "-".into(),
+        };
         println!(
-            "{:<36}  {:<10}  {:<12}  {:>7}  {:<19}  {:<19}",
-            run.run_id,
+            "{:<36}  {:<10}  {:<12}  {:<36}  {:>15}  {:>10.4}  {:>7}  {:<19}  {:<19}  {owner}",
+            cell(&run.run_id),
             run.state.as_str(),
-            run.agent.unwrap_or_else(|| "-".into()),
+            run.agent.as_deref().map_or_else(|| "-".into(), cell),
+            run.parent_run_id.as_deref().map_or_else(|| "-".into(), cell),
+            format!("{}/{}", run.usage.input, run.usage.output),
+            run.cost_usd,
             run.entries,
             time(run.created_ms),
             time(run.updated_ms)
@@ -121,7 +155,7 @@ pub async fn show(store: &dyn RunStore, run_id: &str) -> anyhow::Result<()> {
     let start = entries.first().map_or(0, |e| e.at_ms);
     for entry in &entries {
         let at = format!("+{:>7.3}s", entry.at_ms.saturating_sub(start) as f64 / 1000.0);
-        let line = match &entry.event {
+        let line = match &*entry.event {
             Event::RunStarted { run_id, config, input } => format!(
                 "run {run_id} started (agent {}): {}",
                 config.agent.as_deref().unwrap_or("-"),
@@ -164,11 +198,25 @@ pub async fn show(store: &dyn RunStore, run_id: &str) -> anyhow::Result<()> {
                 outcome.usage.total(),
                 one_line(&outcome.answer, 120)
             ),
+            Event::ApprovalRequested { call, arguments } => format!(
+                "  ? {}({}) waits for approval: call id {}",
+                call.name,
+                one_line(&arguments.to_string(), 100),
+                call.id
+            ),
+            Event::ApprovalDecided { call_id, decision } => match decision {
+                Decision::Approve => format!("  approved {call_id}"),
+                Decision::Reject { reason } => format!("  rejected {call_id}: {reason}"),
+            },
+            Event::InputProvided { message } => {
+                format!("answered: {}", one_line(&message.text(), 100))
+            }
             Event::RunFailed { error, .. } => format!("failed: {error}"),
             Event::RunCancelled { reason, .. } => format!("cancelled: {reason}"),
             other => other.kind().replace('_', " "),
         };
-        println!("{at}  {line}");
+        // Model and tool text may hold control characters: shown escaped.
+        println!("{at}  {}", cell(&line));
     }
     Ok(())
 }
@@ -181,7 +229,7 @@ pub async fn render(events: EventStream, json: bool) -> Ending {
 /// `runs replay`: the run again from its journal, without the model or the tools.
 pub async fn replay(store: &dyn RunStore, run_id: &str, json: bool) -> anyhow::Result<Ending> {
     let entries = journal(store, run_id).await?;
-    let events: Vec<Event> = entries.into_iter().map(|e| e.event).collect();
+    let events: Vec<Event> = entries.into_iter().map(|e| e.event.into_event()).collect();
     let replay = JournalReplay::from_journal(&events).context("reading the journal")?;
     Ok(render(replay.run().context("building the replay")?, json).await)
 }

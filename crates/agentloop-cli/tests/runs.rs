@@ -66,11 +66,13 @@ fn a_killed_run_is_listed_resumed_shown_and_replayed() {
     child.wait().unwrap();
     assert!(!run_id.is_empty());
 
+    // Listed with the killed process as its owner: its lease is still live.
     agentloop(dir.path())
         .args(["runs", "list", "--state", "running"])
         .assert()
         .success()
-        .stdout(predicate::str::contains(&run_id));
+        .stdout(predicate::str::contains(&run_id))
+        .stdout(predicate::str::contains(format!("  pid{}-", child.id())));
 
     // Resume with a model that only knows the rest.
     let rest = dir.path().join("rest.json");
@@ -92,11 +94,13 @@ fn a_killed_run_is_listed_resumed_shown_and_replayed() {
         .stdout(predicate::str::contains("6 times 7 is 42."))
         .stdout(predicate::str::contains("→ calculator").not());
 
+    // Finished: its lease released, no owner is shown.
     agentloop(dir.path())
         .args(["runs", "list", "--state", "finished"])
         .assert()
         .success()
-        .stdout(predicate::str::contains(&run_id));
+        .stdout(predicate::str::contains(&run_id))
+        .stdout(predicate::str::contains("  pid").not());
 
     agentloop(dir.path())
         .args(["runs", "show", &run_id])

@@ -14,7 +14,6 @@ use agentloop::provider::{ModelRequest, Provider, StreamChunk};
 use agentloop_local::{Dequantize, LocalModel};
 use futures::StreamExt;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Instant;
 
 const RUNS: usize = 3;
@@ -72,11 +71,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut latencies = Vec::new();
     let mut chat_prompt = 0;
     for _ in 0..RUNS {
-        let request = ModelRequest {
-            messages: Arc::new(vec![Message::user("What is the capital of France?")]),
-            max_tokens: Some(16),
-            ..ModelRequest::default()
-        };
+        let request = ModelRequest::new(vec![Message::user("What is the capital of France?")])
+            .with_max_tokens(16);
         let start = Instant::now();
         let mut stream = model.stream(request);
         let mut seen = false;

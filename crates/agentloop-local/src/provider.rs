@@ -427,6 +427,10 @@ impl Provider for LocalModel {
         &self.name
     }
 
+    fn family(&self) -> &str {
+        "local"
+    }
+
     fn supports_tools(&self) -> bool {
         true
     }

@@ -35,12 +35,7 @@ fn model() -> Option<LocalModel> {
 }
 
 fn ask(text: &str, max_tokens: u32) -> ModelRequest {
-    ModelRequest {
-        messages: Arc::new(vec![Message::user(text)]),
-        max_tokens: Some(max_tokens),
-        temperature: Some(0.0),
-        ..ModelRequest::default()
-    }
+    ModelRequest::new(vec![Message::user(text)]).with_max_tokens(max_tokens).with_temperature(0.0)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -32,11 +32,7 @@ fn model() -> Option<LocalModel> {
 }
 
 fn ask(text: &str, max_tokens: u32) -> ModelRequest {
-    ModelRequest {
-        messages: Arc::new(vec![Message::user(text)]),
-        max_tokens: Some(max_tokens),
-        ..ModelRequest::default()
-    }
+    ModelRequest::new(vec![Message::user(text)]).with_max_tokens(max_tokens)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

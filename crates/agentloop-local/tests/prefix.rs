@@ -7,7 +7,6 @@ use agentloop::provider::{ModelRequest, Provider, StreamChunk};
 use agentloop_local::LocalModel;
 use futures::StreamExt;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Instant;
 
 fn model_path() -> Option<PathBuf> {
@@ -25,12 +24,7 @@ fn model_path() -> Option<PathBuf> {
 }
 
 async fn answer(model: &LocalModel, messages: Vec<Message>) -> String {
-    let request = ModelRequest {
-        messages: Arc::new(messages),
-        max_tokens: Some(12),
-        temperature: Some(0.0),
-        ..ModelRequest::default()
-    };
+    let request = ModelRequest::new(messages).with_max_tokens(12).with_temperature(0.0);
     let mut stream = model.stream(request);
     let mut text = String::new();
     while let Some(chunk) = stream.next().await {

@@ -9,7 +9,7 @@
 //! the length stays within 100 of the nominal one. Appends are fenced by the run's lease
 //! (`RunStore::append_fenced`), as an agent's journaling makes them.
 
-use agentloop::event::Event;
+use agentloop::event::{Event, JournalEvent};
 use agentloop::message::ToolResult;
 use agentloop::store::{JournalEntry, MemoryStore, RunStore};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
@@ -18,8 +18,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A typical durable event: a tool result of about 200 bytes of JSON.
-fn event(i: u64) -> Event {
-    Event::ToolCompleted {
+fn event(i: u64) -> JournalEvent {
+    let event = Event::ToolCompleted {
         name: "search".into(),
         result: ToolResult::ok(
             format!("call_{i}"),
@@ -27,7 +27,8 @@ fn event(i: u64) -> Event {
         ),
         duration_ms: 12,
         control: None,
-    }
+    };
+    JournalEvent::new(event).unwrap_or_else(|e| exit("event", e))
 }
 
 fn exit(what: &str, error: impl std::fmt::Display) -> ! {

@@ -1,13 +1,15 @@
 //! [`Agent`]: a provider, tools and a [`RunConfig`], ready to run. Build one with
 //! [`Agent::builder`].
 
+mod replay;
 mod resume;
 
+pub use replay::JournalReplay;
 pub use resume::ResumeOptions;
 
 use crate::control::{Control, RunHandle};
 use crate::driver::{Driver, EventStream, Start};
-use crate::error::{AgentError, BuildError, SessionError};
+use crate::error::{AgentError, BuildError};
 use crate::event::Event;
 use crate::hooks::{HookSet, Hooks, PermissionHook};
 use crate::message::{Message, ToolCall};
@@ -16,7 +18,6 @@ use crate::run::{
     BreakerConfig, Decision, Limits, Outcome, Price, Run, RunConfig, RunError, RunIdentity,
     StopReason, ToolFailureMode,
 };
-use crate::session::Session;
 use crate::store::journal::journaled_leased;
 use crate::store::{Lease, RunStore, SessionStore, DEFAULT_LEASE_TTL};
 use crate::tool::{DynTool, TaskComplete, Tool, ToolExecutor, ToolRegistry, ToolSet, ToolSpec};
@@ -61,6 +62,17 @@ pub struct RunOptions {
     pub run_id: Option<String>,
     /// Cancels the run when cancelled.
     pub cancel: Option<CancellationToken>,
+    /// The run that started this one (journaled as `RunConfig::parent_run_id`; stores list
+    /// a run's children with `RunFilter::parent_run_id`).
+    pub parent_run_id: Option<String>,
+}
+
+impl RunOptions {
+    /// Marks the run as started by `parent_run_id` (a sub-agent's run).
+    pub fn parent_run_id(mut self, parent_run_id: impl Into<String>) -> Self {
+        self.parent_run_id = Some(parent_run_id.into());
+        self
+    }
 }
 
 /// A configured agent. Cheap to clone; runs share nothing but the provider and tools.
@@ -185,7 +197,7 @@ impl Agent {
         let control = Control::new(options.cancel.unwrap_or_default());
         let handle = RunHandle { run_id: run_id.clone(), control: control.clone() };
         self.refresh_tools();
-        let config = self.run_config();
+        let config = self.run_config(options.parent_run_id);
         let start =
             Start::New { run_id: run_id.clone(), config: Box::new(config), input: input.into().0 };
         let driver = Driver { quiet, ..self.driver.clone() };
@@ -265,15 +277,16 @@ impl Agent {
         self.store.as_ref()
     }
 
-    /// Opens (creating it if needed) the multi-turn session `context_id`: its runs share the
-    /// conversation kept in the agent's session store.
-    pub async fn session(&self, context_id: impl Into<String>) -> Result<Session, SessionError> {
-        let store = self.sessions.clone().ok_or(SessionError::NoSessionStore)?;
-        let context_id = context_id.into();
+    /// The store sessions keep their conversations in, if any ([`Agent::session`]).
+    pub(crate) fn session_store(&self) -> Option<&Arc<dyn SessionStore>> {
+        self.sessions.as_ref()
+    }
+
+    /// This agent, with runs that belong to the conversation `context_id`.
+    pub(crate) fn in_context(&self, context_id: &str) -> Self {
         let mut config = (*self.config).clone();
-        config.context_id = Some(context_id.clone());
-        let agent = Self { config: Arc::new(config), ..self.clone() };
-        Session::open(agent, store, context_id).await
+        config.context_id = Some(context_id.to_owned());
+        Self { config: Arc::new(config), ..self.clone() }
     }
 
     /// Runs to the end and returns the outcome. A failed or cancelled run is an error that
@@ -670,6 +683,7 @@ impl AgentBuilder {
             provider = Arc::new(crate::provider::ToolChoicePolicy::new(provider, policy));
         }
         let identity = RunIdentity {
+            provider: provider.family().to_owned(),
             model: provider.name().to_owned(),
             tool_protocol,
             step_tool_choice,

@@ -1,7 +1,7 @@
 //! Errors of the agent API.
 
 use crate::provider::ProviderError;
-use crate::run::{Outcome, RunError};
+use crate::run::{Outcome, RunError, StopReason};
 use crate::store::StoreError;
 use crate::tool::ToolSetupError;
 
@@ -87,6 +87,7 @@ impl AgentError {
     ///
     /// ```
     /// use agentloop::prelude::*;
+    /// use agentloop::provider::ProviderError;
     ///
     /// fn advice(error: &AgentError) -> &'static str {
     ///     match error.provider_error() {
@@ -121,11 +122,11 @@ impl AgentError {
 /// What a suspended run waits for, for [`AgentError::Suspended`]'s text.
 fn waiting_for(outcome: &Outcome) -> String {
     match &outcome.stop_reason {
-        crate::StopReason::AwaitingApproval { calls } => {
+        StopReason::AwaitingApproval { calls } => {
             let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
             format!("approval of {} tool call(s): {}", calls.len(), names.join(", "))
         }
-        crate::StopReason::AwaitingInput { .. } => {
+        StopReason::AwaitingInput { .. } => {
             format!("the user's answer to: {}", outcome.answer)
         }
         other => format!("{other:?}"),

@@ -4,7 +4,7 @@
 
 use crate::message::{FinishReason, Message, ToolCall, ToolResult, Usage};
 use crate::provider::ProviderError;
-use crate::run::{Outcome, RunConfig};
+use crate::terms::{Outcome, RunConfig};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -13,6 +13,7 @@ use std::sync::Arc;
 /// Why a model was called.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ModelPurpose {
     /// A regular loop iteration.
     #[default]
@@ -20,7 +21,7 @@ pub enum ModelPurpose {
     /// The one tool-less call that writes a final answer after a limit was reached.
     WindDown {
         /// The limit that was reached.
-        limit: crate::run::LimitKind,
+        limit: crate::terms::LimitKind,
     },
 }
 
@@ -93,7 +94,7 @@ pub enum Event {
     /// A limit was reached; the run winds down.
     LimitReached {
         /// Which limit.
-        limit: crate::run::LimitKind,
+        limit: crate::terms::LimitKind,
     },
     /// A tool call waits for a human decision (an approval hook deferred it).
     ApprovalRequested {
@@ -108,7 +109,7 @@ pub enum Event {
         /// The call.
         call_id: String,
         /// The decision.
-        decision: crate::run::Decision,
+        decision: crate::terms::Decision,
     },
     /// The same call was repeated with identical arguments.
     StallDetected {
@@ -117,7 +118,7 @@ pub enum Event {
         /// How many times in a row.
         count: u32,
         /// What the run does about it.
-        action: crate::run::StallAction,
+        action: crate::terms::StallAction,
     },
     /// The run paused at a safe point.
     Paused {
@@ -130,6 +131,13 @@ pub enum Event {
     ContinuationRequested {
         /// The user message added.
         prompt: String,
+    },
+    /// The user answered the question the run stopped to ask (an ask-user tool; the run had
+    /// finished with `awaiting_input`): the answer joins the history as the user's message
+    /// and the same run goes on, with the budgets it has left.
+    InputProvided {
+        /// The user's message.
+        message: Message,
     },
     /// A compaction began: the history before `cut` is being summarised.
     CompactionStarted {
@@ -179,7 +187,7 @@ pub enum Event {
         duration_ms: u64,
         /// `done` / `ask_user` when the tool ended the loop.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        control: Option<crate::run::Signal>,
+        control: Option<crate::terms::Signal>,
     },
     /// A tool call failed (unknown tool, bad arguments, error, panic).
     ToolFailed {
@@ -341,6 +349,7 @@ impl Event {
                 | Self::Paused { .. }
                 | Self::Resumed
                 | Self::ContinuationRequested { .. }
+                | Self::InputProvided { .. }
                 | Self::CompactionStarted { .. }
                 | Self::CompactionCompleted { .. }
                 | Self::CompactionFailed { .. }
@@ -385,6 +394,7 @@ impl Event {
             Self::Paused { .. } => "paused",
             Self::Resumed => "resumed",
             Self::ContinuationRequested { .. } => "continuation_requested",
+            Self::InputProvided { .. } => "input_provided",
             Self::ModelRetrying { .. } => "model_retrying",
             Self::CompactionStarted { .. } => "compaction_started",
             Self::CompactionCompleted { .. } => "compaction_completed",
@@ -405,6 +415,9 @@ impl Event {
         }
     }
 }
+
+mod journal;
+pub use journal::{JournalEvent, StreamOnly};
 
 #[cfg(test)]
 mod tests;

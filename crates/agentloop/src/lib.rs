@@ -49,6 +49,7 @@ pub mod schema;
 pub mod service;
 pub mod session;
 pub mod store;
+mod terms;
 pub mod tool;
 
 pub use agent::{Agent, AgentBuilder, ResumeOptions, RunInput, RunOptions};

@@ -48,7 +48,7 @@ impl Envelope {
             sub: 0,
             at_ms: entry.at_ms,
             format: entry.schema_version,
-            event: entry.event,
+            event: entry.event.into_event(),
         }
     }
 

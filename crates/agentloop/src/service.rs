@@ -2,7 +2,12 @@
 //! journaled in. An executor (an [`Agent`](crate::Agent) with a store) journals its run, holds
 //! the run's lease and reads what is requested of it; a [`RunService`] on the same store — in
 //! the same process or another one — lists runs, follows a run's journal as it grows, and asks
-//! its executor to cancel, pause or go on.
+//! its executor to cancel, pause or go on, decides on the calls a run deferred for approval
+//! and answers the question a run asked.
+//!
+//! A decision or an answer is recorded in the store ([`RemoteControl`]); the run takes it
+//! when it is continued — by [`Agent::resume`](crate::Agent::resume) in any process with the
+//! agent (`agentloop runs resume`), which applies what was requested before going on.
 //!
 //! ```no_run
 //! # async fn demo(store: std::sync::Arc<dyn agentloop::store::RunStore>) -> Result<(), agentloop::store::StoreError> {
@@ -19,10 +24,45 @@
 //! ```
 
 use crate::protocol::Envelope;
-use crate::store::{ControlRequest, RemoteControl, RunFilter, RunStore, RunSummary, StoreError};
+use crate::run::{Decision, Run, RunError};
+use crate::store::{
+    ControlRequest, InputAnswer, JournalEntry, RemoteControl, RunFilter, RunStore, RunSummary,
+    StoreError,
+};
 use futures::stream::BoxStream;
 use std::sync::Arc;
 use std::time::Duration;
+
+/// Why the run service refused a request.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServiceError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The store has no such run.
+    #[error("no run '{0}'")]
+    NotFound(String),
+    /// The run has no call of this id waiting for a decision.
+    #[error("run '{run_id}' has no call '{call_id}' waiting for approval")]
+    NotAwaitingApproval {
+        /// The run.
+        run_id: String,
+        /// The call.
+        call_id: String,
+    },
+    /// The run did not stop to ask a question (or it was answered).
+    #[error("run '{0}' is not waiting for an answer")]
+    NotAwaitingInput(String),
+    /// The run's journal does not fold into a run.
+    #[error("run '{run_id}': {error}")]
+    Journal {
+        /// The run.
+        run_id: String,
+        /// Why.
+        error: RunError,
+    },
+}
 
 /// How often a subscription reads the journal for new entries, by default.
 pub const DEFAULT_POLL: Duration = Duration::from_millis(25);
@@ -137,5 +177,74 @@ impl RunService {
     /// Asks the run's executor to go on after a pause requested with [`pause`](Self::pause).
     pub async fn resume(&self, run_id: &str) -> Result<RemoteControl, StoreError> {
         self.store.request_control(run_id, ControlRequest::Resume).await
+    }
+
+    /// Approves a call the run deferred for approval. The run runs it when it is continued
+    /// (see the [module docs](self)).
+    pub async fn approve(
+        &self,
+        run_id: &str,
+        call_id: &str,
+    ) -> Result<RemoteControl, ServiceError> {
+        self.decide(run_id, call_id, Decision::Approve).await
+    }
+
+    /// Rejects a call the run deferred for approval: the model sees `reason` as the call's
+    /// error result when the run is continued.
+    pub async fn reject(
+        &self,
+        run_id: &str,
+        call_id: &str,
+        reason: impl Into<String>,
+    ) -> Result<RemoteControl, ServiceError> {
+        self.decide(run_id, call_id, Decision::Reject { reason: reason.into() }).await
+    }
+
+    /// Records a decision on a call the run deferred for approval (refused unless the call
+    /// waits for one). A later decision on the same call, before the run takes it, wins.
+    pub async fn decide(
+        &self,
+        run_id: &str,
+        call_id: &str,
+        decision: Decision,
+    ) -> Result<RemoteControl, ServiceError> {
+        let (run, _) = self.fold(run_id).await?;
+        if !run.awaiting_approval().iter().any(|call| call.id == call_id) {
+            return Err(ServiceError::NotAwaitingApproval {
+                run_id: run_id.to_owned(),
+                call_id: call_id.to_owned(),
+            });
+        }
+        let request = ControlRequest::Decide { call_id: call_id.to_owned(), decision };
+        Ok(self.store.request_control(run_id, request).await?)
+    }
+
+    /// Answers the question the run stopped to ask (an ask-user tool; the run finished with
+    /// the stop reason `awaiting_input`, and its state is `suspended`): when the run is
+    /// continued, `text` joins its history as the user's message and the same run goes on.
+    /// Refused when the run does not wait for an answer. The answer holds for this question
+    /// only: it is ignored once the run has gone on.
+    pub async fn send_input(
+        &self,
+        run_id: &str,
+        text: impl Into<String>,
+    ) -> Result<RemoteControl, ServiceError> {
+        let (run, last_seq) = self.fold(run_id).await?;
+        if run.awaiting_input().is_none() {
+            return Err(ServiceError::NotAwaitingInput(run_id.to_owned()));
+        }
+        let answer = InputAnswer { for_seq: last_seq, text: text.into() };
+        Ok(self.store.request_control(run_id, ControlRequest::Input(answer)).await?)
+    }
+
+    /// The run folded from its journal, and the sequence number of its last entry.
+    async fn fold(&self, run_id: &str) -> Result<(Run, u64), ServiceError> {
+        let entries = self.store.load(run_id).await?;
+        let Some(last_seq) = entries.last().map(|entry| entry.seq) else {
+            return Err(ServiceError::NotFound(run_id.to_owned()));
+        };
+        let run = Run::from_journal(entries.iter().map(|entry: &JournalEntry| &*entry.event))
+            .map_err(|error| ServiceError::Journal { run_id: run_id.to_owned(), error })?;
+        Ok((run, last_seq))
     }
 }

@@ -12,6 +12,7 @@
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use agentloop::prelude::*;
 //! use agentloop::provider::scripted::{ScriptedModel, ScriptedTurn};
+//! use agentloop::store::MemoryStore;
 //! use std::sync::Arc;
 //!
 //! let model = ScriptedModel::new([ScriptedTurn::text("Hi Ada!"), ScriptedTurn::text("Ada.")]);
@@ -26,7 +27,7 @@
 
 use crate::agent::{new_run_id, outcome_of, Agent, RunInput, RunOptions};
 use crate::driver::EventStream;
-use crate::error::SessionError;
+use crate::error::{ResumeError, SessionError};
 use crate::event::Event;
 use crate::message::Message;
 use crate::run::{Decision, Outcome, Run};
@@ -48,8 +49,19 @@ impl std::fmt::Debug for Session {
     }
 }
 
+impl Agent {
+    /// Opens (creating it if needed) the multi-turn session `context_id`: its runs share the
+    /// conversation kept in the agent's session store.
+    pub async fn session(&self, context_id: impl Into<String>) -> Result<Session, SessionError> {
+        let store = self.session_store().cloned().ok_or(SessionError::NoSessionStore)?;
+        let context_id = context_id.into();
+        let agent = self.in_context(&context_id);
+        Session::open(agent, store, context_id).await
+    }
+}
+
 impl Session {
-    pub(crate) async fn open(
+    async fn open(
         agent: Agent,
         store: Arc<dyn SessionStore>,
         context_id: String,
@@ -112,7 +124,7 @@ impl Session {
         let (run, next_seq, last, lease) = match self.agent.load_run(&run_id, true).await {
             Ok(loaded) => loaded,
             Err(error) => {
-                if matches!(error, crate::ResumeError::NotFound(_)) {
+                if matches!(error, ResumeError::NotFound(_)) {
                     self.store.end_turn(&self.context_id, &run_id, &[]).await?;
                 }
                 return Err(error.into());

@@ -6,9 +6,15 @@
 mod common;
 
 use agentloop::context::{CompactionConfig, CompactionReason, ContextConfig, TrimConfig};
+use agentloop::message::FinishReason;
+use agentloop::message::Role;
+use agentloop::message::Usage;
 use agentloop::message::{Part, ToolResultContent};
 use agentloop::prelude::*;
 use agentloop::provider::scripted::{ScriptedModel, ScriptedTurn};
+use agentloop::provider::ProviderError;
+use agentloop::provider::ToolChoice;
+use agentloop::run::Run;
 use common::*;
 use serde_json::json;
 use std::sync::Arc;

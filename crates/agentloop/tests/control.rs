@@ -5,6 +5,7 @@ mod common;
 
 use agentloop::prelude::*;
 use agentloop::provider::scripted::{ScriptedModel, ScriptedTurn};
+use agentloop::run::Run;
 use agentloop::EventStream;
 use common::*;
 use futures::StreamExt;

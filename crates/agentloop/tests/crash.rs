@@ -338,8 +338,8 @@ fn kinds(journal: &[JournalEntry]) -> Vec<&'static str> {
 fn without_repeated_starts(journal: &[JournalEntry]) -> Vec<&'static str> {
     let mut out = Vec::new();
     for (index, entry) in journal.iter().enumerate() {
-        if let Event::ToolStarted { call, .. } = &entry.event {
-            let again = journal[index + 1..].iter().find_map(|e| match &e.event {
+        if let Event::ToolStarted { call, .. } = &*entry.event {
+            let again = journal[index + 1..].iter().find_map(|e| match &*e.event {
                 Event::ToolStarted { call: c, .. } if c.id == call.id => Some(true),
                 Event::ToolCompleted { result, .. } if result.call_id == call.id => Some(false),
                 _ => None,
@@ -362,7 +362,7 @@ fn seq_of(journal: &[JournalEntry], kind: &str, nth: usize) -> u64 {
 fn finished_calls(journal: &[JournalEntry]) -> Vec<String> {
     journal
         .iter()
-        .filter_map(|e| match &e.event {
+        .filter_map(|e| match &*e.event {
             Event::ToolCompleted { result, .. } => Some(result.call_id.clone()),
             _ => None,
         })
@@ -381,7 +381,7 @@ fn effects_by_key(path: &Path) -> HashMap<String, usize> {
 }
 
 fn history(journal: &[JournalEntry]) -> (Vec<Message>, String) {
-    let run = Run::from_journal(journal.iter().map(|e| &e.event)).expect("the journal folds");
+    let run = Run::from_journal(journal.iter().map(|e| &*e.event)).expect("the journal folds");
     assert!(run.is_finished());
     (run.history().to_vec(), run.outcome().unwrap().answer.clone())
 }

@@ -5,14 +5,22 @@
 
 mod common;
 
+use common::AskHuman;
+
+use agentloop::message::Role;
 use agentloop::prelude::*;
 use agentloop::provider::scripted::{ScriptedModel, ScriptedTurn};
+use agentloop::run::Run;
+use agentloop::store::MemoryStore;
+use agentloop::store::RunStore;
+use agentloop::store::StoreError;
 use agentloop::store::{JournalEntry, Lease, RunFilter, RunState, RunSummary};
 use agentloop::EventStream;
+use agentloop::ResumeError;
 use async_trait::async_trait;
 use common::*;
 use futures::StreamExt;
-use serde_json::{json, Value};
+use serde_json::json;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,7 +48,7 @@ fn agent(model: ScriptedModel, probe: &Probe, store: Arc<dyn RunStore>) -> Agent
 }
 
 fn events_of(journal: &[JournalEntry]) -> Vec<Event> {
-    journal.iter().map(|e| e.event.clone()).collect()
+    journal.iter().map(|e| e.event.event().clone()).collect()
 }
 
 /// Kinds without the `tool_started` of attempts that never finished.
@@ -70,13 +78,13 @@ async fn a_run_resumes_from_every_cut_of_its_journal() {
     let options = RunOptions { run_id: Some("run_cut".into()), ..RunOptions::default() };
     let clean_outcome = outcome_of_stream(clean_agent.run_stream_with("go", options)).await;
     let clean = store.load("run_cut").await.unwrap();
-    let clean_run = Run::from_journal(clean.iter().map(|e| &e.event)).unwrap();
+    let clean_run = Run::from_journal(clean.iter().map(|e| &*e.event)).unwrap();
     assert_eq!(clean_outcome.answer, "a, 3 and c.");
 
     for cut in 1..=clean.len() {
         let store = Arc::new(MemoryStore::new());
         store.append_entries("run_cut", 0, &clean[..cut]).await.unwrap();
-        let before = Run::from_journal(clean[..cut].iter().map(|e| &e.event)).unwrap();
+        let before = Run::from_journal(clean[..cut].iter().map(|e| &*e.event)).unwrap();
         // The model answers the turns the journal has no response for.
         let answered = before.history().iter().filter(|m| m.role == Role::Assistant).count();
         let model = Arc::new(ScriptedModel::new(turns().into_iter().skip(answered)));
@@ -93,7 +101,7 @@ async fn a_run_resumes_from_every_cut_of_its_journal() {
         assert_eq!(resumed.answer, clean_outcome.answer, "cut {cut}");
         let after = store.load("run_cut").await.unwrap();
         assert_eq!(after[..cut], clean[..cut], "cut {cut}: the journal is only appended to");
-        let run = Run::from_journal(after.iter().map(|e| &e.event)).unwrap();
+        let run = Run::from_journal(after.iter().map(|e| &*e.event)).unwrap();
         assert_eq!(run.history(), clean_run.history(), "cut {cut}: same conversation");
         assert_eq!(
             shape(&events_of(&after)),
@@ -103,7 +111,7 @@ async fn a_run_resumes_from_every_cut_of_its_journal() {
         // Only probe calls without a journaled result ran, with the original keys.
         let done: Vec<String> = clean[..cut]
             .iter()
-            .filter_map(|e| match &e.event {
+            .filter_map(|e| match &*e.event {
                 Event::ToolCompleted { name, result, .. } if name == "probe" => {
                     Some(format!("run_cut:{}", result.call_id))
                 }
@@ -146,21 +154,6 @@ async fn resume_needs_a_store_and_a_journal_and_replays_a_finished_run_s_end() {
     assert_eq!(kinds(&again), ["run_finished"]);
     assert_eq!(outcome_of_events(&again), outcome);
     assert_eq!(store.next_seq(&outcome.run_id).await.unwrap(), length, "nothing appended");
-}
-
-/// Defers every call of `probe` to a human.
-struct AskHuman;
-
-#[async_trait]
-impl Hooks for AskHuman {
-    async fn approve_tool(
-        &self,
-        _ctx: &HookContext,
-        call: &ToolCall,
-        _arguments: &Value,
-    ) -> HookResult<Approval> {
-        Ok(if call.name == "probe" { Approval::Defer } else { Approval::Approve })
-    }
 }
 
 #[tokio::test]
@@ -381,7 +374,7 @@ async fn two_processes_resuming_one_run_one_takes_the_lease() {
         1,
         "one response only"
     );
-    Run::from_journal(journal.iter().map(|e| &e.event)).unwrap();
+    Run::from_journal(journal.iter().map(|e| &*e.event)).unwrap();
 }
 
 /// `continue_run` with a store appends after the store's journal of the run.
@@ -397,7 +390,7 @@ async fn continue_run_appends_after_the_stored_journal() {
     let store = Arc::new(MemoryStore::new());
     let cut = clean.iter().position(|e| e.event.kind() == "tool_completed").unwrap() + 1;
     store.append_entries("run_continue", 0, &clean[..cut]).await.unwrap();
-    let run = Run::from_journal(clean[..cut].iter().map(|e| &e.event)).unwrap();
+    let run = Run::from_journal(clean[..cut].iter().map(|e| &*e.event)).unwrap();
     let second = agent(ScriptedModel::new(turns().into_iter().skip(1)), &probe, store.clone());
     let events = collect(second.continue_run(run, None)).await;
     let first_checkpoint = events.iter().find_map(|e| match e {
@@ -466,9 +459,10 @@ async fn resume_with_another_identity_is_refused_unless_allowed() {
     }
     drop(events);
     let journal = store.load("run_id").await.unwrap();
-    let Event::RunStarted { config, .. } = &journal[0].event else { panic!() };
+    let Event::RunStarted { config, .. } = &*journal[0].event else { panic!() };
     let identity = config.identity.clone().unwrap();
     assert_eq!((identity.model.as_str(), identity.tool_protocol.as_str()), ("scripted", "native"));
+    assert_eq!(identity.provider, "scripted");
     assert_eq!(identity.config_hash.len(), 32);
     tokio::time::sleep(Duration::from_millis(150)).await;
 
@@ -492,6 +486,28 @@ async fn resume_with_another_identity_is_refused_unless_allowed() {
     assert!(differences[1].starts_with("per-step tool choice: None then"), "{differences:?}");
     assert_eq!(differences[2], "configuration: instructions changed");
     assert!(error.to_string().contains("allow_identity_change"), "{error}");
+    // The same model name through another provider family is another identity.
+    struct Elsewhere(ScriptedModel);
+    impl agentloop::provider::Provider for Elsewhere {
+        fn stream(
+            &self,
+            request: agentloop::provider::ModelRequest,
+        ) -> agentloop::provider::ChunkStream {
+            self.0.stream(request)
+        }
+        fn name(&self) -> &str {
+            "scripted"
+        }
+    }
+    let elsewhere = Agent::builder(Elsewhere(ScriptedModel::new([])))
+        .tool(probe.clone())
+        .instructions("Be brief.")
+        .store(store.clone())
+        .build()
+        .unwrap();
+    let error = elsewhere.resume("run_id").await.err().unwrap();
+    let ResumeError::IdentityChanged { differences, .. } = &error else { panic!("{error}") };
+    assert_eq!(differences, &["provider: \"scripted\" then, \"custom\" now"]);
     // Refused before anything ran, and the lease was given back: the same agent resumes.
     let same = resumer("Be brief.", false, false);
     let outcome = outcome_of_stream(same.resume("run_id").await.unwrap()).await;

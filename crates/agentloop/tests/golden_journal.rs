@@ -16,9 +16,16 @@
 #![cfg(feature = "sqlite")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use agentloop::message::Role;
+use agentloop::message::Usage;
 use agentloop::prelude::*;
 use agentloop::provider::scripted::{ScriptedModel, ScriptedTurn};
+use agentloop::provider::Provider;
+use agentloop::run::Price;
+use agentloop::run::Run;
 use agentloop::store::sqlite::SqliteStore;
+use agentloop::store::MemoryStore;
+use agentloop::store::RunStore;
 use agentloop::store::{JournalEntry, RunFilter, RunState};
 use futures::StreamExt;
 use schemars::JsonSchema;
@@ -155,7 +162,7 @@ async fn store_with(run_id: &str, name: &str) -> (tempfile::TempDir, Arc<SqliteS
 }
 
 fn events(journal: &[JournalEntry]) -> Vec<Event> {
-    journal.iter().map(|e| e.event.clone()).collect()
+    journal.iter().map(|e| e.event.event().clone()).collect()
 }
 
 fn kinds(journal: &[JournalEntry]) -> Vec<&'static str> {
@@ -206,7 +213,7 @@ async fn the_finished_golden_run_loads_with_its_recorded_outcome() {
     assert_eq!(outcome.stop_reason, StopReason::Completed);
     assert_eq!(outcome.iterations, 2);
     assert_eq!(outcome.usage, usage(300, 50));
-    let Some(Event::RunFinished { outcome: recorded }) = journal.last().map(|e| &e.event) else {
+    let Some(Event::RunFinished { outcome: recorded }) = journal.last().map(|e| &*e.event) else {
         panic!("the journal ends with run_finished: {:?}", kinds(&journal));
     };
     assert_eq!(&outcome, &**recorded);
@@ -231,7 +238,7 @@ async fn the_crashed_golden_run_resumes_to_its_answer() {
     let cut = Run::from_journal(&events(&before)).unwrap();
     assert!(!cut.is_finished());
     assert!(
-        matches!(&before.last().unwrap().event, Event::ToolStarted { call, .. } if call.name == "lookup"),
+        matches!(&*before.last().unwrap().event, Event::ToolStarted { call, .. } if call.name == "lookup"),
         "the crash left lookup started without a result: {:?}",
         kinds(&before)
     );

@@ -4,13 +4,22 @@
 
 mod common;
 
+use common::AskHuman;
+
+use agentloop::hooks::PauseCheck;
+use agentloop::message::ToolResult;
+use agentloop::message::Usage;
 use agentloop::prelude::*;
 use agentloop::provider::scripted::{ScriptedModel, ScriptedTurn};
+use agentloop::provider::ToolChoice;
 use agentloop::run::LimitKind;
+use agentloop::run::Price;
+use agentloop::run::Run;
+use agentloop::store::MemoryStore;
 use async_trait::async_trait;
 use common::*;
 use futures::StreamExt;
-use serde_json::{json, Value};
+use serde_json::json;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -138,21 +147,6 @@ async fn a_pause_check_hook_pauses_until_the_handle_resumes() {
     let events = task.await.unwrap();
     assert!(events.contains(&Event::Paused { reason: "budget review".into() }));
     assert_eq!(outcome(&events).answer, "done");
-}
-
-/// Defers every call of `probe` to a human.
-struct AskHuman;
-
-#[async_trait]
-impl Hooks for AskHuman {
-    async fn approve_tool(
-        &self,
-        _ctx: &HookContext,
-        call: &ToolCall,
-        _arguments: &Value,
-    ) -> HookResult<Approval> {
-        Ok(if call.name == "probe" { Approval::Defer } else { Approval::Approve })
-    }
 }
 
 #[tokio::test]

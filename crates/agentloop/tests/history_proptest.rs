@@ -5,8 +5,11 @@
 
 mod common;
 
+use agentloop::message::FinishReason;
 use agentloop::prelude::*;
 use agentloop::provider::scripted::{ScriptedModel, ScriptedTurn};
+use agentloop::provider::ProviderError;
+use agentloop::run::Run;
 use agentloop::tool::TaskComplete;
 use common::*;
 use proptest::prelude::*;

@@ -4,8 +4,22 @@
 
 mod common;
 
+use agentloop::hooks::AfterRun;
+use agentloop::hooks::AfterTool;
+use agentloop::hooks::BeforeModel;
+use agentloop::hooks::BeforeRun;
+use agentloop::hooks::BeforeTool;
+use agentloop::hooks::PauseCheck;
+use agentloop::message::FinishReason;
+use agentloop::message::ToolCall;
+use agentloop::message::ToolResult;
+use agentloop::message::Usage;
 use agentloop::prelude::*;
 use agentloop::provider::scripted::{ScriptedModel, ScriptedTurn};
+use agentloop::provider::ModelRequest;
+use agentloop::provider::ModelResponse;
+use agentloop::run::Run;
+use agentloop::run::RunConfig;
 use agentloop::tool::{ToolError, ToolOutput};
 use async_trait::async_trait;
 use common::*;

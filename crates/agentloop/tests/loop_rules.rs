@@ -4,9 +4,15 @@
 
 mod common;
 
+use agentloop::message::FinishReason;
+use agentloop::message::Role;
+use agentloop::message::ToolCall;
+use agentloop::message::ToolResult;
 use agentloop::message::{Part, ToolResultContent};
 use agentloop::prelude::*;
 use agentloop::provider::scripted::{ScriptedModel, ScriptedTurn};
+use agentloop::provider::ProviderError;
+use agentloop::provider::ToolChoice;
 use agentloop::run::LimitKind;
 use agentloop::tool::{AskUser, TaskComplete};
 use agentloop::{AgentError, Event};
@@ -518,7 +524,7 @@ async fn tools_get_the_idempotency_key_run_id_colon_call_id() {
     ]);
     let probe = Probe::default();
     let agent = Agent::builder(model).tool(probe.clone()).build().unwrap();
-    let options = RunOptions { run_id: Some("run_42".into()), cancel: None };
+    let options = RunOptions { run_id: Some("run_42".into()), ..RunOptions::default() };
     let events = collect(agent.run_stream_with("go", options)).await;
     assert_eq!(outcome(&events).run_id, "run_42");
     assert_eq!(*probe.keys.lock().unwrap(), ["run_42:abc"]);

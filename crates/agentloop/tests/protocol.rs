@@ -51,7 +51,8 @@ async fn a_journaled_stream_is_numbered_like_its_journal() {
     let journal = store.load("run_env").await.unwrap();
     let journaled: Vec<(u64, Event)> =
         numbered.iter().filter(|e| e.is_journaled()).map(|e| (e.seq, e.event.clone())).collect();
-    let expected: Vec<(u64, Event)> = journal.into_iter().map(|e| (e.seq, e.event)).collect();
+    let expected: Vec<(u64, Event)> =
+        journal.into_iter().map(|e| (e.seq, e.event.into_event())).collect();
     assert_eq!(journaled, expected);
     // As JSON: `sub` is left out for journaled events.
     let text = serde_json::to_string(&numbered[0]).unwrap();

@@ -4,11 +4,14 @@
 
 mod common;
 
+use agentloop::agent::JournalReplay;
 use agentloop::prelude::*;
-use agentloop::provider::replay::{
-    json_diff, JournalReplay, Recorded, RecordingProvider, ReplayProvider,
-};
+use agentloop::provider::replay::{json_diff, Recorded, RecordingProvider, ReplayProvider};
 use agentloop::provider::scripted::{ScriptedModel, ScriptedTurn};
+use agentloop::provider::Provider;
+use agentloop::provider::StreamChunk;
+use agentloop::run::Run;
+use agentloop::store::MemoryStore;
 use agentloop::store::RunStore;
 use common::*;
 use serde_json::json;
@@ -141,8 +144,13 @@ async fn a_run_replays_from_its_journal_without_the_model_or_the_tools() {
         .unwrap();
     let outcome = original.run("go").await.unwrap();
     assert_eq!(probe.calls(), 1);
-    let journal: Vec<Event> =
-        store.load(&outcome.run_id).await.unwrap().into_iter().map(|e| e.event).collect();
+    let journal: Vec<Event> = store
+        .load(&outcome.run_id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.event.into_event())
+        .collect();
 
     let replay = JournalReplay::from_journal(&journal).unwrap();
     let events = collect(replay.run().unwrap()).await;

@@ -7,8 +7,14 @@ mod common;
 
 use agentloop::prelude::*;
 use agentloop::provider::scripted::{ScriptedModel, ScriptedTurn};
+use agentloop::provider::Provider;
+use agentloop::provider::ProviderError;
 use agentloop::provider::RetryPolicy;
 use agentloop::run::LimitKind;
+use agentloop::run::Limits;
+use agentloop::run::RunConfig;
+use agentloop::store::MemoryStore;
+use agentloop::store::RunStore;
 use common::*;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -8,11 +8,17 @@
 
 mod common;
 
+use common::AskHuman;
+
+use agentloop::message::Usage;
 use agentloop::prelude::*;
 use agentloop::provider::scripted::{ScriptedModel, ScriptedTurn};
+use agentloop::provider::ProviderError;
+use agentloop::run::Price;
 use agentloop::run::SCHEMA_VERSION;
 use agentloop::store::JournalEntry;
-use async_trait::async_trait;
+use agentloop::store::MemoryStore;
+use agentloop::store::RunStore;
 use common::*;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
@@ -131,21 +137,6 @@ fn the_schema_rejects_what_no_build_writes() {
         bad.push(missing);
     }
     assert!(bad.is_empty(), "the schema accepts entries no build writes: {bad:#?}");
-}
-
-/// Defers every call of `probe` to a human.
-struct AskHuman;
-
-#[async_trait]
-impl Hooks for AskHuman {
-    async fn approve_tool(
-        &self,
-        _ctx: &HookContext,
-        call: &ToolCall,
-        _arguments: &Value,
-    ) -> HookResult<Approval> {
-        Ok(if call.name == "probe" { Approval::Defer } else { Approval::Approve })
-    }
 }
 
 /// The journal of `run_id` in `store`, each entry as the stores write it.

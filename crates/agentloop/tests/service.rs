@@ -59,7 +59,7 @@ fn entries(envelopes: &[Envelope]) -> Vec<JournalEntry> {
             seq: e.seq,
             at_ms: e.at_ms,
             schema_version: e.format,
-            event: e.event.clone(),
+            event: e.event.clone().try_into().unwrap(),
         })
         .collect()
 }
@@ -114,35 +114,44 @@ async fn a_subscriber_in_another_process_sees_the_journal_as_it_grows() {
     assert_eq!(listed.len(), 1);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_subscriber_that_reconnects_at_random_points_loses_and_repeats_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("runs.db");
-    let mut noise = 0x2545_f491_4f6c_dd1d_u64;
-    for trial in 0..10 {
-        let run_id = format!("run_re_{trial}");
-        let service = RunService::new(store(&path)).poll_interval(Duration::from_millis(3));
-        let run = start(&executor(&path, slow_turns()), &run_id);
-        let mut seen: Vec<Envelope> = Vec::new();
-        loop {
-            // Take a random number of entries, then drop the subscription and come back
-            // from the seq after the last one seen.
-            noise ^= noise << 13;
-            noise ^= noise >> 7;
-            noise ^= noise << 17;
-            let take = 1 + (noise % 4) as usize;
-            let from = seen.last().map_or(0, |e| e.seq + 1);
-            let batch: Vec<Envelope> =
-                service.subscribe(&run_id, from).take(take).map(Result::unwrap).collect().await;
-            let ended = batch.is_empty() || batch.iter().any(|e| e.event.outcome().is_some());
-            seen.extend(batch);
-            if ended {
-                break;
-            }
+/// One run followed by a subscriber that takes `takes[i]` entries, drops its subscription and
+/// comes back from the seq after the last entry it saw, again and again: what it saw is the
+/// journal, entry for entry.
+async fn reconnecting_subscriber(path: &Path, run_id: &str, takes: &[usize]) {
+    let service = RunService::new(store(path)).poll_interval(Duration::from_millis(3));
+    let run = start(&executor(path, slow_turns()), run_id);
+    let mut seen: Vec<Envelope> = Vec::new();
+    for take in takes.iter().cycle() {
+        let from = seen.last().map_or(0, |e| e.seq + 1);
+        let batch: Vec<Envelope> =
+            service.subscribe(run_id, from).take(*take).map(Result::unwrap).collect().await;
+        let ended = batch.is_empty() || batch.iter().any(|e| e.event.outcome().is_some());
+        seen.extend(batch);
+        if ended {
+            break;
         }
-        run.await.unwrap();
-        let journal = store(&path).load(&run_id).await.unwrap();
-        assert_eq!(entries(&seen), journal, "trial {trial}");
+    }
+    run.await.unwrap();
+    let journal = store(path).load(run_id).await.unwrap();
+    assert_eq!(entries(&seen), journal, "{run_id} with takes {takes:?}");
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 12, ..Default::default() })]
+
+    /// A subscriber that disconnects at random points (random batch sizes, while the run
+    /// goes on) and resubscribes from its last seq reconstructs the exact journal.
+    #[test]
+    fn a_subscriber_that_reconnects_at_random_points_loses_and_repeats_nothing(
+        takes in proptest::collection::vec(1usize..5, 1..12),
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(reconnecting_subscriber(&dir.path().join("runs.db"), "run_re", &takes));
     }
 }
 

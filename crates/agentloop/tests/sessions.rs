@@ -5,9 +5,15 @@
 
 mod common;
 
+use agentloop::error::SessionError;
+use agentloop::message::Role;
 use agentloop::prelude::*;
 use agentloop::provider::scripted::{ScriptedModel, ScriptedTurn};
+use agentloop::provider::ProviderError;
 use agentloop::store::sqlite::SqliteStore;
+use agentloop::store::MemoryStore;
+use agentloop::store::RunStore;
+use agentloop::store::SessionStore;
 use agentloop::store::{RunFilter, SessionState};
 use common::*;
 use futures::StreamExt;

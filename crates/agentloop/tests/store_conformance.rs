@@ -25,16 +25,18 @@ impl<T: RunStore + SessionStore + ArtifactStore> AllStores for T {}
 
 type Stores = Arc<dyn AllStores>;
 
+#[path = "store_conformance/registry.rs"]
+mod registry_suite;
+use registry_suite::registry;
+
 fn run_id() -> String {
     format!("run-{}", uuid::Uuid::new_v4().simple())
 }
 
 fn started(run_id: &str, agent: &str, context: &str) -> Event {
-    let config = RunConfig {
-        agent: Some(agent.into()),
-        context_id: Some(context.into()),
-        ..RunConfig::default()
-    };
+    let mut config = RunConfig::default();
+    config.agent = Some(agent.into());
+    config.context_id = Some(context.into());
     Event::RunStarted {
         run_id: run_id.into(),
         config: Box::new(config),
@@ -43,14 +45,9 @@ fn started(run_id: &str, agent: &str, context: &str) -> Event {
 }
 
 fn outcome(run_id: &str) -> Box<Outcome> {
-    Box::new(Outcome {
-        run_id: run_id.into(),
-        answer: "hello".into(),
-        stop_reason: StopReason::Completed,
-        iterations: 1,
-        usage: Default::default(),
-        metrics: Default::default(),
-    })
+    let mut outcome = Outcome::new(run_id, "hello", StopReason::Completed);
+    outcome.iterations = 1;
+    Box::new(outcome)
 }
 
 /// A whole small journal: started, one model turn, finished.
@@ -93,7 +90,7 @@ async fn append_and_load(store: Stores) {
         assert_eq!(entry.event, events[index]);
     }
     assert_eq!(store.next_seq(&id).await.unwrap(), 6);
-    let run = Run::from_journal(loaded.iter().map(|e| &e.event)).unwrap();
+    let run = Run::from_journal(loaded.iter().map(|e| &*e.event)).unwrap();
     assert!(run.is_finished());
     assert_eq!(run.history().len(), 2);
     assert!(store.delete_run(&id).await.unwrap());
@@ -110,8 +107,16 @@ async fn stale_appends_conflict_and_write_nothing(store: Stores) {
     assert_eq!(error, StoreError::Conflict { run_id: id.clone(), expected: 5, actual: 3 });
     assert_eq!(store.load(&id).await.unwrap().len(), 3, "a conflict writes nothing");
     // Entries must continue the journal at the expected seq, without gaps.
-    let gap = [JournalEntry::new(3, Event::Resumed), JournalEntry::new(5, Event::Resumed)];
+    let gap = [
+        JournalEntry::of(3, Event::Resumed).unwrap(),
+        JournalEntry::of(5, Event::Resumed).unwrap(),
+    ];
     assert!(matches!(store.append_entries(&id, 3, &gap).await, Err(StoreError::Invalid(_))));
+    // A stream-only event has no place in a journal: the whole append is refused.
+    let with_delta = [Event::Resumed, Event::TextDelta { delta: "Hel".into() }];
+    let error = store.append(&id, 3, &with_delta).await.unwrap_err();
+    assert!(error.to_string().contains("text_delta event is stream-only"), "{error}");
+    assert_eq!(store.load(&id).await.unwrap().len(), 3, "a refused append writes nothing");
     assert_eq!(store.append(&id, 3, &events[3..]).await.unwrap(), 6);
     // An empty append checks the seq and writes nothing.
     assert_eq!(store.append(&id, 6, &[]).await.unwrap(), 6);
@@ -171,7 +176,10 @@ async fn racing_writers(first: Stores, second: Stores) {
 }
 
 fn entries(first: u64, events: &[Event]) -> Vec<JournalEntry> {
-    (first..).zip(events).map(|(seq, event)| JournalEntry::new(seq, event.clone())).collect()
+    (first..)
+        .zip(events)
+        .map(|(seq, event)| JournalEntry::of(seq, event.clone()).unwrap())
+        .collect()
 }
 
 /// Claims, renewals, releases and fenced appends: a stale holder can neither renew nor write,
@@ -233,11 +241,11 @@ async fn tails_and_remote_control(store: Stores) {
     assert_eq!(store.load_from(&id, 0).await.unwrap(), store.load(&id).await.unwrap());
     assert_eq!(store.remote_control(&id).await.unwrap(), RemoteControl::default());
     let paused = store.request_control(&id, ControlRequest::Pause("p".into())).await.unwrap();
-    assert_eq!(paused, RemoteControl { cancel: None, pause: Some("p".into()) });
+    assert_eq!(paused, RemoteControl { pause: Some("p".into()), ..RemoteControl::default() });
     store.request_control(&id, ControlRequest::Cancel("first".into())).await.unwrap();
     store.request_control(&id, ControlRequest::Cancel("second".into())).await.unwrap();
     let resumed = store.request_control(&id, ControlRequest::Resume).await.unwrap();
-    let expected = RemoteControl { cancel: Some("first".into()), pause: None };
+    let expected = RemoteControl { cancel: Some("first".into()), ..RemoteControl::default() };
     assert_eq!(resumed, expected, "the first cancel's reason wins; a resume ends the pause");
     assert_eq!(store.remote_control(&id).await.unwrap(), expected);
     assert!(store.delete_run(&id).await.unwrap());
@@ -273,7 +281,7 @@ async fn racing_claims(store: Stores) {
 }
 
 async fn store_events(store: &dyn AllStores, id: &str) -> Vec<Event> {
-    store.load(id).await.unwrap().into_iter().map(|e| e.event).collect()
+    store.load(id).await.unwrap().into_iter().map(|e| e.event.into_event()).collect()
 }
 
 /// Appends a journal with explicit times (the first entry's time is the run's creation).
@@ -285,7 +293,7 @@ async fn seed(store: &dyn AllStores, id: &str, created_ms: u64, events: Vec<Even
             seq: i as u64,
             at_ms: created_ms + i as u64,
             schema_version: SCHEMA_VERSION,
-            event,
+            event: event.try_into().unwrap(),
         })
         .collect();
     store.append_entries(id, 0, &entries).await.unwrap();
@@ -418,7 +426,12 @@ async fn delete_runs(store: Stores) {
 async fn unknown_schema_versions_are_rejected(store: Stores) {
     let id = run_id();
     store.append(&id, 0, &journal(&id)[..1]).await.unwrap();
-    let future = JournalEntry { seq: 1, at_ms: 1, schema_version: 99, event: Event::Resumed };
+    let future = JournalEntry {
+        seq: 1,
+        at_ms: 1,
+        schema_version: 99,
+        event: Event::Resumed.try_into().unwrap(),
+    };
     store.append_entries(&id, 1, &[future]).await.unwrap();
     let error = store.load(&id).await.unwrap_err();
     assert_eq!(
@@ -606,6 +619,7 @@ conformance!(
     racing_claims,
     tails_and_remote_control,
     list_pages,
+    registry,
 );
 
 /// Two writers on one store.
@@ -621,7 +635,7 @@ async fn sqlite_writers_on_two_connections_never_interleave() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("shared.db");
     let (first, second) = (SqliteStore::open(&path).unwrap(), SqliteStore::open(&path).unwrap());
-    assert_eq!(first.schema_version().await.unwrap(), 2, "migrations ran once");
+    assert_eq!(first.schema_version().await.unwrap(), 4, "migrations ran once");
     racing_writers(Arc::new(first), Arc::new(second)).await;
 }
 
@@ -637,7 +651,7 @@ async fn sqlite_creates_its_directory_and_reopens_its_file() {
         store.append(&id, 0, &journal(&id)).await.unwrap();
     }
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(store.schema_version().await.unwrap(), 2);
+    assert_eq!(store.schema_version().await.unwrap(), 4);
     assert_eq!(store.load(&id).await.unwrap().len(), 6, "the journal survived the reopen");
     assert_eq!(agentloop::store::sqlite::DEFAULT_PATH, ".agentloop/agentloop.db");
 }

@@ -3,6 +3,7 @@
 
 use agentloop::prelude::*;
 use agentloop::provider::scripted::{ScriptedModel, ScriptedTurn};
+use agentloop::tool::Control;
 use agentloop::tool::{DynTool, Tool};
 use serde_json::json;
 use std::sync::Arc;

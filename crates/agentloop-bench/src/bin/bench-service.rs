@@ -13,6 +13,7 @@
 use agentloop::event::Event;
 use agentloop::prelude::*;
 use agentloop::provider::scripted::{ScriptedModel, ScriptedTurn};
+use agentloop::run::RunConfig;
 use agentloop::service::RunService;
 use agentloop::store::sqlite::SqliteStore;
 use agentloop::store::{RunFilter, RunStore};
@@ -78,7 +79,8 @@ async fn list(path: &std::path::Path, runs: usize) -> Result<()> {
     let started = Instant::now();
     for n in 0..runs {
         let run_id = format!("run_{n:06}");
-        let config = RunConfig { agent: Some(format!("agent_{}", n % 10)), ..RunConfig::default() };
+        let mut config = RunConfig::default();
+        config.agent = Some(format!("agent_{}", n % 10));
         let mut run = agentloop::run::Run::new(&run_id, config, vec![Message::user("hi")]);
         let _ = run.next_step();
         let events: Vec<Event> = run.drain_events().filter(Event::is_durable).collect();

@@ -285,8 +285,11 @@ impl<'a> Compiler<'a> {
         const LIMIT: i64 = 999_999_999_999_999;
         if let (Some(low), Some(high)) = (low, high) {
             if low <= high && low.abs() <= LIMIT && high.abs() <= LIMIT {
-                let schema =
-                    serde_json::json!({"type": "integer", "minimum": low, "maximum": high});
+                // No whitespace around the number: the byte bound counts its digits only.
+                let schema = serde_json::json!({
+                    "type": "integer", "minimum": low, "maximum": high,
+                    "x-guidance": {"whitespace_flexible": false},
+                });
                 let bytes = low.to_string().len().max(high.to_string().len());
                 return Node { expr: self.rule(format!("%json {schema}")), bytes };
             }

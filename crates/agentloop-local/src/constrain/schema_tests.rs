@@ -394,3 +394,23 @@ fn a_quoting_answer_is_one_sentence() {
     // A result with a sentence break in it can still be quoted.
     assert!(accepts("ok. done", "It said ok. done"));
 }
+
+/// A bounded integer is its digits only: no whitespace in front (the proptest above found
+/// `"a":          -19`, over the byte bound, with this schema and seed).
+#[test]
+fn a_bounded_integer_has_no_whitespace_in_front() {
+    let properties = json!({"allOf": [
+        {"anyOf": [{"type": "string"}, {"type": "string"}]},
+        {"allOf": [{"type": "integer", "minimum": -19, "maximum": -19}]},
+    ]});
+    let schema = json!({"type": "object", "properties": {"a": properties}, "required": ["a"]});
+    let tool = spec("tool", schema);
+    let grammar = lark_grammar(&[&tool], &PromptedProtocol::default(), true, None);
+    let factory = factory();
+    for seed in [9_193_607_875_687_342_392, 1, 2, 3] {
+        let mut matcher = compile_grammar(&factory, &grammar);
+        let (text, closed) = generate(&mut matcher, seed, grammar.max_bytes + 1);
+        assert!(closed && text.len() <= grammar.max_bytes, "{text:?} over {}", grammar.max_bytes);
+        assert_eq!(arguments(&text), json!({"a": -19}));
+    }
+}

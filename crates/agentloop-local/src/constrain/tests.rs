@@ -41,11 +41,7 @@ fn request(choice: ToolChoice) -> ModelRequest {
         "pick",
         json!({"type": "object", "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 99}, "c": {"enum": ["red", "blue"]}}, "required": ["n", "c"], "additionalProperties": false}),
     );
-    ModelRequest {
-        tools: Arc::new(vec![calculator, pick]),
-        tool_choice: choice,
-        ..ModelRequest::default()
-    }
+    ModelRequest::default().with_tools(vec![calculator, pick]).with_tool_choice(choice)
 }
 
 /// Random logits through the mask still give a well-formed call.
@@ -161,17 +157,13 @@ fn a_result_that_json_would_escape_is_not_quoted() {
     );
     for result in [r#"["a.txt","b.csv"]"#, r"C:\\temp", "42"] {
         let call = ToolCall { id: "c1".into(), name: "list_dir".into(), arguments: "{}".into() };
-        let request = ModelRequest {
-            messages: vec![
-                Message::user("Which files are here?"),
-                Message { role: Role::Assistant, content: vec![Part::ToolCall(call)] },
-                Message::tool_results([agentloop::message::ToolResult::ok("c1", result)]),
-            ]
-            .into(),
-            tools: Arc::new(vec![done.clone()]),
-            tool_choice: ToolChoice::Named("task_complete".into()),
-            ..ModelRequest::default()
-        };
+        let request = ModelRequest::new(vec![
+            Message::user("Which files are here?"),
+            Message { role: Role::Assistant, content: vec![Part::ToolCall(call)] },
+            Message::tool_results([agentloop::message::ToolResult::ok("c1", result)]),
+        ])
+        .with_tools(vec![done.clone()])
+        .with_tool_choice(ToolChoice::Named("task_complete".into()));
         let quote = result_to_quote(&request);
         assert_eq!(quote.as_deref(), (result == "42").then_some("42"), "{result}");
         let mut constraint = grammar.constraint(&request, &protocol).unwrap().unwrap();

@@ -89,7 +89,6 @@ mod gemma3_template {
     use agentloop::provider::{ModelRequest, PromptedProtocol, ToolChoice};
     use agentloop::tool::ToolSpec;
     use serde_json::json;
-    use std::sync::Arc;
 
     /// Gemma 3's own template, as Google ships it with the instruction-tuned models.
     const OFFICIAL: &str = r#"{{ bos_token }}
@@ -190,21 +189,15 @@ mod gemma3_template {
         assistant.content = vec![Part::ToolCall(call)];
         let result =
             ToolResult { call_id: "call_1".into(), content: json!(391.0).into(), is_error: false };
-        let request = ModelRequest {
-            instructions: Some("You are terse.".into()),
-            messages: Arc::new(vec![
+        let request = ModelRequest::default().with_instructions("You are terse.").with_messages(vec![
                 Message::user("What is 17 multiplied by 23?"),
                 assistant,
                 Message::tool_results([result]),
-            ]),
-            tools: Arc::new(vec![ToolSpec {
+            ]).with_tools(vec![ToolSpec {
                 name: "calculator".into(),
                 description: "Evaluate an arithmetic expression.".into(),
                 parameters: json!({"type": "object", "properties": {"expression": {"type": "string"}}}),
-            }]),
-            tool_choice: ToolChoice::Auto,
-            ..ModelRequest::default()
-        };
+            }]).with_tool_choice(ToolChoice::Auto);
         let rewritten = PromptedProtocol::default().rewrite(request);
         let messages = chat_messages(&rewritten).unwrap();
         let prompt = builtin().render(&messages, None, true).unwrap();

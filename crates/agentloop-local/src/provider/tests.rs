@@ -26,10 +26,7 @@ fn renders_the_prompt_and_names_the_model() {
     assert_eq!(model.name(), "SmolLM2-135M-Instruct.Q4_1");
     assert_eq!(model.context_size(), 2048);
     assert!(model.supports_tools());
-    let request = ModelRequest {
-        messages: Arc::new(vec![agentloop::message::Message::user("Hi")]),
-        ..ModelRequest::default()
-    };
+    let request = ModelRequest::new(vec![agentloop::message::Message::user("Hi")]);
     let prompt = model.render_prompt(&request).unwrap();
     assert!(
         prompt.ends_with("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"),
@@ -44,11 +41,9 @@ fn the_chat_template_can_be_overridden() {
         .chat_template("{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}{% if add_generation_prompt %}[assistant] {% endif %}")
         .build()
         .unwrap();
-    let request = ModelRequest {
-        instructions: Some("Be brief.".into()),
-        messages: Arc::new(vec![agentloop::message::Message::user("Hi")]),
-        ..ModelRequest::default()
-    };
+    let request = ModelRequest::default()
+        .with_instructions("Be brief.")
+        .with_messages(vec![agentloop::message::Message::user("Hi")]);
     assert_eq!(
         model.render_prompt(&request).unwrap(),
         "[system] Be brief.\n[user] Hi\n[assistant] "

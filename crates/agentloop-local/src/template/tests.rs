@@ -22,21 +22,15 @@ fn tool_conversation() -> ModelRequest {
     assistant.content = vec![Part::ToolCall(call)];
     let result =
         ToolResult { call_id: "call_1".into(), content: json!(391.0).into(), is_error: false };
-    ModelRequest {
-        instructions: Some("You are terse.".into()),
-        messages: Arc::new(vec![
+    ModelRequest::default().with_instructions("You are terse.").with_messages(vec![
             Message::user("What is 17 multiplied by 23?"),
             assistant,
             Message::tool_results([result]),
-        ]),
-        tools: Arc::new(vec![ToolSpec {
+        ]).with_tools(vec![ToolSpec {
             name: "calculator".into(),
             description: "Evaluate an arithmetic expression.".into(),
             parameters: json!({"type": "object", "properties": {"expression": {"type": "string"}}, "required": ["expression"]}),
-        }]),
-        tool_choice: ToolChoice::Auto,
-        ..ModelRequest::default()
-    }
+        }]).with_tool_choice(ToolChoice::Auto)
 }
 
 #[test]

@@ -7,9 +7,10 @@ use crate::control::{Control, RunHandle};
 use crate::driver::EventStream;
 use crate::error::ResumeError;
 use crate::event::Event;
-use crate::run::{Decision, Run, RunConfig, RunIdentity};
+use crate::message::Message;
+use crate::run::{Decision, Run, RunConfig, RunError, RunIdentity};
 use crate::store::lease::new_owner_id;
-use crate::store::{Lease, RunStore};
+use crate::store::{Lease, RemoteControl, RunStore};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -26,7 +27,11 @@ pub struct ResumeOptions {
 impl Agent {
     /// Resumes a run from the agent's store (after a crash, a restart, in another process):
     /// takes the run's lease, loads its journal, folds it ([`Run::from_journal`]) and
-    /// continues it, journaled. A tool whose result is journaled never runs again; a tool that
+    /// continues it, journaled. What was requested of the run from outside while it waited
+    /// is applied first: the decisions on its deferred calls and the answer to its question
+    /// ([`RunService::decide`](crate::service::RunService::decide),
+    /// [`RunService::send_input`](crate::service::RunService::send_input)). A tool whose
+    /// result is journaled never runs again; a tool that
     /// started without a journaled result runs again with the same idempotency key
     /// (`run_id:call_id`); a model call without a journaled response is made again. A run that
     /// is over, or suspended for approval, yields its terminal event again (it is not
@@ -52,9 +57,37 @@ impl Agent {
         run_id: &str,
         options: ResumeOptions,
     ) -> Result<(RunHandle, EventStream), ResumeError> {
-        let (run, next_seq, last, lease) =
+        let (mut run, next_seq, last, lease) =
             self.load_run(run_id, !options.allow_identity_change).await?;
-        Ok(self.continue_loaded(run, next_seq, last, lease, options.cancel).await)
+        match self.take_requested(&mut run, next_seq).await {
+            Ok(true) => Ok(self.drive_existing(run, options.cancel, Some(lease), Some(next_seq))),
+            Ok(false) => Ok(self.continue_loaded(run, next_seq, last, lease, options.cancel).await),
+            Err(error) => {
+                let _ = store_release(self.store.as_deref(), &lease).await;
+                Err(error)
+            }
+        }
+    }
+
+    /// Answers the question a run of the agent's store stopped to ask (an ask-user tool: it
+    /// finished with [`StopReason::AwaitingInput`](crate::StopReason)) and continues it:
+    /// `message` joins the history as the user's and the same run goes on, journaled, with
+    /// the budgets it has left. Takes the run's lease, as [`resume`](Self::resume) does.
+    pub async fn answer(&self, run_id: &str, message: Message) -> Result<EventStream, ResumeError> {
+        let (mut run, next_seq, _, lease) = self.load_run(run_id, true).await?;
+        if let Err(error) = run.provide_input(message) {
+            let _ = store_release(self.store.as_deref(), &lease).await;
+            return Err(error.into());
+        }
+        Ok(self.drive_existing(run, None, Some(lease), Some(next_seq)).1)
+    }
+
+    /// Applies what was requested of a loaded run from outside while it waited (see
+    /// [`apply_requested`]); whether anything applied.
+    async fn take_requested(&self, run: &mut Run, next_seq: u64) -> Result<bool, ResumeError> {
+        let Some(store) = &self.store else { return Ok(false) };
+        let requested = store.remote_control(run.run_id()).await?;
+        Ok(apply_requested(run, &requested, next_seq.saturating_sub(1))?)
     }
 
     /// Continues a run suspended for approvals, loaded from the agent's store, with the human
@@ -111,9 +144,9 @@ impl Agent {
         if entries.is_empty() {
             return Err(ResumeError::NotFound(run_id.to_owned()));
         }
-        let run = Run::from_journal(entries.iter().map(|e| &e.event))?;
+        let run = Run::from_journal(entries.iter().map(|e| &*e.event))?;
         let next_seq = entries.len() as u64;
-        Ok((run, next_seq, entries.pop().map(|e| e.event)))
+        Ok((run, next_seq, entries.pop().map(|e| e.event.into_event())))
     }
 
     /// Continues a loaded run, holding its lease; one that is over or suspended yields its
@@ -137,10 +170,12 @@ impl Agent {
         }
     }
 
-    /// The configuration a new run of this agent journals, its identity included.
-    pub(crate) fn run_config(&self) -> RunConfig {
+    /// The configuration a new run of this agent journals (started by `parent_run_id`, if
+    /// any), its identity included.
+    pub(crate) fn run_config(&self, parent_run_id: Option<String>) -> RunConfig {
         let mut config = (*self.config).clone();
         config.tools = self.driver.tools.specs();
+        config.parent_run_id = parent_run_id;
         config.identity = None;
         let config_hash = config_hash(&config);
         config.identity = Some(RunIdentity { config_hash, ..self.identity.clone() });
@@ -151,8 +186,8 @@ impl Agent {
     /// recorded has none, and is not checked).
     fn check_identity(&self, run_id: &str, journaled: &RunConfig) -> Result<(), ResumeError> {
         let Some(then) = &journaled.identity else { return Ok(()) };
-        let mut current = self.run_config();
-        // Per-run settings are not the agent's: the session a run belongs to.
+        let mut current = self.run_config(journaled.parent_run_id.clone());
+        // Per-run settings are not the agent's: the session a run belongs to, its parent.
         current.context_id.clone_from(&journaled.context_id);
         current.identity = None;
         let now = RunIdentity { config_hash: config_hash(&current), ..self.identity.clone() };
@@ -160,6 +195,9 @@ impl Agent {
         let mut differ = |what: &str, then: &dyn std::fmt::Debug, now: &dyn std::fmt::Debug| {
             differences.push(format!("{what}: {then:?} then, {now:?} now"));
         };
+        if !then.provider.is_empty() && then.provider != now.provider {
+            differ("provider", &then.provider, &now.provider);
+        }
         if then.model != now.model {
             differ("model", &then.model, &now.model);
         }
@@ -212,4 +250,30 @@ pub(super) async fn store_release(
         Some(store) => store.release(lease).await,
         None => Ok(()),
     }
+}
+
+/// What was requested of a run from outside while it waited, applied to it: the decisions
+/// on its deferred calls ([`RunService::decide`](crate::service::RunService::decide)) and the answer to its question
+/// ([`RunService::send_input`](crate::service::RunService::send_input), when the journal's last entry is still the one that asked,
+/// at `last_seq`). Whether anything applied.
+fn apply_requested(
+    run: &mut Run,
+    requested: &RemoteControl,
+    last_seq: u64,
+) -> Result<bool, RunError> {
+    let mut applied = false;
+    let waiting: Vec<String> = run.awaiting_approval().iter().map(|call| call.id.clone()).collect();
+    for call_id in waiting {
+        if let Some(decision) = requested.decisions.get(&call_id) {
+            run.decide(&call_id, decision.clone())?;
+            applied = true;
+        }
+    }
+    if let Some(answer) = &requested.input {
+        if answer.for_seq == last_seq && run.awaiting_input().is_some() {
+            run.provide_input(Message::user(answer.text.clone()))?;
+            applied = true;
+        }
+    }
+    Ok(applied)
 }

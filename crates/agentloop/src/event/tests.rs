@@ -58,3 +58,26 @@ fn events_stay_small() {
     let size = std::mem::size_of::<Event>();
     assert!(size <= 160 + value_growth, "Event is {size} bytes");
 }
+
+#[test]
+fn a_journal_event_is_never_a_delta() {
+    let delta = Event::TextDelta { delta: "Hel".into() };
+    let refused = JournalEvent::new(delta.clone()).unwrap_err();
+    assert_eq!(*refused.0, delta, "the event is given back");
+    assert_eq!(
+        refused.to_string(),
+        "a text_delta event is stream-only: a run journal holds durable events"
+    );
+    // Read from JSON (a journal written by hand, or corrupted): refused as well.
+    let json = serde_json::to_string(&delta).unwrap();
+    let error = serde_json::from_str::<JournalEvent>(&json).unwrap_err();
+    assert!(error.to_string().contains("stream-only"), "{error}");
+
+    let resumed = JournalEvent::new(Event::Resumed).unwrap();
+    assert_eq!(resumed, Event::Resumed);
+    assert_eq!(resumed.kind(), "resumed", "it reads as its event");
+    // Serialized as the event itself, and read back.
+    assert_eq!(serde_json::to_value(&resumed).unwrap(), json!({"type": "resumed"}));
+    let back: JournalEvent = serde_json::from_value(json!({"type": "resumed"})).unwrap();
+    assert_eq!(back.into_event(), Event::Resumed);
+}

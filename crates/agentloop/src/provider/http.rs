@@ -624,6 +624,10 @@ impl<W: WireFormat> Provider for HttpProvider<W> {
         &self.shared.model
     }
 
+    fn family(&self) -> &str {
+        self.shared.format.name()
+    }
+
     fn streams(&self) -> bool {
         self.shared.streaming
     }

@@ -53,6 +53,7 @@ pub enum ToolChoice {
 /// One request to a model. Instructions are separate from the messages: they are injected by
 /// the provider at call time in the form its API wants and never stored in the history.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct ModelRequest {
     /// System / developer instructions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -81,9 +82,60 @@ pub struct ModelRequest {
     pub metadata: Map<String, Value>,
 }
 
+impl ModelRequest {
+    /// A request with these messages (the other fields default: no instructions, no tools,
+    /// `auto` tool choice, the provider's sampling).
+    pub fn new(messages: impl Into<Arc<Vec<Message>>>) -> Self {
+        Self { messages: messages.into(), ..Self::default() }
+    }
+
+    /// With these instructions.
+    pub fn with_instructions(mut self, instructions: impl Into<String>) -> Self {
+        self.instructions = Some(instructions.into());
+        self
+    }
+
+    /// With these messages.
+    pub fn with_messages(mut self, messages: impl Into<Arc<Vec<Message>>>) -> Self {
+        self.messages = messages.into();
+        self
+    }
+
+    /// With these tools.
+    pub fn with_tools(mut self, tools: impl Into<Arc<Vec<ToolSpec>>>) -> Self {
+        self.tools = tools.into();
+        self
+    }
+
+    /// With this tool choice.
+    pub fn with_tool_choice(mut self, tool_choice: ToolChoice) -> Self {
+        self.tool_choice = tool_choice;
+        self
+    }
+
+    /// With this sampling temperature.
+    pub fn with_temperature(mut self, temperature: f32) -> Self {
+        self.temperature = Some(temperature);
+        self
+    }
+
+    /// With this output token limit.
+    pub fn with_max_tokens(mut self, max_tokens: u32) -> Self {
+        self.max_tokens = Some(max_tokens);
+        self
+    }
+
+    /// With one more metadata entry.
+    pub fn with_metadata(mut self, key: impl Into<String>, value: Value) -> Self {
+        self.metadata.insert(key.into(), value);
+        self
+    }
+}
+
 /// One piece of a streamed model response.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum StreamChunk {
     /// More answer text.
     TextDelta {
@@ -178,6 +230,14 @@ pub trait Provider: Send + Sync {
         "provider"
     }
 
+    /// The provider family: the API the model is reached through — `openai` (Chat
+    /// Completions, also for OpenAI-compatible servers), `openai-responses`, `anthropic`,
+    /// `gemini`, `local`, `scripted`, `replay` — for a run's identity and telemetry.
+    /// Default: `custom`.
+    fn family(&self) -> &str {
+        "custom"
+    }
+
     /// Whether [`stream`](Provider::stream) really streams. A provider that only ever gets
     /// the whole response (e.g. an HTTP provider configured not to stream) says `false`:
     /// the driver then calls [`complete`](Provider::complete) and takes the response as it
@@ -219,6 +279,9 @@ impl<P: Provider + ?Sized> Provider for Arc<P> {
     fn name(&self) -> &str {
         (**self).name()
     }
+    fn family(&self) -> &str {
+        (**self).family()
+    }
     fn supports_tools(&self) -> bool {
         (**self).supports_tools()
     }
@@ -242,6 +305,9 @@ impl<P: Provider + ?Sized> Provider for Box<P> {
     }
     fn name(&self) -> &str {
         (**self).name()
+    }
+    fn family(&self) -> &str {
+        (**self).family()
     }
     fn supports_tools(&self) -> bool {
         (**self).supports_tools()

@@ -18,7 +18,6 @@ mod stream;
 pub use compat::{Compat, Dialect};
 
 use super::http::{error_object, HttpConfig, HttpConfigError, HttpProvider};
-use super::openai_responses::OpenAiResponses;
 use super::wire::{EncodedRequest, StreamDecoder, WireFormat, WireRequest};
 use super::{ModelRequest, ModelResponse, ProviderError, ToolChoice};
 use crate::message::{FinishReason, MediaSource, Message, Part, Reasoning, Role, ToolCall, Usage};
@@ -33,13 +32,6 @@ impl OpenAi {
     /// OpenAI Chat Completions with `model`; the key comes from `OPENAI_API_KEY`.
     pub fn chat(model: impl Into<String>) -> Result<HttpProvider<OpenAiChat>, HttpConfigError> {
         Self::compatible(Compat::openai(), model)
-    }
-
-    /// OpenAI's Responses API with `model`; the key comes from `OPENAI_API_KEY`.
-    pub fn responses(
-        model: impl Into<String>,
-    ) -> Result<HttpProvider<OpenAiResponses>, HttpConfigError> {
-        Self::responses_compatible(Compat::openai(), model)
     }
 
     /// Chat Completions on the OpenAI-compatible server at `base_url` (request paths such as
@@ -78,29 +70,12 @@ impl OpenAi {
         Self::chat_with(server.config(model), server.dialect)
     }
 
-    /// The Responses API on an OpenAI-compatible server (e.g. llama.cpp's `/v1/responses`).
-    pub fn responses_compatible(
-        server: Compat,
-        model: impl Into<String>,
-    ) -> Result<HttpProvider<OpenAiResponses>, HttpConfigError> {
-        Self::responses_with(server.config(model), server.dialect)
-    }
-
     /// Chat Completions with a full HTTP configuration (see [`Compat::config`]).
     pub fn chat_with(
         config: HttpConfig,
         dialect: Dialect,
     ) -> Result<HttpProvider<OpenAiChat>, HttpConfigError> {
         let format = OpenAiChat::new(config.model(), dialect);
-        HttpProvider::new(format, config)
-    }
-
-    /// The Responses API with a full HTTP configuration (see [`Compat::config`]).
-    pub fn responses_with(
-        config: HttpConfig,
-        dialect: Dialect,
-    ) -> Result<HttpProvider<OpenAiResponses>, HttpConfigError> {
-        let format = OpenAiResponses::new(config.model(), dialect);
         HttpProvider::new(format, config)
     }
 }

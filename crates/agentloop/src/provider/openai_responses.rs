@@ -5,12 +5,43 @@
 
 mod stream;
 
-use super::openai::{classify_openai_error, f32_json, media_url, stream_error, Dialect};
+use super::http::{HttpConfig, HttpConfigError, HttpProvider};
+use super::openai::{
+    classify_openai_error, f32_json, media_url, stream_error, Compat, Dialect, OpenAi,
+};
 use super::wire::{StreamDecoder, WireFormat, WireRequest};
 use super::{ModelRequest, ModelResponse, ProviderError, ToolChoice};
 use crate::message::{FinishReason, MediaSource, Message, Part, Reasoning, Role, ToolCall, Usage};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
+
+/// The Responses API's constructors, beside the format they build (the Chat Completions ones
+/// are in [`openai`](super::openai)).
+impl OpenAi {
+    /// OpenAI's Responses API with `model`; the key comes from `OPENAI_API_KEY`.
+    pub fn responses(
+        model: impl Into<String>,
+    ) -> Result<HttpProvider<OpenAiResponses>, HttpConfigError> {
+        Self::responses_compatible(Compat::openai(), model)
+    }
+
+    /// The Responses API on an OpenAI-compatible server (e.g. llama.cpp's `/v1/responses`).
+    pub fn responses_compatible(
+        server: Compat,
+        model: impl Into<String>,
+    ) -> Result<HttpProvider<OpenAiResponses>, HttpConfigError> {
+        Self::responses_with(server.config(model), server.dialect)
+    }
+
+    /// The Responses API with a full HTTP configuration (see [`Compat::config`]).
+    pub fn responses_with(
+        config: HttpConfig,
+        dialect: Dialect,
+    ) -> Result<HttpProvider<OpenAiResponses>, HttpConfigError> {
+        let format = OpenAiResponses::new(config.model(), dialect);
+        HttpProvider::new(format, config)
+    }
+}
 
 /// The Responses wire format.
 #[derive(Debug, Clone, PartialEq, Eq)]

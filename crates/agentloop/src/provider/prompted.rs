@@ -472,6 +472,10 @@ impl<P: Provider> Provider for PromptedTools<P> {
         self.inner.retry_policy()
     }
 
+    fn family(&self) -> &str {
+        self.inner.family()
+    }
+
     fn supports_tools(&self) -> bool {
         true
     }

@@ -4,9 +4,8 @@
 //!   response (each chunk with its time) to a JSONL cassette, one line per model call.
 //! - [`ReplayProvider`] serves a cassette in order and fails loudly, with a diff, when a
 //!   request differs from the recorded one (the prompt, the tools or the history changed).
-//! - [`JournalReplay`] replays a run from its journal alone, without calling the model or the
-//!   tools: the model's journaled responses and the tools' journaled results are served back.
-//!   Hooks and human decisions are not replayed; their effects are in the results.
+//! - `agent::JournalReplay` replays a run from its journal alone, without calling the model
+//!   or the tools, on a [`ReplayProvider`] that serves the journaled responses.
 //!
 //! A cassette holds the calls of one run (or of runs made one after the other): the replay
 //! serves them in the order they were recorded.
@@ -14,19 +13,11 @@
 use super::{
     ChunkStream, ModelRequest, ModelResponse, Provider, ProviderError, RetryPolicy, StreamChunk,
 };
-use crate::agent::Agent;
-use crate::driver::EventStream;
-use crate::error::BuildError;
-use crate::event::Event;
-use crate::message::{Message, Part, ToolResultContent};
-use crate::run::{Run, RunConfig, Signal};
-use crate::tool::{ToolContext, ToolError, ToolOutput, ToolSet, ToolSpec};
-use async_trait::async_trait;
 use futures::future::BoxFuture;
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -230,6 +221,10 @@ impl<P: Provider> Provider for RecordingProvider<P> {
         self.inner.retry_policy()
     }
 
+    fn family(&self) -> &str {
+        self.inner.family()
+    }
+
     fn supports_tools(&self) -> bool {
         self.inner.supports_tools()
     }
@@ -289,6 +284,28 @@ impl ReplayProvider {
     pub fn remaining(&self) -> usize {
         self.interactions.len().saturating_sub(self.next.load(Ordering::SeqCst))
     }
+
+    /// Serves these responses (each its chunks, or the error the call failed with) in order,
+    /// whatever the requests: a journal holds no requests to compare.
+    pub(crate) fn responses(responses: &[Result<Vec<StreamChunk>, ProviderError>]) -> Self {
+        let interactions = responses
+            .iter()
+            .map(|response| Interaction {
+                request: ModelRequest::default(),
+                chunks: match response {
+                    Ok(chunks) => chunks
+                        .iter()
+                        .map(|c| RecordedChunk { at_ms: 0, item: Recorded::Chunk(c.clone()) })
+                        .collect(),
+                    Err(error) => {
+                        vec![RecordedChunk { at_ms: 0, item: Recorded::Error(error.clone()) }]
+                    }
+                },
+                complete: true,
+            })
+            .collect();
+        Self { check: false, ..Self::new(interactions) }
+    }
 }
 
 fn fail(message: String) -> ChunkStream {
@@ -337,6 +354,10 @@ impl Provider for ReplayProvider {
                 }
             }
         })
+    }
+
+    fn family(&self) -> &str {
+        "replay"
     }
 
     fn name(&self) -> &str {
@@ -395,169 +416,5 @@ fn diff_at(path: &str, recorded: &Value, now: &Value, out: &mut Vec<String>) {
             out.push(format!("{here}: recorded {} ≠ now {}", short(Some(a)), short(Some(b))));
         }
         _ => {}
-    }
-}
-
-/// A run's journal, ready to be replayed without the model or the tools.
-#[derive(Debug, Clone)]
-pub struct JournalReplay {
-    run_id: String,
-    config: RunConfig,
-    input: Vec<Message>,
-    responses: Arc<Vec<Result<Vec<StreamChunk>, ProviderError>>>,
-    results: Arc<HashMap<String, Result<ToolOutput, ToolError>>>,
-}
-
-impl JournalReplay {
-    /// Reads a journal (durable events in order; others are ignored).
-    pub fn from_journal<'a>(
-        journal: impl IntoIterator<Item = &'a Event>,
-    ) -> Result<Self, ReplayError> {
-        let mut start = None;
-        let mut responses = Vec::new();
-        let mut results = HashMap::new();
-        for event in journal {
-            match event {
-                Event::RunStarted { run_id, config, input } => {
-                    start = Some((run_id.clone(), (**config).clone(), input.clone()));
-                }
-                Event::ModelResponded { message, finish_reason, usage, .. } => {
-                    let mut chunks = message_chunks(message)?;
-                    chunks.push(StreamChunk::Usage { usage: *usage });
-                    chunks.push(StreamChunk::Finish { reason: finish_reason.clone() });
-                    responses.push(Ok(chunks));
-                }
-                Event::ModelFailed { error, .. } => responses.push(Err(error.clone())),
-                Event::ToolCompleted { result, control, .. } => {
-                    let output = match control {
-                        Some(Signal::Done { answer }) => ToolOutput::Done(answer.clone()),
-                        Some(Signal::AskUser { question }) => ToolOutput::AskUser(question.clone()),
-                        None => ToolOutput::Value(match &result.content {
-                            ToolResultContent::Text(text) => Value::String(text.clone()),
-                            ToolResultContent::Json(value) => value.clone(),
-                        }),
-                    };
-                    results.insert(result.call_id.clone(), Ok(output));
-                }
-                Event::ToolFailed { result, error, .. } => {
-                    results.insert(result.call_id.clone(), Err(error.clone()));
-                }
-                Event::ToolTimedOut { result, timeout_ms, .. } => {
-                    results.insert(result.call_id.clone(), Err(ToolError::Timeout(*timeout_ms)));
-                }
-                _ => {}
-            }
-        }
-        let (run_id, config, input) = start
-            .ok_or_else(|| ReplayError::Journal("it does not begin with run_started".into()))?;
-        Ok(Self {
-            run_id,
-            config,
-            input,
-            responses: Arc::new(responses),
-            results: Arc::new(results),
-        })
-    }
-
-    /// A provider that serves the journal's model responses (and failures) in order.
-    pub fn provider(&self) -> ReplayProvider {
-        let interactions = self
-            .responses
-            .iter()
-            .map(|response| Interaction {
-                request: ModelRequest::default(),
-                chunks: match response {
-                    Ok(chunks) => chunks
-                        .iter()
-                        .map(|c| RecordedChunk { at_ms: 0, item: Recorded::Chunk(c.clone()) })
-                        .collect(),
-                    Err(error) => {
-                        vec![RecordedChunk { at_ms: 0, item: Recorded::Error(error.clone()) }]
-                    }
-                },
-                complete: true,
-            })
-            .collect();
-        ReplayProvider { check: false, ..ReplayProvider::new(interactions) }
-    }
-
-    /// A tool set that offers the run's tools and answers each call with its journaled
-    /// result (by call id), without running anything.
-    pub fn tools(&self) -> Arc<dyn ToolSet> {
-        Arc::new(JournalTools { specs: self.config.tools.to_vec(), results: self.results.clone() })
-    }
-
-    /// An agent on the replaying provider and tools.
-    pub fn agent(&self) -> Result<Agent, BuildError> {
-        Agent::builder(self.provider()).tool_set(self.tools()).build()
-    }
-
-    /// Replays the run: the same run id, configuration and input, driven again against the
-    /// journaled responses and results. Its events (and outcome) are the original run's.
-    pub fn run(&self) -> Result<EventStream, BuildError> {
-        let run = Run::new(self.run_id.clone(), self.config.clone(), self.input.clone());
-        Ok(self.agent()?.continue_run(run, None))
-    }
-}
-
-/// The chunks that rebuild an assistant message.
-fn message_chunks(message: &Message) -> Result<Vec<StreamChunk>, ReplayError> {
-    let mut chunks = Vec::new();
-    for part in &message.content {
-        match part {
-            Part::Text { text } => chunks.push(StreamChunk::TextDelta { text: text.clone() }),
-            Part::Reasoning(reasoning) => {
-                if !reasoning.text.is_empty() {
-                    chunks.push(StreamChunk::ReasoningDelta { text: reasoning.text.clone() });
-                }
-                chunks.push(StreamChunk::ReasoningEnd { opaque: reasoning.opaque.clone() });
-            }
-            Part::ToolCall(call) => {
-                chunks.push(StreamChunk::ToolCallStart {
-                    id: call.id.clone(),
-                    name: call.name.clone(),
-                });
-                if !call.arguments.is_empty() {
-                    chunks.push(StreamChunk::ToolCallDelta {
-                        id: call.id.clone(),
-                        delta: call.arguments.clone(),
-                    });
-                }
-                chunks.push(StreamChunk::ToolCallEnd { id: call.id.clone() });
-            }
-            Part::Image { .. } | Part::File { .. } | Part::ToolResult(_) => {
-                return Err(ReplayError::Journal(
-                    "a model response holds an image, file or tool result part".into(),
-                ))
-            }
-        }
-    }
-    Ok(chunks)
-}
-
-/// Answers tool calls from a journal.
-struct JournalTools {
-    specs: Vec<ToolSpec>,
-    results: Arc<HashMap<String, Result<ToolOutput, ToolError>>>,
-}
-
-#[async_trait]
-impl ToolSet for JournalTools {
-    fn specs(&self) -> Vec<ToolSpec> {
-        self.specs.clone()
-    }
-
-    async fn call(
-        &self,
-        name: &str,
-        _args: Value,
-        ctx: ToolContext,
-    ) -> Result<ToolOutput, ToolError> {
-        self.results.get(&ctx.call_id).cloned().unwrap_or_else(|| {
-            Err(ToolError::Failed(format!(
-                "replay: the journal has no result for call '{}' of '{name}'",
-                ctx.call_id
-            )))
-        })
     }
 }

@@ -326,6 +326,10 @@ impl Provider for ScriptedModel {
         })
     }
 
+    fn family(&self) -> &str {
+        "scripted"
+    }
+
     fn name(&self) -> &str {
         "scripted"
     }

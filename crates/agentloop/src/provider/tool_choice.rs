@@ -104,6 +104,10 @@ impl<P: Provider> Provider for ToolChoicePolicy<P> {
         self.inner.retry_policy()
     }
 
+    fn family(&self) -> &str {
+        self.inner.family()
+    }
+
     fn supports_tools(&self) -> bool {
         self.inner.supports_tools()
     }

@@ -261,6 +261,17 @@ impl Run {
         true
     }
 
+    /// Answers the question the run stopped to ask ([`awaiting_input`](Self::awaiting_input)):
+    /// `message` joins the history as the user's and the run goes on — the same run, with
+    /// the budgets it has left. Refused when the run does not wait for an answer.
+    pub fn provide_input(&mut self, message: Message) -> Result<(), RunError> {
+        if self.awaiting_input().is_none() {
+            return Err(RunError::Unexpected { what: "input_provided", phase: self.phase.name() });
+        }
+        self.record(Event::InputProvided { message });
+        Ok(())
+    }
+
     /// Records the end of a finishing run with `outcome` (the decided one, or a hook's
     /// rewrite). Does nothing unless the run is finishing.
     pub fn finish(&mut self, outcome: Outcome) {

@@ -18,10 +18,6 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// The answer of a run that ran out of context and could not compact its way back.
-pub const CONTEXT_LIMIT_TEXT: &str = "The conversation no longer fits the model's context window, \
-and compaction could not make it fit.";
-
 const ESTIMATE: EstimateCounter = EstimateCounter { bytes_per_token: 4.0 };
 
 /// The run's context state (part of the run, folded from the journal).

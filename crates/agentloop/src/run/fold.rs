@@ -2,13 +2,13 @@
 //! same journal always gives the same run.
 
 use super::breaker::Verdict;
-use super::metrics::{ApprovalRecord, AuditEntry};
 use super::{
     CallApproval, Decision, Phase, Run, RunError, StallAction, StopReason, ToolFailureMode,
 };
 use crate::event::Event;
 use crate::message::{Message, ToolResult};
 use crate::run::Signal;
+use crate::terms::{ApprovalRecord, AuditEntry};
 use crate::tool::ToolError;
 use serde_json::Value;
 use std::sync::Arc;
@@ -197,6 +197,13 @@ impl Run {
                 self.context.legacy_length_cut = None;
                 self.continuations += 1;
                 self.history_mut().push(Message::user(prompt.clone()));
+                self.phase = Phase::NeedModel;
+            }
+            Event::InputProvided { message } => {
+                if self.awaiting_input().is_none() {
+                    return Err(unexpected("input_provided", &self.phase));
+                }
+                self.history_mut().push(message.clone());
                 self.phase = Phase::NeedModel;
             }
             Event::RunSuspended { .. } => match &mut self.phase {

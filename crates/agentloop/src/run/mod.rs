@@ -10,23 +10,19 @@
 
 mod breaker;
 mod commands;
-mod config;
 mod context;
 mod fold;
-mod limits;
-mod metrics;
 mod stop;
 
-pub use breaker::{BreakerConfig, StallAction, DEFAULT_STALL_NOTE};
 pub use commands::Gate;
-pub use config::{
-    RunConfig, RunIdentity, DEFAULT_DONE_TOOL_NUDGE, DEFAULT_WIND_DOWN_FALLBACK,
-    DEFAULT_WIND_DOWN_PROMPT,
+// The run's terms (what it is given, how it ends) lie below the events that carry them; they
+// are the run's API all the same.
+pub use crate::terms::{
+    ApprovalRecord, AuditEntry, BreakerConfig, Decision, IterationMetrics, LimitKind, Limits,
+    Metrics, Outcome, Price, PriceTable, RunConfig, RunIdentity, Signal, Spent, StallAction,
+    StopReason, ToolFailureMode, CONTEXT_LIMIT_TEXT, DEFAULT_DONE_TOOL_NUDGE, DEFAULT_STALL_NOTE,
+    DEFAULT_WIND_DOWN_FALLBACK, DEFAULT_WIND_DOWN_PROMPT,
 };
-pub use context::CONTEXT_LIMIT_TEXT;
-pub use limits::{LimitKind, Limits, Price, PriceTable, Spent};
-pub use metrics::{ApprovalRecord, AuditEntry, IterationMetrics, Metrics};
-pub use stop::{Decision, Outcome, Signal, StopReason, ToolFailureMode};
 
 use crate::event::{Event, ModelPurpose};
 use crate::message::{Message, ToolCall, ToolResult, Usage};
@@ -381,6 +377,20 @@ impl Run {
     /// Whether the run waits for approval decisions.
     pub fn is_suspended(&self) -> bool {
         matches!(self.phase, Phase::AwaitingTools { suspended: true, .. })
+    }
+
+    /// The question the run stopped to ask (it finished with
+    /// [`StopReason::AwaitingInput`]), until an answer is given with
+    /// [`provide_input`](Self::provide_input).
+    pub fn awaiting_input(&self) -> Option<&str> {
+        match &self.phase {
+            Phase::Finished { outcome }
+                if matches!(outcome.stop_reason, StopReason::AwaitingInput { .. }) =>
+            {
+                Some(&outcome.answer)
+            }
+            _ => None,
+        }
     }
 
     /// Why the run is paused, while it is.

@@ -5,7 +5,7 @@ use super::lease::new_owner_id;
 use super::{JournalEntry, Lease, RemoteControl, RunStore, StoreError};
 use crate::control::Control;
 use crate::driver::EventStream;
-use crate::event::Event;
+use crate::event::{Event, JournalEvent, StreamOnly};
 use futures::StreamExt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -155,10 +155,13 @@ fn journal_loop(
                 Step::Event(None) => break,
                 Step::Event(Some(event)) => event,
             };
-            if !event.is_durable() {
-                yield event;
-                continue;
-            }
+            let event = match JournalEvent::new(event) {
+                Ok(event) => event,
+                Err(StreamOnly(event)) => {
+                    yield *event;
+                    continue;
+                }
+            };
             let entry = JournalEntry::new(seq, event);
             let entries = std::slice::from_ref(&entry);
             let appended = match &lease {
@@ -167,7 +170,7 @@ fn journal_loop(
             };
             match appended {
                 Ok(_) => {
-                    yield entry.event;
+                    yield entry.event.into_event();
                     yield Event::Checkpointed { seq };
                     seq += 1;
                 }

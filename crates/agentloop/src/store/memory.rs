@@ -4,12 +4,13 @@
 
 use super::lease::{lost, ttl_ms, LeaseRecord};
 use super::{
-    check_batch, check_dense, decode_parts, new_artifact_id, now_ms, Artifact, ArtifactMeta,
-    ArtifactStore, ControlRequest, JournalEntry, Lease, NewArtifact, RemoteControl, RunFilter,
-    RunState, RunStore, RunSummary, SessionInfo, SessionState, SessionStore, StoreError,
+    check_batch, check_dense, cost_of, decode_parts, new_artifact_id, now_ms, Artifact,
+    ArtifactMeta, ArtifactStore, ControlRequest, JournalEntry, Lease, NewArtifact, RemoteControl,
+    RunFilter, RunState, RunStore, RunSummary, SessionInfo, SessionState, SessionStore, StoreError,
     SummaryUpdate,
 };
-use crate::message::Message;
+use crate::message::{Message, Usage};
+use crate::run::Price;
 use async_trait::async_trait;
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -24,7 +25,10 @@ struct Stored {
 }
 
 struct RunRecord {
+    /// Its summary, without its lease (read from `Inner::leases` when listed).
     summary: RunSummary,
+    /// Its price (from `run_started`), for `summary.cost_usd`.
+    price: Option<Price>,
     entries: Vec<Stored>,
 }
 
@@ -112,19 +116,29 @@ impl MemoryStore {
                 run_id: run_id.to_owned(),
                 agent: None,
                 context_id: None,
+                parent_run_id: None,
                 state: RunState::Running,
                 created_ms: update.first_ms,
                 updated_ms: update.first_ms,
                 entries: 0,
+                owner: None,
+                lease_expires_at_ms: None,
+                usage: Usage::default(),
+                cost_usd: 0.0,
             },
+            price: None,
             entries: Vec::new(),
         });
         record.entries.extend(stored);
         let summary = &mut record.summary;
-        if let Some((agent, context_id)) = update.started {
-            summary.agent = agent;
-            summary.context_id = context_id;
+        if let Some(started) = update.started {
+            summary.agent = started.agent;
+            summary.context_id = started.context_id;
+            summary.parent_run_id = started.parent_run_id;
+            record.price = started.price;
         }
+        summary.usage += update.usage;
+        summary.cost_usd = cost_of(record.price.as_ref(), &summary.usage);
         summary.state = update.state;
         summary.updated_ms = update.last_ms;
         summary.entries = record.entries.len() as u64;
@@ -217,7 +231,13 @@ impl RunStore for MemoryStore {
             .values()
             .map(|r| &r.summary)
             .filter(|s| filter.matches(s))
-            .cloned()
+            .map(|s| {
+                let mut summary = s.clone();
+                if let Some(lease) = inner.leases.get(&s.run_id) {
+                    summary.set_lease(Some(lease.owner.clone()), lease.expires_at_ms);
+                }
+                summary
+            })
             .collect();
         runs.sort_by(|a, b| b.created_ms.cmp(&a.created_ms).then_with(|| b.run_id.cmp(&a.run_id)));
         runs.truncate(filter.limit.unwrap_or(usize::MAX));

@@ -22,19 +22,23 @@ pub mod lease;
 mod memory;
 #[cfg(feature = "redis")]
 pub mod redis;
+mod registry;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 
 pub use journal::{journaled, journaled_with_lease, REMOTE_CONTROL_POLL};
 pub use lease::{Lease, DEFAULT_LEASE_TTL};
 pub use memory::MemoryStore;
+pub(crate) use registry::{cost_of, SummaryUpdate};
+pub use registry::{RunCursor, RunFilter, RunSummary};
 
-use crate::event::Event;
+use crate::event::{Event, JournalEvent};
 use crate::message::Message;
-use crate::run::SCHEMA_VERSION;
+use crate::run::{Decision, SCHEMA_VERSION};
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// One entry of a run journal.
@@ -46,14 +50,20 @@ pub struct JournalEntry {
     pub at_ms: u64,
     /// The journal format it was written with ([`SCHEMA_VERSION`] for this build).
     pub schema_version: u32,
-    /// The durable event.
-    pub event: Event,
+    /// The durable event (a journal holds no stream-only one: see [`JournalEvent`]).
+    pub event: JournalEvent,
 }
 
 impl JournalEntry {
     /// An entry for `event` at `seq`, stamped now with this build's schema version.
-    pub fn new(seq: u64, event: Event) -> Self {
+    pub fn new(seq: u64, event: JournalEvent) -> Self {
         Self { seq, at_ms: now_ms(), schema_version: SCHEMA_VERSION, event }
+    }
+
+    /// An entry for `event` at `seq`, stamped now — refused when `event` is stream-only.
+    pub fn of(seq: u64, event: Event) -> Result<Self, StoreError> {
+        let event = JournalEvent::new(event).map_err(|e| StoreError::Invalid(e.to_string()))?;
+        Ok(Self::new(seq, event))
     }
 }
 
@@ -180,7 +190,8 @@ pub enum RunState {
     Failed,
     /// `run_cancelled`.
     Cancelled,
-    /// `run_suspended`: waiting for approval decisions.
+    /// Waiting for a human: `run_suspended` (approval decisions), or `run_finished` with
+    /// the stop reason `awaiting_input` (the answer to an ask-user question).
     Suspended,
 }
 
@@ -188,6 +199,11 @@ impl RunState {
     /// The state after `event` was journaled.
     pub fn after(event: &Event) -> Self {
         match event {
+            Event::RunFinished { outcome }
+                if matches!(outcome.stop_reason, crate::run::StopReason::AwaitingInput { .. }) =>
+            {
+                Self::Suspended
+            }
             Event::RunFinished { .. } => Self::Finished,
             Event::RunFailed { .. } => Self::Failed,
             Event::RunCancelled { .. } => Self::Cancelled,
@@ -226,126 +242,6 @@ impl std::fmt::Display for RunState {
     }
 }
 
-/// One run, as listed by [`RunStore::list_runs`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RunSummary {
-    /// The run.
-    pub run_id: String,
-    /// The agent's name (`RunConfig::agent` in `run_started`).
-    pub agent: Option<String>,
-    /// The session (`RunConfig::context_id` in `run_started`).
-    pub context_id: Option<String>,
-    /// Where it stands.
-    pub state: RunState,
-    /// When its first entry was appended (ms since the Unix epoch).
-    pub created_ms: u64,
-    /// When its last entry was appended.
-    pub updated_ms: u64,
-    /// How many entries its journal has (the next sequence number).
-    pub entries: u64,
-}
-
-impl RunSummary {
-    /// Where a listing that ends with this run goes on: pass it to [`RunFilter::after`] for
-    /// the next page.
-    pub fn cursor(&self) -> RunCursor {
-        RunCursor { created_ms: self.created_ms, run_id: self.run_id.clone() }
-    }
-}
-
-/// A position in the listing order of runs (newest first, then by run id, descending): the
-/// runs after it are older, or as old with a smaller id.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct RunCursor {
-    /// The creation time of the last run seen.
-    pub created_ms: u64,
-    /// Its id.
-    pub run_id: String,
-}
-
-impl RunCursor {
-    /// Whether `run` comes after this position.
-    pub fn precedes(&self, run: &RunSummary) -> bool {
-        run.created_ms < self.created_ms
-            || (run.created_ms == self.created_ms && run.run_id < self.run_id)
-    }
-}
-
-/// Which runs [`RunStore::list_runs`] returns: every set field must match. Runs come newest first
-/// (by creation time).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RunFilter {
-    /// Only runs of this agent.
-    pub agent: Option<String>,
-    /// Only runs of this session.
-    pub context_id: Option<String>,
-    /// Only runs in this state.
-    pub state: Option<RunState>,
-    /// Only runs created at or after this time (ms since the Unix epoch).
-    pub created_from_ms: Option<u64>,
-    /// Only runs created before this time.
-    pub created_before_ms: Option<u64>,
-    /// At most this many runs.
-    pub limit: Option<usize>,
-    /// Only the runs after this position: the next page of a listing (see
-    /// [`RunSummary::cursor`]).
-    pub after: Option<RunCursor>,
-}
-
-impl RunFilter {
-    /// Every run.
-    pub fn all() -> Self {
-        Self::default()
-    }
-
-    /// Only runs of this agent.
-    pub fn agent(mut self, agent: impl Into<String>) -> Self {
-        self.agent = Some(agent.into());
-        self
-    }
-
-    /// Only runs of this session.
-    pub fn context_id(mut self, context_id: impl Into<String>) -> Self {
-        self.context_id = Some(context_id.into());
-        self
-    }
-
-    /// Only runs in this state.
-    pub fn state(mut self, state: RunState) -> Self {
-        self.state = Some(state);
-        self
-    }
-
-    /// Only runs created in `[from_ms, before_ms)`.
-    pub fn created_between(mut self, from_ms: u64, before_ms: u64) -> Self {
-        self.created_from_ms = Some(from_ms);
-        self.created_before_ms = Some(before_ms);
-        self
-    }
-
-    /// At most this many runs.
-    pub fn limit(mut self, limit: usize) -> Self {
-        self.limit = Some(limit);
-        self
-    }
-
-    /// Only the runs after `cursor` (the last run of the previous page).
-    pub fn after(mut self, cursor: RunCursor) -> Self {
-        self.after = Some(cursor);
-        self
-    }
-
-    /// Whether a run matches (every field but `limit`).
-    pub fn matches(&self, run: &RunSummary) -> bool {
-        self.agent.as_ref().is_none_or(|a| run.agent.as_ref() == Some(a))
-            && self.context_id.as_ref().is_none_or(|c| run.context_id.as_ref() == Some(c))
-            && self.state.is_none_or(|s| run.state == s)
-            && self.created_from_ms.is_none_or(|from| run.created_ms >= from)
-            && self.created_before_ms.is_none_or(|before| run.created_ms < before)
-            && self.after.as_ref().is_none_or(|cursor| cursor.precedes(run))
-    }
-}
-
 /// Where run journals live.
 #[async_trait]
 pub trait RunStore: Send + Sync {
@@ -361,17 +257,18 @@ pub trait RunStore: Send + Sync {
     ) -> Result<u64, StoreError>;
 
     /// Appends durable events at `expected_seq` (stamped now, with this build's schema
-    /// version). Same conflict rule as [`append_entries`](Self::append_entries).
+    /// version): a stream-only event is refused ([`StoreError::Invalid`], nothing appended).
+    /// Same conflict rule as [`append_entries`](Self::append_entries).
     async fn append(
         &self,
         run_id: &str,
         expected_seq: u64,
         events: &[Event],
     ) -> Result<u64, StoreError> {
-        let entries: Vec<JournalEntry> = (expected_seq..)
+        let entries = (expected_seq..)
             .zip(events)
-            .map(|(seq, event)| JournalEntry::new(seq, event.clone()))
-            .collect();
+            .map(|(seq, event)| JournalEntry::of(seq, event.clone()))
+            .collect::<Result<Vec<_>, _>>()?;
         self.append_entries(run_id, expected_seq, &entries).await
     }
 
@@ -437,13 +334,32 @@ pub trait RunStore: Send + Sync {
 
 /// What has been requested of a run's executor from another process: the state the run
 /// should be in, applied by the executor at its next safe point (a pause), at once (a
-/// cancel). State, not a queue: requesting a pause twice pauses once.
+/// cancel), or when it continues a run that waits (the decisions on deferred calls, the
+/// answer to a question). State, not a queue: requesting a pause twice pauses once; a
+/// decision on a call that no longer waits, or an answer to a question the run no longer
+/// asks, is ignored.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RemoteControl {
     /// Cancel, with this reason (the first request's reason wins; never withdrawn).
     pub cancel: Option<String>,
     /// Be paused, with this reason (`None`: run).
     pub pause: Option<String>,
+    /// Decisions on calls deferred for approval, by call id (the last request per call wins).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub decisions: BTreeMap<String, Decision>,
+    /// The answer to the question the run asked (an ask-user tool), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<InputAnswer>,
+}
+
+/// An answer to the question a run asked: it applies to the run only while the journal's
+/// last entry is still the one at `for_seq` (the entry that stopped the run to ask).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InputAnswer {
+    /// The sequence number of the entry that asked (the run's `run_finished`).
+    pub for_seq: u64,
+    /// The answer, as the user's next message.
+    pub text: String,
 }
 
 /// A request for a run's executor (see [`RunStore::request_control`]).
@@ -455,6 +371,15 @@ pub enum ControlRequest {
     Pause(String),
     /// Go on after a pause.
     Resume,
+    /// Decide on a call deferred for approval.
+    Decide {
+        /// The call.
+        call_id: String,
+        /// The decision.
+        decision: Decision,
+    },
+    /// Answer the question the run asked.
+    Input(InputAnswer),
 }
 
 impl RemoteControl {
@@ -466,6 +391,10 @@ impl RemoteControl {
             }
             ControlRequest::Pause(reason) => self.pause = Some(reason),
             ControlRequest::Resume => self.pause = None,
+            ControlRequest::Decide { call_id, decision } => {
+                self.decisions.insert(call_id, decision);
+            }
+            ControlRequest::Input(answer) => self.input = Some(answer),
         }
         self
     }
@@ -656,36 +585,6 @@ pub(crate) fn check_batch(expected: u64, entries: &[JournalEntry]) -> Result<(),
         }
     }
     Ok(())
-}
-
-/// What a batch of entries changes in a run's summary.
-pub(crate) struct SummaryUpdate {
-    /// `(agent, context_id)` when the batch holds `run_started`.
-    pub(crate) started: Option<(Option<String>, Option<String>)>,
-    /// The state after the batch.
-    pub(crate) state: RunState,
-    /// The first entry's time.
-    pub(crate) first_ms: u64,
-    /// The last entry's time.
-    pub(crate) last_ms: u64,
-}
-
-impl SummaryUpdate {
-    pub(crate) fn of(entries: &[JournalEntry]) -> Option<Self> {
-        let (first, last) = (entries.first()?, entries.last()?);
-        let started = entries.iter().find_map(|e| match &e.event {
-            Event::RunStarted { config, .. } => {
-                Some((config.agent.clone(), config.context_id.clone()))
-            }
-            _ => None,
-        });
-        Some(Self {
-            started,
-            state: RunState::after(&last.event),
-            first_ms: first.at_ms,
-            last_ms: last.at_ms,
-        })
-    }
 }
 
 /// An entry as stored: its version is checked before its event is parsed (a newer format's

@@ -5,10 +5,11 @@
 //! | key | type | what |
 //! | --- | --- | --- |
 //! | `run:{id}:journal` | list | the journal entries, as JSON, in order |
-//! | `run:{id}:meta` | hash | agent, context, state, times, length (for `list`) |
+//! | `run:{id}:meta` | hash | agent, context, parent, state, times, length, price, tokens (for `list`) |
 //! | `run:{id}:lease` | hash | owner, epoch and expiry of the run's lease ([`crate::store::lease`]) |
 //! | `run:{id}:control` | hash | what was requested of the run's executor ([`super::RemoteControl`]) |
 //! | `runs` | sorted set | run ids by creation time (the index `list` scans) |
+//! | `runs:parent:{id}` | sorted set | the runs a run started, by creation time (`list` by parent) |
 //! | `session:{context}` | hash | the session's state and counters |
 //! | `session:{context}:messages` | list | its conversation, as JSON |
 //! | `artifact:{id}` / `artifact:{id}:chunks` | hash / list | an artifact and its chunks |
@@ -18,15 +19,17 @@
 //! state of a session) is one Lua script, so it is atomic: of two writers appending at the
 //! same sequence number, exactly one succeeds and the other gets
 //! [`StoreError::Conflict`]. With a TTL, every key a write touches gets it again (the `runs`
-//! index keeps expired ids until `list` meets and drops them). Redis Cluster is not
-//! supported (the scripts touch keys of several slots).
+//! and `runs:parent:{id}` indexes keep expired ids until `list` meets and drops them). Redis
+//! Cluster is not supported (the scripts touch keys of several slots).
 
+use super::registry::Started;
 use super::{
-    check_batch, check_dense_from, decode_entry_json, now_ms, to_json, ControlRequest,
-    JournalEntry, Lease, RemoteControl, RunFilter, RunState, RunStore, RunSummary, SessionInfo,
-    SessionState, SessionStore, StoreError, SummaryUpdate,
+    check_batch, check_dense_from, cost_of, decode_entry_json, from_json, now_ms, to_json,
+    ControlRequest, JournalEntry, Lease, RemoteControl, RunFilter, RunState, RunStore, RunSummary,
+    SessionInfo, SessionState, SessionStore, StoreError, SummaryUpdate,
 };
-use crate::message::Message;
+use crate::message::{Message, Usage};
+use crate::run::Price;
 use ::redis::aio::ConnectionManager;
 use ::redis::{Client, Script};
 use async_trait::async_trait;
@@ -70,15 +73,29 @@ if ARGV[10] ~= '' then
 end
 local len = redis.call('LLEN', KEYS[1])
 if len ~= tonumber(ARGV[1]) then return {'conflict', tostring(len)} end
-local n = #ARGV - 11
+local n = #ARGV - 17
 if n == 0 then return {'ok', tostring(len)} end
-for i = 12, #ARGV do redis.call('RPUSH', KEYS[1], ARGV[i]) end
+for i = 18, #ARGV do redis.call('RPUSH', KEYS[1], ARGV[i]) end
 if len == 0 then
   redis.call('HSET', KEYS[2], 'run_id', ARGV[3], 'created_ms', ARGV[4])
   redis.call('ZADD', KEYS[3], ARGV[4], ARGV[3])
 end
-if ARGV[8] == '1' then redis.call('HSET', KEYS[2], 'agent', ARGV[6], 'context_id', ARGV[7]) end
+if ARGV[8] == '1' then
+  redis.call('HSET', KEYS[2], 'agent', ARGV[6], 'context_id', ARGV[7], 'parent_run_id', ARGV[12])
+  if ARGV[13] == '' then
+    redis.call('HDEL', KEYS[2], 'price')
+  else
+    redis.call('HSET', KEYS[2], 'price', ARGV[13])
+  end
+  if KEYS[5] then
+    redis.call('ZADD', KEYS[5], redis.call('HGET', KEYS[2], 'created_ms'), ARGV[3])
+  end
+end
 redis.call('HSET', KEYS[2], 'state', ARGV[9], 'updated_ms', ARGV[5], 'entries', len + n)
+local tokens = {'input_tokens', 'output_tokens', 'cached_input_tokens', 'reasoning_tokens'}
+for i, field in ipairs(tokens) do
+  if ARGV[13 + i] ~= '0' then redis.call('HINCRBY', KEYS[2], field, ARGV[13 + i]) end
+end
 local ttl = tonumber(ARGV[2])
 if ttl > 0 then
   redis.call('PEXPIRE', KEYS[1], ttl)
@@ -91,6 +108,7 @@ const DELETE_RUN: &str = r"
 local existed = redis.call('DEL', KEYS[1], KEYS[2])
 redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('DEL', KEYS[4], KEYS[5])
+if KEYS[6] then redis.call('ZREM', KEYS[6], ARGV[1]) end
 return existed
 ";
 
@@ -214,6 +232,11 @@ impl RedisStore {
         self.conn.clone()
     }
 
+    /// The index of the runs `parent_run_id` started.
+    fn parent_index(&self, parent_run_id: &str) -> String {
+        self.key(&["runs:parent:", parent_run_id])
+    }
+
     async fn hash(&self, key: &str) -> Result<HashMap<String, String>, StoreError> {
         ::redis::cmd("HGETALL").arg(key).query_async(&mut self.conn()).await.map_err(backend)
     }
@@ -224,7 +247,12 @@ fn optional_name(value: &Option<String>) -> Result<String, StoreError> {
     to_json(value)
 }
 
-fn summary_of(run_id: &str, meta: &HashMap<String, String>) -> Result<RunSummary, StoreError> {
+/// A run's summary from its meta hash and its lease hash (empty: never claimed).
+fn summary_of(
+    run_id: &str,
+    meta: &HashMap<String, String>,
+    lease: &HashMap<String, String>,
+) -> Result<RunSummary, StoreError> {
     let name = |field: &str| -> Result<Option<String>, StoreError> {
         match meta.get(field) {
             None => Ok(None),
@@ -233,16 +261,33 @@ fn summary_of(run_id: &str, meta: &HashMap<String, String>) -> Result<RunSummary
         }
     };
     let state = meta.get("state").map(String::as_str).unwrap_or("running");
-    Ok(RunSummary {
+    let usage = Usage {
+        input: number(meta, "input_tokens"),
+        output: number(meta, "output_tokens"),
+        cached_input: number(meta, "cached_input_tokens"),
+        reasoning: number(meta, "reasoning_tokens"),
+    };
+    let price: Option<Price> = meta
+        .get("price")
+        .map(|json| from_json(json, &format!("run '{run_id}': its price")))
+        .transpose()?;
+    let mut summary = RunSummary {
         run_id: run_id.to_owned(),
         agent: name("agent")?,
         context_id: name("context_id")?,
+        parent_run_id: name("parent_run_id")?,
         state: RunState::parse(state)
             .ok_or_else(|| corrupt(&format!("run '{run_id}': unknown state '{state}'")))?,
         created_ms: number(meta, "created_ms"),
         updated_ms: number(meta, "updated_ms"),
         entries: number(meta, "entries"),
-    })
+        owner: None,
+        lease_expires_at_ms: None,
+        cost_usd: cost_of(price.as_ref(), &usage),
+        usage,
+    };
+    summary.set_lease(lease.get("owner").cloned(), number(lease, "expires_at_ms"));
+    Ok(summary)
 }
 
 impl RedisStore {
@@ -259,13 +304,19 @@ impl RedisStore {
         let (first_ms, last_ms, state) =
             update.as_ref().map_or((0, 0, RunState::Running), |u| (u.first_ms, u.last_ms, u.state));
         let started = update.as_ref().and_then(|u| u.started.clone());
-        let (agent, context_id) = started.clone().unwrap_or_default();
+        let usage = update.as_ref().map(|u| u.usage).unwrap_or_default();
+        let Started { agent, context_id, parent_run_id, price } =
+            started.clone().unwrap_or_default();
         let mut invocation = self.scripts.append.prepare_invoke();
         invocation
             .key(self.key(&["run:", run_id, ":journal"]))
             .key(self.key(&["run:", run_id, ":meta"]))
             .key(self.key(&["runs"]))
-            .key(self.key(&["run:", run_id, ":lease"]))
+            .key(self.key(&["run:", run_id, ":lease"]));
+        if let Some(parent) = &parent_run_id {
+            invocation.key(self.parent_index(parent));
+        }
+        invocation
             .arg(expected_seq)
             .arg(self.ttl_ms())
             .arg(run_id)
@@ -276,7 +327,13 @@ impl RedisStore {
             .arg(if started.is_some() { "1" } else { "0" })
             .arg(state.as_str())
             .arg(fence.map_or("", |lease| lease.owner.as_str()))
-            .arg(fence.map_or(0, |lease| lease.epoch));
+            .arg(fence.map_or(0, |lease| lease.epoch))
+            .arg(optional_name(&parent_run_id)?)
+            .arg(price.as_ref().map(to_json).transpose()?.unwrap_or_default())
+            .arg(usage.input)
+            .arg(usage.output)
+            .arg(usage.cached_input)
+            .arg(usage.reasoning);
         for entry in entries {
             invocation.arg(to_json(entry)?);
         }
@@ -372,7 +429,11 @@ impl RunStore for RedisStore {
     }
 
     async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, StoreError> {
-        let index = self.key(&["runs"]);
+        // A parent's own index holds just its children.
+        let index = match &filter.parent_run_id {
+            Some(parent) => self.parent_index(parent),
+            None => self.key(&["runs"]),
+        };
         let max = match (&filter.after, filter.created_before_ms) {
             // The cursor's own creation time is included: runs as old with a smaller id.
             (Some(cursor), Some(before)) if before <= cursor.created_ms => format!("({before}"),
@@ -395,15 +456,17 @@ impl RunStore for RedisStore {
             let mut pipe = ::redis::pipe();
             for id in page {
                 pipe.cmd("HGETALL").arg(self.key(&["run:", id, ":meta"]));
+                pipe.cmd("HGETALL").arg(self.key(&["run:", id, ":lease"]));
             }
-            let metas: Vec<HashMap<String, String>> =
+            let hashes: Vec<HashMap<String, String>> =
                 pipe.query_async(&mut self.conn()).await.map_err(backend)?;
-            for (id, meta) in page.iter().zip(metas) {
+            for (id, pair) in page.iter().zip(hashes.chunks(2)) {
+                let (Some(meta), Some(lease)) = (pair.first(), pair.get(1)) else { break };
                 if meta.is_empty() {
                     expired.push(id.clone());
                     continue;
                 }
-                let summary = summary_of(id, &meta)?;
+                let summary = summary_of(id, meta, lease)?;
                 if filter.matches(&summary) {
                     runs.push(summary);
                 }
@@ -427,18 +490,30 @@ impl RunStore for RedisStore {
     }
 
     async fn delete_run(&self, run_id: &str) -> Result<bool, StoreError> {
-        let existed: i64 = self
-            .scripts
-            .delete_run
-            .key(self.key(&["run:", run_id, ":journal"]))
-            .key(self.key(&["run:", run_id, ":meta"]))
-            .key(self.key(&["runs"]))
-            .key(self.key(&["run:", run_id, ":lease"]))
-            .key(self.key(&["run:", run_id, ":control"]))
-            .arg(run_id)
-            .invoke_async(&mut self.conn())
+        let meta = self.key(&["run:", run_id, ":meta"]);
+        // The parent never changes once journaled, so it can be read before the script.
+        let parent: Option<String> = ::redis::cmd("HGET")
+            .arg(&meta)
+            .arg("parent_run_id")
+            .query_async(&mut self.conn())
             .await
             .map_err(backend)?;
+        let parent: Option<String> = match parent {
+            Some(json) => from_json(&json, &format!("run '{run_id}': field parent_run_id"))?,
+            None => None,
+        };
+        let mut invocation = self.scripts.delete_run.prepare_invoke();
+        invocation
+            .key(self.key(&["run:", run_id, ":journal"]))
+            .key(meta)
+            .key(self.key(&["runs"]))
+            .key(self.key(&["run:", run_id, ":lease"]))
+            .key(self.key(&["run:", run_id, ":control"]));
+        if let Some(parent) = &parent {
+            invocation.key(self.parent_index(parent));
+        }
+        let existed: i64 =
+            invocation.arg(run_id).invoke_async(&mut self.conn()).await.map_err(backend)?;
         Ok(existed > 0)
     }
 }

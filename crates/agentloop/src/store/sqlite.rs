@@ -13,12 +13,11 @@
 
 use super::{
     check_batch, check_dense_from, decode_parts, from_json, now_ms, to_json, ControlRequest,
-    JournalEntry, Lease, RemoteControl, RunFilter, RunState, RunStore, RunSummary, SessionInfo,
-    SessionState, SessionStore, StoreError, SummaryUpdate,
+    JournalEntry, Lease, RemoteControl, RunFilter, RunStore, RunSummary, SessionInfo, SessionState,
+    SessionStore, StoreError, SummaryUpdate,
 };
 use crate::message::Message;
 use async_trait::async_trait;
-use rusqlite::types::Value as SqlValue;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
@@ -26,6 +25,7 @@ use std::time::Duration;
 
 mod artifacts;
 mod lease;
+mod registry;
 
 /// The default database file.
 pub const DEFAULT_PATH: &str = ".agentloop/agentloop.db";
@@ -100,7 +100,16 @@ CREATE TABLE run_controls (
     pause  TEXT
 ) WITHOUT ROWID;
 ",
+    r"
+ALTER TABLE run_controls ADD COLUMN decisions TEXT;
+ALTER TABLE run_controls ADD COLUMN input TEXT;
+",
+    registry::MIGRATION,
 ];
+
+/// The index in [`MIGRATIONS`] of [`registry::MIGRATION`] (followed by
+/// [`registry::backfill_costs`]).
+const REGISTRY_MIGRATION: usize = 3;
 
 /// Options of [`SqliteStore::open_with`].
 #[derive(Debug, Clone)]
@@ -241,8 +250,11 @@ fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
             "the database has schema version {version}; this build knows versions up to {known}"
         )));
     }
-    for migration in &MIGRATIONS[applied..] {
+    for (index, migration) in MIGRATIONS.iter().enumerate().skip(applied) {
         tx.execute_batch(migration).map_err(backend)?;
+        if index == REGISTRY_MIGRATION {
+            registry::backfill_costs(&tx)?;
+        }
     }
     tx.execute(
         "UPDATE agentloop_schema SET version = ?1",
@@ -258,22 +270,6 @@ struct Row {
     at_ms: u64,
     schema_version: u32,
     event: String,
-}
-
-fn summary_of(row: &rusqlite::Row<'_>) -> rusqlite::Result<(RunSummary, String)> {
-    let state: String = row.get(3)?;
-    Ok((
-        RunSummary {
-            run_id: row.get(0)?,
-            agent: row.get(1)?,
-            context_id: row.get(2)?,
-            state: RunState::Running,
-            created_ms: uint(row.get(4)?),
-            updated_ms: uint(row.get(5)?),
-            entries: uint(row.get(6)?),
-        },
-        state,
-    ))
 }
 
 impl SqliteStore {
@@ -316,11 +312,8 @@ impl SqliteStore {
             if let Some(lease) = &fence {
                 lease::check(&tx, lease)?;
             }
-            let actual: u64 = tx
-                .prepare_cached("SELECT next_seq FROM runs WHERE run_id = ?1")
-                .and_then(|mut s| s.query_row([&run_id], |row| row.get::<_, i64>(0)).optional())
-                .map_err(backend)?
-                .map_or(0, uint);
+            let current = registry::current(&tx, &run_id)?;
+            let actual = current.next_seq;
             if actual != expected_seq {
                 return Err(StoreError::Conflict { run_id, expected: expected_seq, actual });
             }
@@ -344,39 +337,7 @@ impl SqliteStore {
                 }
             }
             let next = expected_seq + rows.len() as u64;
-            let state = update.state.as_str();
-            if expected_seq == 0 {
-                let (agent, context_id) = update.started.clone().unwrap_or_default();
-                tx.prepare_cached(
-                    "INSERT INTO runs (run_id, agent, context_id, state, created_ms, updated_ms, \
-                     next_seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                )
-                .and_then(|mut s| {
-                    s.execute(params![
-                        run_id,
-                        agent,
-                        context_id,
-                        state,
-                        int(update.first_ms),
-                        int(update.last_ms),
-                        int(next)
-                    ])
-                })
-                .map_err(backend)?;
-            } else {
-                tx.prepare_cached(
-                    "UPDATE runs SET state = ?2, updated_ms = ?3, next_seq = ?4 WHERE run_id = ?1",
-                )
-                .and_then(|mut s| s.execute(params![run_id, state, int(update.last_ms), int(next)]))
-                .map_err(backend)?;
-                if let Some((agent, context_id)) = &update.started {
-                    tx.execute(
-                        "UPDATE runs SET agent = ?2, context_id = ?3 WHERE run_id = ?1",
-                        params![run_id, agent, context_id],
-                    )
-                    .map_err(backend)?;
-                }
-            }
+            registry::apply(&tx, &run_id, &current, next, &update)?;
             tx.commit().map_err(backend)?;
             Ok(next)
         })
@@ -481,59 +442,7 @@ impl RunStore for SqliteStore {
 
     async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, StoreError> {
         let filter = filter.clone();
-        self.call(move |conn| {
-            let mut sql = String::from(
-                "SELECT run_id, agent, context_id, state, created_ms, updated_ms, next_seq \
-                 FROM runs WHERE 1 = 1",
-            );
-            let mut args: Vec<SqlValue> = Vec::new();
-            if let Some(agent) = &filter.agent {
-                sql.push_str(" AND agent = ?");
-                args.push(SqlValue::Text(agent.clone()));
-            }
-            if let Some(context_id) = &filter.context_id {
-                sql.push_str(" AND context_id = ?");
-                args.push(SqlValue::Text(context_id.clone()));
-            }
-            if let Some(state) = filter.state {
-                sql.push_str(" AND state = ?");
-                args.push(SqlValue::Text(state.as_str().to_owned()));
-            }
-            if let Some(from) = filter.created_from_ms {
-                sql.push_str(" AND created_ms >= ?");
-                args.push(SqlValue::Integer(int(from)));
-            }
-            if let Some(before) = filter.created_before_ms {
-                sql.push_str(" AND created_ms < ?");
-                args.push(SqlValue::Integer(int(before)));
-            }
-            if let Some(cursor) = &filter.after {
-                sql.push_str(" AND (created_ms, run_id) < (?, ?)");
-                args.push(SqlValue::Integer(int(cursor.created_ms)));
-                args.push(SqlValue::Text(cursor.run_id.clone()));
-            }
-            sql.push_str(" ORDER BY created_ms DESC, run_id DESC");
-            if let Some(limit) = filter.limit {
-                sql.push_str(" LIMIT ?");
-                args.push(SqlValue::Integer(i64::try_from(limit).unwrap_or(i64::MAX)));
-            }
-            let mut select = conn.prepare(&sql).map_err(backend)?;
-            let rows =
-                select.query_map(rusqlite::params_from_iter(args), summary_of).map_err(backend)?;
-            let mut runs = Vec::new();
-            for row in rows {
-                let (mut summary, state) = row.map_err(backend)?;
-                summary.state = RunState::parse(&state).ok_or_else(|| {
-                    StoreError::Corrupt(format!(
-                        "run '{}': unknown state '{state}'",
-                        summary.run_id
-                    ))
-                })?;
-                runs.push(summary);
-            }
-            Ok(runs)
-        })
-        .await
+        self.call(move |conn| registry::list(conn, &filter)).await
     }
 
     async fn delete_run(&self, run_id: &str) -> Result<bool, StoreError> {

@@ -48,23 +48,29 @@ fn the_state_comes_from_the_last_event() {
 #[test]
 fn a_summary_update_reads_agent_context_and_times() {
     let entries = [
-        JournalEntry { seq: 0, at_ms: 10, schema_version: 1, event: started(Some("a"), None) },
+        JournalEntry {
+            seq: 0,
+            at_ms: 10,
+            schema_version: 1,
+            event: started(Some("a"), None).try_into().unwrap(),
+        },
         JournalEntry {
             seq: 1,
             at_ms: 12,
             schema_version: 1,
-            event: Event::RunFinished { outcome: outcome() },
+            event: Event::RunFinished { outcome: outcome() }.try_into().unwrap(),
         },
     ];
     let update = SummaryUpdate::of(&entries).unwrap();
-    assert_eq!(update.started, Some((Some("a".into()), None)));
+    let started = update.started.unwrap();
+    assert_eq!((started.agent.as_deref(), started.context_id), (Some("a"), None));
     assert_eq!((update.first_ms, update.last_ms, update.state), (10, 12, RunState::Finished));
     assert!(SummaryUpdate::of(&[]).is_none());
 }
 
 #[test]
 fn batches_must_continue_the_journal_without_gaps() {
-    let entry = |seq| JournalEntry::new(seq, Event::Resumed);
+    let entry = |seq| JournalEntry::of(seq, Event::Resumed).unwrap();
     assert!(check_batch(3, &[entry(3), entry(4)]).is_ok());
     let error = check_batch(3, &[entry(3), entry(5)]).unwrap_err();
     assert!(error.to_string().contains("seq 5 but must have 4"), "{error}");
@@ -122,6 +128,11 @@ fn filters_match_every_set_field() {
         created_ms: 100,
         updated_ms: 120,
         entries: 5,
+        parent_run_id: None,
+        owner: None,
+        lease_expires_at_ms: None,
+        usage: crate::message::Usage::default(),
+        cost_usd: 0.0,
     };
     assert!(RunFilter::all().matches(&run));
     assert!(RunFilter::all().agent("a").context_id("c").state(RunState::Finished).matches(&run));

@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use agentloop::message::Role;
+use agentloop::message::ToolCall;
 use agentloop::prelude::*;
 use agentloop::EventStream;
 use futures::StreamExt;
@@ -159,5 +161,20 @@ impl Tool for Crash {
     #[allow(clippy::panic)]
     async fn call(&self, _args: Self::Args, _ctx: ToolContext) -> Result<String, String> {
         panic!("the crash tool crashed")
+    }
+}
+
+/// Defers every call of `probe` to a human.
+pub struct AskHuman;
+
+#[async_trait::async_trait]
+impl Hooks for AskHuman {
+    async fn approve_tool(
+        &self,
+        _ctx: &agentloop::hooks::HookContext,
+        call: &ToolCall,
+        _arguments: &serde_json::Value,
+    ) -> HookResult<Approval> {
+        Ok(if call.name == "probe" { Approval::Defer } else { Approval::Approve })
     }
 }

@@ -3,6 +3,11 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use agentloop::prelude::*;
+use agentloop::provider::ModelRequest;
+use agentloop::provider::ModelResponse;
+use agentloop::provider::Provider;
+use agentloop::provider::ProviderError;
+use agentloop::provider::StreamChunk;
 use agentloop::provider::{ResponseAssembler, RetryPolicy};
 use futures::StreamExt;
 use serde_json::Value;
@@ -51,12 +56,10 @@ pub fn simple_request(text: &str) -> ModelRequest {
         .tool(Add)
         .build()
         .unwrap();
-    ModelRequest {
-        instructions: Some("Be brief.".into()),
-        messages: std::sync::Arc::new(vec![Message::user(text)]),
-        tools: std::sync::Arc::new(agent.tools().to_vec()),
-        ..ModelRequest::default()
-    }
+    ModelRequest::default()
+        .with_instructions("Be brief.")
+        .with_messages(vec![Message::user(text)])
+        .with_tools(agent.tools().to_vec())
 }
 
 /// Streams the request: every chunk, and the error that ended the stream, if any.

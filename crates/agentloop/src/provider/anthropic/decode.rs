@@ -1,6 +1,6 @@
 //! Reading Anthropic responses: the streamed events and the whole-message body.
 
-use super::error::stream_error;
+use super::error::{stream_error, ApiError};
 use crate::message::{FinishReason, Message, Part, Reasoning, Role, ToolCall, Usage};
 use crate::provider::wire::StreamDecoder;
 use crate::provider::{ModelResponse, ProviderError, StreamChunk};
@@ -44,15 +44,6 @@ impl WireUsage {
             reasoning: 0,
         }
     }
-}
-
-/// The error object of an `error` event or an error body.
-#[derive(Debug, Default, Deserialize)]
-pub(super) struct ApiError {
-    #[serde(rename = "type", default)]
-    pub(super) kind: String,
-    #[serde(default)]
-    pub(super) message: String,
 }
 
 #[derive(Debug, Deserialize)]

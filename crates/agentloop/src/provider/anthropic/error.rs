@@ -1,9 +1,17 @@
 //! Classifying Anthropic error bodies (and the OpenAI-shaped ones llama.cpp sends on
 //! `/v1/messages`).
 
-use super::decode::ApiError;
 use crate::provider::ProviderError;
 use serde::Deserialize;
+
+/// The error object of an `error` event or an error body.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct ApiError {
+    #[serde(rename = "type", default)]
+    pub(super) kind: String,
+    #[serde(default)]
+    pub(super) message: String,
+}
 
 /// Both shapes have an `error` object with `type` and `message`: Anthropic's
 /// `{"type":"error","error":{"type":…,"message":…}}` and OpenAI's

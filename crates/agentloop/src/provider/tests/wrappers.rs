@@ -59,6 +59,10 @@ impl Provider for Probe {
         "probe-model"
     }
 
+    fn family(&self) -> &str {
+        "probe-family"
+    }
+
     fn streams(&self) -> bool {
         false
     }
@@ -127,6 +131,8 @@ async fn check_forwarding(
 
     assert_eq!(wrapper.name(), "probe-model", "{label}: name");
     checked.insert("name");
+    assert_eq!(wrapper.family(), "probe-family", "{label}: family");
+    checked.insert("family");
 
     assert!(!wrapper.streams(), "{label}: streams");
     checked.insert("streams");

@@ -125,7 +125,7 @@ fn require_done_tool_keeps_looping_and_nudges() {
     run.model_responded(text_response("I think I'm done"), ms(1)).unwrap();
     let request = expect_model(&mut run);
     assert_eq!(request.messages.len(), 3);
-    assert_eq!(request.messages[2], Message::user(config::DEFAULT_DONE_TOOL_NUDGE));
+    assert_eq!(request.messages[2], Message::user(DEFAULT_DONE_TOOL_NUDGE));
     assert_eq!(run.iteration(), 2);
     let events: Vec<_> = run.drain_events().map(|e| e.kind()).collect();
     assert!(events.contains(&"text"), "a non-terminal turn's text is an event: {events:?}");
@@ -219,7 +219,7 @@ fn max_iterations_winds_down_on_a_temporary_history() {
     assert!(request.tools.is_empty());
     assert_eq!(request.tool_choice, ToolChoice::None);
     assert_eq!(request.messages.len(), 4);
-    assert_eq!(request.messages[3], Message::user(config::DEFAULT_WIND_DOWN_PROMPT));
+    assert_eq!(request.messages[3], Message::user(DEFAULT_WIND_DOWN_PROMPT));
     assert_eq!(run.history().len(), 3, "the summary request is not added to the history");
     let events: Vec<Event> = run.drain_events().collect();
     assert_eq!(
@@ -404,7 +404,7 @@ fn calls_that_will_never_run_leave_the_history() {
     let _ = expect_model(&mut run);
     run.model_responded(calls_response(&[("b", "add", "{}")]), ms(1)).unwrap();
     let outcome = expect_finish(&mut run);
-    assert_eq!(outcome.answer, config::DEFAULT_WIND_DOWN_FALLBACK);
+    assert_eq!(outcome.answer, DEFAULT_WIND_DOWN_FALLBACK);
     assert_eq!(run.history().len(), 3, "the call-only wind-down message is dropped");
     // A truncated turn with text and a call keeps its text.
     let mut run = Run::new("r", config(), vec![Message::user("x")]);

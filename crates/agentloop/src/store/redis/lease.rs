@@ -5,7 +5,7 @@
 
 use super::{backend, corrupt, RedisStore};
 use crate::store::lease::ttl_ms;
-use crate::store::{ControlRequest, Lease, RemoteControl, StoreError};
+use crate::store::{from_json, to_json, ControlRequest, Lease, RemoteControl, StoreError};
 use ::redis::Script;
 use std::collections::HashMap;
 use std::time::Duration;
@@ -136,11 +136,27 @@ pub(super) async fn remote_control(
     run_id: &str,
 ) -> Result<RemoteControl, StoreError> {
     let hash = store.hash(&store.key(&["run:", run_id, ":control"])).await?;
-    Ok(control_of(hash))
+    control_of(hash)
 }
 
-fn control_of(mut hash: HashMap<String, String>) -> RemoteControl {
-    RemoteControl { cancel: hash.remove("cancel"), pause: hash.remove("pause") }
+/// The control state from its hash: `cancel`, `pause`, `input` (JSON) and one
+/// `decision:{call_id}` field (JSON) per decided call.
+fn control_of(hash: HashMap<String, String>) -> Result<RemoteControl, StoreError> {
+    let mut control = RemoteControl::default();
+    for (field, value) in hash {
+        match field.as_str() {
+            "cancel" => control.cancel = Some(value),
+            "pause" => control.pause = Some(value),
+            "input" => control.input = Some(from_json(&value, "run control input")?),
+            _ => {
+                if let Some(call_id) = field.strip_prefix("decision:") {
+                    let decision = from_json(&value, "run control decision")?;
+                    control.decisions.insert(call_id.to_owned(), decision);
+                }
+            }
+        }
+    }
+    Ok(control)
 }
 
 pub(super) async fn request_control(
@@ -155,6 +171,12 @@ pub(super) async fn request_control(
         ControlRequest::Cancel(reason) => pipe.cmd("HSETNX").arg(&key).arg("cancel").arg(reason),
         ControlRequest::Pause(reason) => pipe.cmd("HSET").arg(&key).arg("pause").arg(reason),
         ControlRequest::Resume => pipe.cmd("HDEL").arg(&key).arg("pause"),
+        ControlRequest::Decide { call_id, decision } => {
+            pipe.cmd("HSET").arg(&key).arg(format!("decision:{call_id}")).arg(to_json(decision)?)
+        }
+        ControlRequest::Input(answer) => {
+            pipe.cmd("HSET").arg(&key).arg("input").arg(to_json(answer)?)
+        }
     }
     .ignore();
     if store.ttl_ms() > 0 {
@@ -163,5 +185,5 @@ pub(super) async fn request_control(
     pipe.cmd("HGETALL").arg(&key);
     let (hash,): (HashMap<String, String>,) =
         pipe.query_async(&mut store.conn()).await.map_err(backend)?;
-    Ok(control_of(hash))
+    control_of(hash)
 }

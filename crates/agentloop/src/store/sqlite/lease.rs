@@ -5,7 +5,7 @@
 
 use super::{backend, int, uint};
 use crate::store::lease::{lost, ttl_ms, LeaseRecord};
-use crate::store::{now_ms, ControlRequest, Lease, RemoteControl, StoreError};
+use crate::store::{from_json, now_ms, to_json, ControlRequest, Lease, RemoteControl, StoreError};
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use std::time::Duration;
 
@@ -86,15 +86,35 @@ pub(super) fn release(conn: &mut Connection, lease: &Lease) -> Result<(), StoreE
 }
 
 pub(super) fn remote_control(conn: &Connection, run_id: &str) -> Result<RemoteControl, StoreError> {
-    conn.prepare_cached("SELECT cancel, pause FROM run_controls WHERE run_id = ?1")
+    let row = conn
+        .prepare_cached(
+            "SELECT cancel, pause, decisions, input FROM run_controls WHERE run_id = ?1",
+        )
         .and_then(|mut s| {
             s.query_row([run_id], |row| {
-                Ok(RemoteControl { cancel: row.get(0)?, pause: row.get(1)? })
+                Ok((
+                    row.get::<_, Option<String>>(0)?,
+                    row.get::<_, Option<String>>(1)?,
+                    row.get::<_, Option<String>>(2)?,
+                    row.get::<_, Option<String>>(3)?,
+                ))
             })
             .optional()
         })
-        .map(Option::unwrap_or_default)
-        .map_err(backend)
+        .map_err(backend)?;
+    let Some((cancel, pause, decisions, input)) = row else {
+        return Ok(RemoteControl::default());
+    };
+    Ok(RemoteControl {
+        cancel,
+        pause,
+        decisions: decisions
+            .as_deref()
+            .map(|d| from_json(d, "run_controls.decisions"))
+            .transpose()?
+            .unwrap_or_default(),
+        input: input.as_deref().map(|i| from_json(i, "run_controls.input")).transpose()?,
+    })
 }
 
 pub(super) fn request_control(
@@ -104,11 +124,15 @@ pub(super) fn request_control(
 ) -> Result<RemoteControl, StoreError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
     let control = remote_control(&tx, run_id)?.apply(request);
+    let decisions =
+        if control.decisions.is_empty() { None } else { Some(to_json(&control.decisions)?) };
+    let input = control.input.as_ref().map(to_json).transpose()?;
     tx.prepare_cached(
-        "INSERT INTO run_controls (run_id, cancel, pause) VALUES (?1, ?2, ?3) \
-         ON CONFLICT (run_id) DO UPDATE SET cancel = ?2, pause = ?3",
+        "INSERT INTO run_controls (run_id, cancel, pause, decisions, input) \
+         VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (run_id) \
+         DO UPDATE SET cancel = ?2, pause = ?3, decisions = ?4, input = ?5",
     )
-    .and_then(|mut s| s.execute(params![run_id, control.cancel, control.pause]))
+    .and_then(|mut s| s.execute(params![run_id, control.cancel, control.pause, decisions, input]))
     .map_err(backend)?;
     tx.commit().map_err(backend)?;
     Ok(control)

@@ -1,7 +1,8 @@
 //! [`RunConfig`]: everything a run needs besides its input, journaled in `run_started` so a
 //! run can be rebuilt from its journal alone.
 
-use super::{BreakerConfig, Limits, Price};
+use super::breaker::BreakerConfig;
+use super::limits::{Limits, Price};
 use crate::provider::ToolChoice;
 use crate::tool::ToolSpec;
 use serde::{Deserialize, Serialize};
@@ -25,11 +26,18 @@ could write a final answer.";
 /// How a run behaves.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
+#[non_exhaustive]
 pub struct RunConfig {
     /// The agent's name, for listing runs (stores, telemetry).
     pub agent: Option<String>,
     /// The conversation (session) this run belongs to, for multi-turn agents and listing.
     pub context_id: Option<String>,
+    /// The run that started this one (a sub-agent's run names its caller's), for listing a
+    /// run's children (`RunFilter::parent_run_id`). Set per run
+    /// (`RunOptions::parent_run_id`); left out of the journal when `None`, so the
+    /// configuration (and its hash) of a run without a parent is unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_run_id: Option<String>,
     /// System / developer instructions, injected at call time (never stored in the history).
     pub instructions: Option<String>,
     /// The tools offered to the model.
@@ -75,6 +83,11 @@ pub struct RunConfig {
 /// differences named, unless the caller allows it (`ResumeOptions::allow_identity_change`).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunIdentity {
+    /// The provider family ([`Provider::family`](crate::provider::Provider::family):
+    /// `openai`, `anthropic`, `gemini`, `local`, …; empty in journals written before it was
+    /// recorded, and then not compared).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub provider: String,
     /// The provider's name: the model id for the HTTP providers and the local model,
     /// `scripted` for the scripted one.
     pub model: String,
@@ -93,6 +106,7 @@ impl Default for RunConfig {
         Self {
             agent: None,
             context_id: None,
+            parent_run_id: None,
             instructions: None,
             tools: Arc::default(),
             tool_choice: ToolChoice::Auto,

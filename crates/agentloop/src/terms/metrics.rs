@@ -59,6 +59,7 @@ pub struct AuditEntry {
 
 /// A run's metrics.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[non_exhaustive]
 pub struct Metrics {
     /// Model calls made (the wind-down call included).
     pub model_calls: u32,

@@ -1,0 +1,271 @@
+//! The run registry in SQLite: the `runs` table, one row per run, kept up to date by every
+//! append in the append's own transaction (state, times, length, parent, usage and cost),
+//! and `list_runs`, which reads it with each run's lease (`LEFT JOIN leases`).
+
+use super::{backend, int, uint};
+use crate::message::Usage;
+use crate::store::{
+    cost_of, from_json, to_json, RunFilter, RunState, RunSummary, StoreError, SummaryUpdate,
+};
+use rusqlite::types::Value as SqlValue;
+use rusqlite::{params, Connection, OptionalExtension};
+
+/// The migration that adds the registry's columns (the 4th): the parent run, the price, the
+/// usage and cost so far. Runs journaled before it get their price and usage from their
+/// journals (their cost follows in [`backfill_costs`]).
+pub(super) const MIGRATION: &str = r"
+ALTER TABLE runs ADD COLUMN parent_run_id TEXT;
+ALTER TABLE runs ADD COLUMN price TEXT;
+ALTER TABLE runs ADD COLUMN input_tokens INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN output_tokens INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN cached_input_tokens INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN reasoning_tokens INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN cost_usd REAL NOT NULL DEFAULT 0;
+CREATE INDEX runs_by_parent ON runs (parent_run_id, created_ms);
+UPDATE runs SET price = (
+    SELECT json_extract(j.event, '$.config.price') FROM journal j
+    WHERE j.run_id = runs.run_id AND j.seq = 0
+      AND json_extract(j.event, '$.type') = 'run_started'
+);
+WITH used AS (
+    SELECT run_id,
+           SUM(COALESCE(json_extract(event, '$.usage.input'), 0)) AS input,
+           SUM(COALESCE(json_extract(event, '$.usage.output'), 0)) AS output,
+           SUM(COALESCE(json_extract(event, '$.usage.cached_input'), 0)) AS cached_input,
+           SUM(COALESCE(json_extract(event, '$.usage.reasoning'), 0)) AS reasoning
+    FROM journal
+    WHERE json_extract(event, '$.type') IN ('model_responded', 'compaction_completed')
+    GROUP BY run_id
+)
+UPDATE runs SET input_tokens = used.input, output_tokens = used.output,
+    cached_input_tokens = used.cached_input, reasoning_tokens = used.reasoning
+FROM used WHERE used.run_id = runs.run_id;
+";
+
+/// After [`MIGRATION`]: the cost of the runs it found usage for, at their price (computed
+/// here, with the same function as on append).
+pub(super) fn backfill_costs(conn: &Connection) -> Result<(), StoreError> {
+    let priced = {
+        let mut select = conn
+            .prepare(
+                "SELECT run_id, price, input_tokens, output_tokens, cached_input_tokens, \
+                 reasoning_tokens FROM runs WHERE price IS NOT NULL",
+            )
+            .map_err(backend)?;
+        let rows = select
+            .query_map([], |row| {
+                Ok((row.get::<_, String>(0)?, row.get::<_, Option<String>>(1)?, usage_at(row, 2)?))
+            })
+            .map_err(backend)?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(backend)?
+    };
+    let mut update =
+        conn.prepare("UPDATE runs SET cost_usd = ?2 WHERE run_id = ?1").map_err(backend)?;
+    for (run_id, price, usage) in priced {
+        let price = price.map(|json| from_json(&json, &format!("run '{run_id}': its price")));
+        let cost = cost_of(price.transpose()?.as_ref(), &usage);
+        update.execute(params![run_id, cost]).map_err(backend)?;
+    }
+    Ok(())
+}
+
+/// A run's usage from four integer columns starting at `first`.
+fn usage_at(row: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<Usage> {
+    Ok(Usage {
+        input: uint(row.get(first)?),
+        output: uint(row.get(first + 1)?),
+        cached_input: uint(row.get(first + 2)?),
+        reasoning: uint(row.get(first + 3)?),
+    })
+}
+
+/// What an append reads of its run's row: the journal's length, and the price and usage its
+/// cost is computed from.
+pub(super) struct Current {
+    /// The journal's length (0: no row yet).
+    pub(super) next_seq: u64,
+    price: Option<String>,
+    usage: Usage,
+}
+
+/// The run's row as an append needs it (inside the append's transaction).
+pub(super) fn current(conn: &Connection, run_id: &str) -> Result<Current, StoreError> {
+    conn.prepare_cached(
+        "SELECT next_seq, price, input_tokens, output_tokens, cached_input_tokens, \
+         reasoning_tokens FROM runs WHERE run_id = ?1",
+    )
+    .and_then(|mut s| {
+        s.query_row([run_id], |row| {
+            Ok(Current {
+                next_seq: uint(row.get(0)?),
+                price: row.get(1)?,
+                usage: usage_at(row, 2)?,
+            })
+        })
+        .optional()
+    })
+    .map_err(backend)
+    .map(|row| row.unwrap_or(Current { next_seq: 0, price: None, usage: Usage::default() }))
+}
+
+/// Writes what an append of `update` changes in the run's row (inside the append's
+/// transaction, after the entries): `current` is the row before, `next` the new length.
+pub(super) fn apply(
+    conn: &Connection,
+    run_id: &str,
+    current: &Current,
+    next: u64,
+    update: &SummaryUpdate,
+) -> Result<(), StoreError> {
+    let state = update.state.as_str();
+    let mut usage = current.usage;
+    usage += update.usage;
+    let price_json = match &update.started {
+        Some(started) => started.price.as_ref().map(to_json).transpose()?,
+        None => current.price.clone(),
+    };
+    // The cost changes only with the usage (or the price of a `run_started`).
+    let cost = if update.usage != Usage::default() || update.started.is_some() {
+        let price = match &update.started {
+            Some(started) => started.price,
+            None => price_json
+                .as_deref()
+                .map(|json| from_json(json, &format!("run '{run_id}': its price")))
+                .transpose()?,
+        };
+        Some(cost_of(price.as_ref(), &usage))
+    } else {
+        None
+    };
+    if current.next_seq == 0 {
+        let started = update.started.clone().unwrap_or_default();
+        conn.prepare_cached(
+            "INSERT INTO runs (run_id, agent, context_id, parent_run_id, state, created_ms, \
+             updated_ms, next_seq, price, input_tokens, output_tokens, cached_input_tokens, \
+             reasoning_tokens, cost_usd) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+        )
+        .and_then(|mut s| {
+            s.execute(params![
+                run_id,
+                started.agent,
+                started.context_id,
+                started.parent_run_id,
+                state,
+                int(update.first_ms),
+                int(update.last_ms),
+                int(next),
+                price_json,
+                int(usage.input),
+                int(usage.output),
+                int(usage.cached_input),
+                int(usage.reasoning),
+                cost.unwrap_or(0.0),
+            ])
+        })
+        .map_err(backend)?;
+        return Ok(());
+    }
+    conn.prepare_cached(
+        "UPDATE runs SET state = ?2, updated_ms = ?3, next_seq = ?4, input_tokens = ?5, \
+         output_tokens = ?6, cached_input_tokens = ?7, reasoning_tokens = ?8, \
+         cost_usd = COALESCE(?9, cost_usd) WHERE run_id = ?1",
+    )
+    .and_then(|mut s| {
+        s.execute(params![
+            run_id,
+            state,
+            int(update.last_ms),
+            int(next),
+            int(usage.input),
+            int(usage.output),
+            int(usage.cached_input),
+            int(usage.reasoning),
+            cost,
+        ])
+    })
+    .map_err(backend)?;
+    if let Some(started) = &update.started {
+        conn.execute(
+            "UPDATE runs SET agent = ?2, context_id = ?3, parent_run_id = ?4, price = ?5 \
+             WHERE run_id = ?1",
+            params![run_id, started.agent, started.context_id, started.parent_run_id, price_json],
+        )
+        .map_err(backend)?;
+    }
+    Ok(())
+}
+
+/// One listed row: the summary, and its state as stored.
+fn summary_of(row: &rusqlite::Row<'_>) -> rusqlite::Result<(RunSummary, String)> {
+    let mut summary = RunSummary {
+        run_id: row.get(0)?,
+        agent: row.get(1)?,
+        context_id: row.get(2)?,
+        parent_run_id: row.get(3)?,
+        state: RunState::Running,
+        created_ms: uint(row.get(5)?),
+        updated_ms: uint(row.get(6)?),
+        entries: uint(row.get(7)?),
+        owner: None,
+        lease_expires_at_ms: None,
+        usage: usage_at(row, 8)?,
+        cost_usd: row.get(12)?,
+    };
+    let expires_at_ms: Option<i64> = row.get(14)?;
+    summary.set_lease(row.get(13)?, expires_at_ms.map_or(0, uint));
+    Ok((summary, row.get(4)?))
+}
+
+/// The runs matching `filter`, newest first, each with its lease.
+pub(super) fn list(conn: &Connection, filter: &RunFilter) -> Result<Vec<RunSummary>, StoreError> {
+    let mut sql = String::from(
+        "SELECT r.run_id, r.agent, r.context_id, r.parent_run_id, r.state, r.created_ms, \
+         r.updated_ms, r.next_seq, r.input_tokens, r.output_tokens, r.cached_input_tokens, \
+         r.reasoning_tokens, r.cost_usd, l.owner, l.expires_at_ms \
+         FROM runs r LEFT JOIN leases l ON l.run_id = r.run_id WHERE 1 = 1",
+    );
+    let mut args: Vec<SqlValue> = Vec::new();
+    let mut text = |sql: &mut String, clause: &str, value: &Option<String>| {
+        if let Some(value) = value {
+            sql.push_str(clause);
+            args.push(SqlValue::Text(value.clone()));
+        }
+    };
+    text(&mut sql, " AND r.agent = ?", &filter.agent);
+    text(&mut sql, " AND r.context_id = ?", &filter.context_id);
+    text(&mut sql, " AND r.parent_run_id = ?", &filter.parent_run_id);
+    text(&mut sql, " AND r.state = ?", &filter.state.map(|s| s.as_str().to_owned()));
+    if let Some(from) = filter.created_from_ms {
+        sql.push_str(" AND r.created_ms >= ?");
+        args.push(SqlValue::Integer(int(from)));
+    }
+    if let Some(before) = filter.created_before_ms {
+        sql.push_str(" AND r.created_ms < ?");
+        args.push(SqlValue::Integer(int(before)));
+    }
+    if let Some(cursor) = &filter.after {
+        sql.push_str(" AND (r.created_ms, r.run_id) < (?, ?)");
+        args.push(SqlValue::Integer(int(cursor.created_ms)));
+        args.push(SqlValue::Text(cursor.run_id.clone()));
+    }
+    sql.push_str(" ORDER BY r.created_ms DESC, r.run_id DESC");
+    if let Some(limit) = filter.limit {
+        sql.push_str(" LIMIT ?");
+        args.push(SqlValue::Integer(i64::try_from(limit).unwrap_or(i64::MAX)));
+    }
+    let mut select = conn.prepare_cached(&sql).map_err(backend)?;
+    let rows = select.query_map(rusqlite::params_from_iter(args), summary_of).map_err(backend)?;
+    let mut runs = Vec::new();
+    for row in rows {
+        let (mut summary, state) = row.map_err(backend)?;
+        summary.state = RunState::parse(&state).ok_or_else(|| {
+            StoreError::Corrupt(format!("run '{}': unknown state '{state}'", summary.run_id))
+        })?;
+        runs.push(summary);
+    }
+    Ok(runs)
+}
+
+#[cfg(test)]
+mod tests;
