@@ -127,3 +127,62 @@ fn a_killed_run_is_listed_resumed_shown_and_replayed() {
         .code(2)
         .stderr(predicate::str::contains("no run 'run_missing'"));
 }
+
+/// `runs cancel | pause | unpause | approve | reject | answer` record requests through the run
+/// service, and refuse what the run does not wait for, naming it.
+#[test]
+fn requests_for_a_run_are_recorded_or_refused_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("script.json");
+    std::fs::write(&script, json!([{"text": "Done."}]).to_string()).unwrap();
+    let output = agentloop(dir.path())
+        .args(["--provider", "scripted", "--script"])
+        .arg(&script)
+        .args(["run", "--json", "Say done."])
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let run_id = String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .find_map(|line| match serde_json::from_str::<Event>(line).unwrap() {
+            Event::RunStarted { run_id, .. } => Some(run_id),
+            _ => None,
+        })
+        .unwrap();
+
+    for (args, says) in [
+        (vec!["cancel"], "its executor cancels it"),
+        (vec!["pause"], "pauses at the next safe point"),
+        (vec!["unpause"], "its executor goes on"),
+    ] {
+        agentloop(dir.path())
+            .arg("runs")
+            .args(&args)
+            .arg(&run_id)
+            .assert()
+            .success()
+            .stdout(predicate::str::contains(format!("recorded for {run_id}")))
+            .stdout(predicate::str::contains(says));
+    }
+    agentloop(dir.path()).args(["runs", "approve", &run_id, "call_1"]).assert().failure().stderr(
+        predicate::str::contains(format!(
+            "run '{run_id}' has no call 'call_1' waiting for approval"
+        )),
+    );
+    agentloop(dir.path())
+        .args(["runs", "reject", &run_id, "call_1", "--reason", "no"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("waiting for approval"));
+    agentloop(dir.path())
+        .args(["runs", "answer", &run_id, "Lyon"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains(format!("run '{run_id}' is not waiting for an answer")));
+    agentloop(dir.path())
+        .args(["runs", "answer", "run_nowhere", "Lyon"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("no run 'run_nowhere' in the store"));
+}

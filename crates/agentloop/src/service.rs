@@ -30,6 +30,7 @@ use crate::store::{
     StoreError,
 };
 use futures::stream::BoxStream;
+use futures::StreamExt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -63,6 +64,10 @@ pub enum ServiceError {
         error: RunError,
     },
 }
+
+/// How often a subscription reads the journal when the store pushes appends
+/// ([`RunStore::watch`]): only to make up for a lost message.
+pub const PUSH_FALLBACK: Duration = Duration::from_secs(1);
 
 /// How often a subscription reads the journal for new entries, by default.
 pub const DEFAULT_POLL: Duration = Duration::from_millis(25);
@@ -104,7 +109,8 @@ impl RunService {
 
     /// The run's journal from `from_seq` on, as [`Envelope`]s (`sub` 0, the entry's `seq`,
     /// `at_ms` and format): the entries already written, then each new one
-    /// as the executor appends it (the store is read every poll interval), in order, without
+    /// as the executor appends it (read when the store's push channel says the journal grew —
+    /// Redis — or else every poll interval: SQLite, memory), in order, without
     /// gaps or duplicates — a subscriber that reconnects passes the `seq` after the last entry
     /// it saw. The subscription ends after an entry whose event ends the run (finished,
     /// failed, cancelled, or suspended for approval: a suspended run that is continued later
@@ -118,6 +124,15 @@ impl RunService {
     ) -> BoxStream<'static, Result<Envelope, StoreError>> {
         let (store, poll, run_id) = (self.store.clone(), self.poll, run_id.to_owned());
         Box::pin(async_stream::stream! {
+            // The store's push channel, if it has one, opened before the first read: an
+            // append after that read wakes the loop. Without one (or once it is lost), poll.
+            let mut wake = match store.watch(&run_id).await {
+                Ok(wake) => wake,
+                Err(error) => {
+                    tracing::warn!(%error, run_id, "subscription: no push channel, polling");
+                    None
+                }
+            };
             // From the entry before `from_seq`, to know whether the run already ended there.
             let mut next = from_seq.saturating_sub(1);
             let mut skip_first = from_seq > 0;
@@ -145,7 +160,17 @@ impl RunService {
                     }
                 }
                 if !fresh {
-                    tokio::time::sleep(poll).await;
+                    match &mut wake {
+                        Some(channel) => {
+                            // Woken by an append; a read every PUSH_FALLBACK besides, in case
+                            // a message was lost (pub/sub delivers at most once).
+                            tokio::select! {
+                                woken = channel.next() => if woken.is_none() { wake = None },
+                                () = tokio::time::sleep(PUSH_FALLBACK) => {}
+                            }
+                        }
+                        None => tokio::time::sleep(poll).await,
+                    }
                 }
             }
         })

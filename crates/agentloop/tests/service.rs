@@ -229,3 +229,50 @@ async fn another_process_pauses_and_resumes_a_run() {
     let outcome = events.iter().rev().find_map(Event::outcome).unwrap();
     assert_eq!(outcome.answer, "Done.");
 }
+
+/// On Redis the subscription is pushed: every append publishes on the run's channel, and a
+/// subscriber whose poll interval is ten seconds still sees each entry within milliseconds
+/// of its append (polling alone would take up to the interval; the fallback read, a second).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_redis_a_subscriber_is_woken_by_each_append() {
+    use agentloop::store::redis::{RedisOptions, RedisStore};
+    let Ok(url) = std::env::var("AGENTLOOP_REDIS_URL") else {
+        eprintln!("skipped: AGENTLOOP_REDIS_URL is not set");
+        return;
+    };
+    let prefix = format!("agentloop-test:{}:", uuid::Uuid::new_v4().simple());
+    let open = || async {
+        let options = RedisOptions::default().prefix(prefix.clone());
+        Arc::new(RedisStore::connect_with(&url, options).await.unwrap()) as Arc<dyn RunStore>
+    };
+    let service = RunService::new(open().await).poll_interval(Duration::from_secs(10));
+    let subscriber = tokio::spawn({
+        let service = service.clone();
+        async move {
+            let mut seen = Vec::new();
+            let mut envelopes = service.subscribe("run_push", 0);
+            while let Some(envelope) = envelopes.next().await {
+                seen.push((envelope.unwrap(), agentloop::store::now_ms()));
+            }
+            seen
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let agent = Agent::builder(ScriptedModel::new(slow_turns()))
+        .tool(Wait)
+        .store(open().await)
+        .build()
+        .unwrap();
+    let started = Instant::now();
+    start(&agent, "run_push").await.unwrap();
+    let seen = tokio::time::timeout(Duration::from_secs(5), subscriber).await.unwrap().unwrap();
+    let journal = open().await.load("run_push").await.unwrap();
+    let envelopes: Vec<Envelope> = seen.iter().map(|(e, _)| e.clone()).collect();
+    assert_eq!(entries(&envelopes), journal, "every entry, in order, once");
+    let mut lags: Vec<u64> = seen.iter().map(|(e, at)| at.saturating_sub(e.at_ms)).collect();
+    lags.sort_unstable();
+    let p50 = lags[lags.len() / 2];
+    assert!(p50 < 200, "median delivery lag {p50} ms: not pushed ({lags:?})");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(open().await.delete_run("run_push").await.unwrap());
+}

@@ -1,12 +1,15 @@
 //! `bench-service`: the run service on SQLite (see `docs/PERFORMANCE.md`, "Run service").
 //!
-//! `cargo run --release -p agentloop-bench --bin bench-service [-- --runs N --subscribers N
-//! --cancels N]` (defaults 100000, 1000, 50; `--smoke` runs tiny numbers):
+//! `cargo run --release -p agentloop-bench --bin bench-service [-- --store sqlite|redis --runs N
+//! --subscribers N --cancels N]` (defaults sqlite, 100000, 1000, 50; `--smoke` runs tiny
+//! numbers; Redis at `AGENTLOOP_REDIS_URL`, default `redis://127.0.0.1:6379`, under a key
+//! prefix of its own that is emptied afterwards):
 //!
 //! - `list` over `--runs` finished runs: the newest 100, and 100 of one agent among ten;
 //! - one run of 50 tool turns followed by `--subscribers` subscriptions at once, each on the
-//!   service's store (one SQLite connection): entries delivered per second, and the resident
-//!   memory each subscription adds;
+//!   service's store (one SQLite connection, polled; on Redis each subscription also has a
+//!   pub/sub connection that wakes it on every append): entries delivered per second, and the
+//!   resident memory each subscription adds;
 //! - `--cancels` runs, each cancelled from a second connection while its tool hangs: the
 //!   latency from `RunService::cancel` to the executor's `run_cancelled`, p50 and p99.
 
@@ -15,6 +18,7 @@ use agentloop::prelude::*;
 use agentloop::provider::scripted::{ScriptedModel, ScriptedTurn};
 use agentloop::run::RunConfig;
 use agentloop::service::RunService;
+use agentloop::store::redis::{RedisOptions, RedisStore};
 use agentloop::store::sqlite::SqliteStore;
 use agentloop::store::{RunFilter, RunStore};
 use futures::StreamExt;
@@ -29,6 +33,43 @@ struct Options {
     runs: usize,
     subscribers: usize,
     cancels: usize,
+    redis: bool,
+}
+
+/// Where the runs are journaled: a SQLite file per part of the bench, or Redis under one key
+/// prefix. Each `open` is a connection of its own, as another process would have.
+enum Backend {
+    Sqlite(std::path::PathBuf),
+    Redis { url: String, prefix: String },
+}
+
+impl Backend {
+    async fn open(&self, part: &str) -> Result<Arc<dyn RunStore>> {
+        Ok(match self {
+            Self::Sqlite(dir) => Arc::new(SqliteStore::open(dir.join(format!("{part}.db")))?),
+            Self::Redis { url, prefix } => {
+                let options = RedisOptions::default().prefix(format!("{prefix}{part}:"));
+                Arc::new(RedisStore::connect_with(url, options).await?)
+            }
+        })
+    }
+
+    /// Deletes every run of `part` (Redis; the SQLite files go with their directory).
+    async fn clean(&self, part: &str) -> Result<()> {
+        if let Self::Redis { .. } = self {
+            let store = self.open(part).await?;
+            loop {
+                let runs = store.list_runs(&RunFilter::all().limit(1_000)).await?;
+                if runs.is_empty() {
+                    break;
+                }
+                for run in runs {
+                    store.delete_run(&run.run_id).await?;
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Waits `ms` milliseconds (forever when 0).
@@ -42,7 +83,7 @@ async fn wait(ms: u64) -> std::result::Result<String, String> {
 }
 
 fn parse() -> Result<Options> {
-    let mut options = Options { runs: 100_000, subscribers: 1_000, cancels: 50 };
+    let mut options = Options { runs: 100_000, subscribers: 1_000, cancels: 50, redis: false };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let mut value = || -> Result<usize> {
@@ -52,7 +93,14 @@ fn parse() -> Result<Options> {
             "--runs" => options.runs = value()?,
             "--subscribers" => options.subscribers = value()?,
             "--cancels" => options.cancels = value()?,
-            "--smoke" => options = Options { runs: 200, subscribers: 20, cancels: 3 },
+            "--smoke" => {
+                options = Options { runs: 200, subscribers: 20, cancels: 3, ..options };
+            }
+            "--store" => match args.next().as_deref() {
+                Some("sqlite") => options.redis = false,
+                Some("redis") => options.redis = true,
+                other => return Err(format!("--store takes sqlite or redis, not {other:?}").into()),
+            },
             other => return Err(format!("unknown argument {other}").into()),
         }
     }
@@ -74,8 +122,8 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted.get(index).copied().unwrap_or_default()
 }
 
-async fn list(path: &std::path::Path, runs: usize) -> Result<()> {
-    let store = SqliteStore::open(path)?;
+async fn list(backend: &Backend, runs: usize) -> Result<()> {
+    let store = backend.open("list").await?;
     let started = Instant::now();
     for n in 0..runs {
         let run_id = format!("run_{n:06}");
@@ -87,7 +135,7 @@ async fn list(path: &std::path::Path, runs: usize) -> Result<()> {
         store.append(&run_id, 0, &events).await?;
     }
     println!("- seeded {runs} runs in {:.1} s", started.elapsed().as_secs_f64());
-    let service = RunService::new(Arc::new(store));
+    let service = RunService::new(store);
     for (what, filter, expected) in [
         ("the newest 100", RunFilter::all().limit(100), 100.min(runs)),
         (
@@ -133,7 +181,7 @@ async fn list(path: &std::path::Path, runs: usize) -> Result<()> {
     Ok(())
 }
 
-async fn subscribers(path: &std::path::Path, count: usize) -> Result<()> {
+async fn subscribers(backend: &Backend, count: usize) -> Result<()> {
     let turns: Vec<ScriptedTurn> = (0..50)
         .map(|_| ScriptedTurn::tool_call("wait", json!({"ms": 2})))
         .chain([ScriptedTurn::text("done")])
@@ -141,9 +189,9 @@ async fn subscribers(path: &std::path::Path, count: usize) -> Result<()> {
     let agent = Agent::builder(ScriptedModel::new(turns))
         .tool(Wait)
         .max_iterations(100)
-        .store(Arc::new(SqliteStore::open(path)?))
+        .store(backend.open("fanout").await?)
         .build()?;
-    let service = RunService::new(Arc::new(SqliteStore::open(path)?));
+    let service = RunService::new(backend.open("fanout").await?);
     let before = rss_kib();
     let started = Instant::now();
     let tasks: Vec<_> = (0..count)
@@ -183,14 +231,14 @@ async fn subscribers(path: &std::path::Path, count: usize) -> Result<()> {
     Ok(())
 }
 
-async fn cancels(path: &std::path::Path, count: usize) -> Result<()> {
-    let service = RunService::new(Arc::new(SqliteStore::open(path)?));
+async fn cancels(backend: &Backend, count: usize) -> Result<()> {
+    let service = RunService::new(backend.open("cancel").await?);
     let mut latencies = Vec::new();
     for n in 0..count {
         let agent =
             Agent::builder(ScriptedModel::new([ScriptedTurn::tool_call("wait", json!({"ms": 0}))]))
                 .tool(Wait)
-                .store(Arc::new(SqliteStore::open(path)?))
+                .store(backend.open("cancel").await?)
                 .build()?;
         let run_id = format!("run_cancel_{n}");
         let options = RunOptions { run_id: Some(run_id.clone()), ..RunOptions::default() };
@@ -232,13 +280,28 @@ async fn cancels(path: &std::path::Path, count: usize) -> Result<()> {
 async fn main() -> Result<()> {
     let options = parse()?;
     let dir = std::env::temp_dir().join(format!("agentloop-bench-service-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
+    let backend = if options.redis {
+        let url = std::env::var("AGENTLOOP_REDIS_URL")
+            .unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+        let prefix = format!("agentloop-bench-service:{}:", std::process::id());
+        println!("store: Redis at {url}, keys under {prefix}");
+        Backend::Redis { url, prefix }
+    } else {
+        std::fs::create_dir_all(&dir)?;
+        println!("store: SQLite files in {}", dir.display());
+        Backend::Sqlite(dir.clone())
+    };
     let result = async {
-        list(&dir.join("list.db"), options.runs).await?;
-        subscribers(&dir.join("fanout.db"), options.subscribers).await?;
-        cancels(&dir.join("cancel.db"), options.cancels).await
+        list(&backend, options.runs).await?;
+        subscribers(&backend, options.subscribers).await?;
+        cancels(&backend, options.cancels).await
     }
     .await;
-    std::fs::remove_dir_all(&dir)?;
+    for part in ["list", "fanout", "cancel"] {
+        backend.clean(part).await?;
+    }
+    if let Backend::Sqlite(dir) = &backend {
+        std::fs::remove_dir_all(dir)?;
+    }
     result
 }

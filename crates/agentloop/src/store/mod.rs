@@ -311,6 +311,18 @@ pub trait RunStore: Send + Sync {
         Ok(entries)
     }
 
+    /// A push channel for followers of the run's journal: a stream that yields at least
+    /// once after each append from then on (any process), so that
+    /// [`RunService::subscribe`](crate::service::RunService::subscribe) reads the journal
+    /// when it grew instead of every poll interval. `None` (the default): the store has no
+    /// push channel, and a follower polls. Redis has one (pub/sub); SQLite and memory poll.
+    async fn watch(
+        &self,
+        _run_id: &str,
+    ) -> Result<Option<futures::stream::BoxStream<'static, ()>>, StoreError> {
+        Ok(None)
+    }
+
     /// Records a request for the run's executor, wherever it runs (see [`RemoteControl`]): it
     /// polls [`remote_control`](Self::remote_control) and acts at its next safe point.
     async fn request_control(

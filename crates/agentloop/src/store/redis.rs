@@ -87,8 +87,8 @@ if ARGV[8] == '1' then
   else
     redis.call('HSET', KEYS[2], 'price', ARGV[13])
   end
-  if KEYS[5] then
-    redis.call('ZADD', KEYS[5], redis.call('HGET', KEYS[2], 'created_ms'), ARGV[3])
+  if KEYS[6] then
+    redis.call('ZADD', KEYS[6], redis.call('HGET', KEYS[2], 'created_ms'), ARGV[3])
   end
 end
 redis.call('HSET', KEYS[2], 'state', ARGV[9], 'updated_ms', ARGV[5], 'entries', len + n)
@@ -101,6 +101,7 @@ if ttl > 0 then
   redis.call('PEXPIRE', KEYS[1], ttl)
   redis.call('PEXPIRE', KEYS[2], ttl)
 end
+redis.call('PUBLISH', KEYS[5], tostring(len + n))
 return {'ok', tostring(len + n)}
 ";
 
@@ -157,6 +158,8 @@ return {'ok'}
 /// Runs, sessions and artifacts in Redis. Cheap to clone; reconnects on its own.
 #[derive(Clone)]
 pub struct RedisStore {
+    /// For the pub/sub connections of [`RunStore::watch`].
+    client: Client,
     conn: ConnectionManager,
     options: RedisOptions,
     scripts: std::sync::Arc<Scripts>,
@@ -208,7 +211,7 @@ impl RedisStore {
             end_turn: Script::new(END_TURN),
             append_chunk: Script::new(artifacts::APPEND_CHUNK),
         };
-        Ok(Self { conn, options, scripts: std::sync::Arc::new(scripts) })
+        Ok(Self { client, conn, options, scripts: std::sync::Arc::new(scripts) })
     }
 
     /// The options it was connected with.
@@ -230,6 +233,12 @@ impl RedisStore {
 
     fn conn(&self) -> ConnectionManager {
         self.conn.clone()
+    }
+
+    /// The channel an append publishes the journal's new length on (see
+    /// [`RunStore::watch`]).
+    fn appended_channel(&self, run_id: &str) -> String {
+        self.key(&["run:", run_id, ":appended"])
     }
 
     /// The index of the runs `parent_run_id` started.
@@ -312,7 +321,8 @@ impl RedisStore {
             .key(self.key(&["run:", run_id, ":journal"]))
             .key(self.key(&["run:", run_id, ":meta"]))
             .key(self.key(&["runs"]))
-            .key(self.key(&["run:", run_id, ":lease"]));
+            .key(self.key(&["run:", run_id, ":lease"]))
+            .key(self.appended_channel(run_id));
         if let Some(parent) = &parent_run_id {
             invocation.key(self.parent_index(parent));
         }
@@ -392,6 +402,19 @@ impl RunStore for RedisStore {
         self.load_from(run_id, 0).await
     }
 
+    /// Every append publishes the journal's new length on the run's channel
+    /// (`run:{id}:appended`, in the append's script); this subscribes to it on a connection of
+    /// its own. The stream ends when that connection does.
+    async fn watch(
+        &self,
+        run_id: &str,
+    ) -> Result<Option<futures::stream::BoxStream<'static, ()>>, StoreError> {
+        use futures::StreamExt;
+        let mut pubsub = self.client.get_async_pubsub().await.map_err(backend)?;
+        pubsub.subscribe(self.appended_channel(run_id)).await.map_err(backend)?;
+        Ok(Some(pubsub.into_on_message().map(|_| ()).boxed()))
+    }
+
     async fn request_control(
         &self,
         run_id: &str,
@@ -441,26 +464,34 @@ impl RunStore for RedisStore {
             (None, before) => before.map_or("+inf".to_owned(), |t| format!("({t}")),
         };
         let min = filter.created_from_ms.map_or("-inf".to_owned(), |t| t.to_string());
-        let ids: Vec<String> = ::redis::cmd("ZREVRANGEBYSCORE")
-            .arg(&index)
-            .arg(max)
-            .arg(min)
-            .query_async(&mut self.conn())
-            .await
-            .map_err(backend)?;
         let limit = filter.limit.unwrap_or(usize::MAX);
-        let mut runs = Vec::new();
-        let mut expired = Vec::new();
-        // Read the metas in pages, so a small limit reads little.
-        for page in ids.chunks(100) {
+        // Ids a page at a time (newest first; equal times by id, descending, as the sorted
+        // set orders equal scores), so that a small limit reads little of a large index.
+        let page_size = limit.clamp(100, 1_000);
+        let (mut runs, mut expired, mut offset) = (Vec::new(), Vec::new(), 0usize);
+        loop {
+            let ids: Vec<String> = ::redis::cmd("ZREVRANGEBYSCORE")
+                .arg(&index)
+                .arg(&max)
+                .arg(&min)
+                .arg("LIMIT")
+                .arg(offset)
+                .arg(page_size)
+                .query_async(&mut self.conn())
+                .await
+                .map_err(backend)?;
+            if ids.is_empty() {
+                break;
+            }
+            offset += ids.len();
             let mut pipe = ::redis::pipe();
-            for id in page {
+            for id in &ids {
                 pipe.cmd("HGETALL").arg(self.key(&["run:", id, ":meta"]));
                 pipe.cmd("HGETALL").arg(self.key(&["run:", id, ":lease"]));
             }
             let hashes: Vec<HashMap<String, String>> =
                 pipe.query_async(&mut self.conn()).await.map_err(backend)?;
-            for (id, pair) in page.iter().zip(hashes.chunks(2)) {
+            for (id, pair) in ids.iter().zip(hashes.chunks(2)) {
                 let (Some(meta), Some(lease)) = (pair.first(), pair.get(1)) else { break };
                 if meta.is_empty() {
                     expired.push(id.clone());
@@ -471,7 +502,7 @@ impl RunStore for RedisStore {
                     runs.push(summary);
                 }
             }
-            if runs.len() >= limit {
+            if runs.len() >= limit || ids.len() < page_size {
                 break;
             }
         }
