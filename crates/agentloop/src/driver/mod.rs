@@ -137,26 +137,18 @@ impl Driver {
                     Err(failure) => fail_hook(&mut run, failure),
                 }
             }
-            // Safe point before an iteration: wait out a pause.
-            if run.is_between_iterations() {
-                if let Some(reason) = scope.control.pause_reason() {
-                    run.pause(reason);
-                    out.send(events.drain(..).chain(run.drain_events())).await;
-                    wait_for_resume(&scope, &mut pauses).await;
-                    if !scope.control.cancel.is_cancelled() {
-                        run.resume();
-                    }
-                }
-            }
-            if run.is_between_iterations()
-                && run.paused().is_some()
-                && scope.control.pause_reason().is_none()
-            {
-                run.resume();
-            }
+            // The machine decides where a requested pause takes effect (`Step::Paused`).
+            run.request_pause(scope.control.pause_reason());
             let step = run.next_step();
             out.send(events.drain(..).chain(run.drain_events())).await;
             match step {
+                Step::Paused(_) => {
+                    wait_for_resume(&scope, &mut pauses).await;
+                    // Cancelled while paused: the run ends paused (no `resumed`).
+                    if scope.control.cancel.is_cancelled() {
+                        run.cancel(scope.control.cancel_reason());
+                    }
+                }
                 Step::Finish(outcome) => {
                     if run.is_finishing() {
                         let ctx = scope.hook_context(&run);

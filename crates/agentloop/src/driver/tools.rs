@@ -106,10 +106,8 @@ impl Driver {
                 break;
             }
             // Start calls up to the limit, unless a pause is requested (a safe point).
-            while running.len() < self.concurrency
-                && scope.control.pause_reason().is_none()
-                && !run.is_ending()
-            {
+            run.request_pause(scope.control.pause_reason());
+            while running.len() < self.concurrency && !run.pause_requested() && !run.is_ending() {
                 let Some(ToolInvocation { call, approved }) = queue.pop_front() else { break };
                 scope.tick(run);
                 let parsed = parse_arguments(&call.arguments);
@@ -151,14 +149,13 @@ impl Driver {
                 if queue.is_empty() || run.is_ending() {
                     break;
                 }
-                // Paused with calls left to start: wait at this safe point.
-                if let Some(reason) = scope.control.pause_reason() {
-                    run.pause(reason);
-                }
+                // A pause requested with calls left to start: this is a safe point.
+                run.pause_point();
                 out.send(run.drain_events()).await;
                 wait_for_resume(scope, pauses).await;
                 if !scope.control.cancel.is_cancelled() {
-                    run.resume();
+                    run.request_pause(scope.control.pause_reason());
+                    run.pause_point();
                 }
                 out.send(run.drain_events()).await;
                 if scope.control.cancel.is_cancelled() {

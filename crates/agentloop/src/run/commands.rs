@@ -231,18 +231,48 @@ impl Run {
         Ok(())
     }
 
-    /// Pauses the run (at a safe point). Does nothing if it is paused already.
-    pub fn pause(&mut self, reason: impl Into<String>) {
-        if self.paused.is_none() && !self.is_ending() {
-            self.record(Event::Paused { reason: reason.into() });
-        }
+    /// Asks the run to pause (`Some(reason)`) or to go on (`None`). The run decides where:
+    /// [`next_step`](Self::next_step) pauses between iterations ([`Step::Paused`]), and
+    /// between tool calls the driver asks [`pause_point`](Self::pause_point) before it would
+    /// start the next one. Journals nothing by itself.
+    ///
+    /// [`Step::Paused`]: super::Step::Paused
+    pub fn request_pause(&mut self, reason: Option<String>) {
+        self.pause_request = reason;
     }
 
-    /// Resumes a paused run. Does nothing if it is not paused.
-    pub fn resume(&mut self) {
-        if self.paused.is_some() {
-            self.record(Event::Resumed);
+    /// Whether a pause is requested: a driver starts no further tool call of the iteration.
+    pub fn pause_requested(&self) -> bool {
+        self.pause_request.is_some()
+    }
+
+    /// A safe point: journals `paused` when a pause is requested (unless the run is ending),
+    /// `resumed` when the request was withdrawn from a paused run. Whether the run is paused
+    /// now (the driver then waits for the request to change).
+    pub fn pause_point(&mut self) -> bool {
+        match (&self.pause_request, &self.paused) {
+            (Some(reason), None) if !self.is_ending() => {
+                let reason = reason.clone();
+                self.record(Event::Paused { reason });
+            }
+            (None, Some(_)) => self.record(Event::Resumed),
+            _ => {}
         }
+        self.paused.is_some()
+    }
+
+    /// Pauses the run now (the caller knows it is at a safe point): requests the pause and
+    /// journals `paused`. Does nothing if it is paused already or ending.
+    pub fn pause(&mut self, reason: impl Into<String>) {
+        self.request_pause(Some(reason.into()));
+        self.pause_point();
+    }
+
+    /// Resumes a paused run now: withdraws the request and journals `resumed`. Does nothing
+    /// if it is not paused.
+    pub fn resume(&mut self) {
+        self.request_pause(None);
+        self.pause_point();
     }
 
     /// Instead of ending, continues with `prompt` as a new user message (a hook found work

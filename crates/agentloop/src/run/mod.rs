@@ -47,6 +47,7 @@ pub struct ToolInvocation {
 
 /// What the driver must do next.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum Step {
     /// Call the model with this request, then call [`Run::model_responded`] or
     /// [`Run::model_failed`].
@@ -57,6 +58,11 @@ pub enum Step {
     /// Summarise the history with this request (no tools), then call [`Run::compacted`]
     /// with the summary or [`Run::compaction_failed`].
     Compact(ModelRequest),
+    /// The run is paused at a safe point (a pause was requested:
+    /// [`Run::request_pause`]; `paused` is journaled). Wait until the request changes, pass
+    /// it on with [`Run::request_pause`], and ask for the next step (which journals
+    /// `resumed` once the request is withdrawn).
+    Paused(String),
     /// The run wants to end with this outcome. If [`Run::is_finishing`], confirm with
     /// [`Run::finish`] (possibly with a changed outcome) or continue with
     /// [`Run::continue_with`]; otherwise it is over (or suspended) already.
@@ -226,6 +232,10 @@ pub struct Run {
     note: Option<String>,
     /// Why the run is paused, while it is.
     paused: Option<String>,
+    /// The pause the driver asks for (not journaled: the run journals `paused` when it
+    /// reaches a safe point with it, `resumed` when it is withdrawn; not in a snapshot).
+    #[serde(skip)]
+    pause_request: Option<String>,
     /// Continuations requested by hooks so far.
     continuations: u32,
     /// Context management state.
@@ -266,6 +276,7 @@ impl Run {
             wind_down: None,
             note: None,
             paused: None,
+            pause_request: None,
             continuations: 0,
             context: context::ContextState::default(),
             cache: context::ContextCache::default(),
@@ -428,6 +439,10 @@ impl Run {
             && !self.awaiting_request
         {
             self.close_iteration();
+        }
+        // Between iterations: the safe point where a requested pause takes effect.
+        if matches!(self.phase, Phase::NeedModel) && self.pause_point() {
+            return Step::Paused(self.paused.clone().unwrap_or_default());
         }
         match &self.phase {
             Phase::NeedModel if self.awaiting_request => {

@@ -96,6 +96,30 @@ fn pause_and_resume_are_journaled() {
     assert_eq!(kinds, ["run_started", "paused", "resumed"]);
 }
 
+/// The machine decides where a requested pause takes effect: not in the middle of an
+/// iteration, but at the next step between iterations, journaled there; withdrawn, the next
+/// step journals `resumed` and goes on.
+#[test]
+fn a_requested_pause_takes_effect_between_iterations() {
+    let mut run = Run::new("r", config(), vec![Message::user("x")]);
+    let _ = expect_model(&mut run);
+    run.model_responded(calls_response(&[("a", "add", "{}")]), ms(1)).unwrap();
+    let Step::CallTools(calls) = run.next_step() else { panic!("expected the call") };
+    run.request_pause(Some("operator".into()));
+    assert!(run.pause_requested(), "the driver starts no further call");
+    assert_eq!(run.paused(), None, "not paused in the middle of the iteration");
+    run.tool_started(&calls[0].call.id, Some(serde_json::json!({}))).unwrap();
+    run.tool_finished(&calls[0].call.id, Ok(ToolOutput::Value(serde_json::json!(1))), ms(1))
+        .unwrap();
+    let _ = run.drain_events().count();
+    assert_eq!(run.next_step(), Step::Paused("operator".into()));
+    assert_eq!(run.next_step(), Step::Paused("operator".into()), "paused until withdrawn");
+    assert_eq!(kinds(&mut run), ["paused"], "journaled once");
+    run.request_pause(None);
+    let _ = expect_model(&mut run);
+    assert_eq!(kinds(&mut run), ["resumed", "iteration_started", "model_requested"]);
+}
+
 #[test]
 fn continuations_are_bounded() {
     let mut cfg = config();
