@@ -718,6 +718,9 @@ async fn redis_keys_expire_with_a_ttl() {
     tokio::time::sleep(std::time::Duration::from_millis(450)).await;
     assert!(store.load(&id).await.unwrap().is_empty(), "the journal expired");
     assert!(store.list_runs(&RunFilter::all()).await.unwrap().is_empty(), "the index forgot it");
+    // The agent's and the session's indexes forget it when a listing reads them.
+    assert!(store.list_runs(&RunFilter::all().agent("agent-a")).await.unwrap().is_empty());
+    assert!(store.list_runs(&RunFilter::all().context_id("ctx-1")).await.unwrap().is_empty());
     assert!(store.get_session("ctx").await.unwrap().is_none(), "the session expired");
     let left: Vec<String> =
         ::redis::cmd("KEYS").arg(format!("{prefix}*")).query_async(&mut conn).await.unwrap();

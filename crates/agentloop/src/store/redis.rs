@@ -87,9 +87,8 @@ if ARGV[8] == '1' then
   else
     redis.call('HSET', KEYS[2], 'price', ARGV[13])
   end
-  if KEYS[6] then
-    redis.call('ZADD', KEYS[6], redis.call('HGET', KEYS[2], 'created_ms'), ARGV[3])
-  end
+  local created = redis.call('HGET', KEYS[2], 'created_ms')
+  for k = 6, #KEYS do redis.call('ZADD', KEYS[k], created, ARGV[3]) end
 end
 redis.call('HSET', KEYS[2], 'state', ARGV[9], 'updated_ms', ARGV[5], 'entries', len + n)
 local tokens = {'input_tokens', 'output_tokens', 'cached_input_tokens', 'reasoning_tokens'}
@@ -109,7 +108,7 @@ const DELETE_RUN: &str = r"
 local existed = redis.call('DEL', KEYS[1], KEYS[2])
 redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('DEL', KEYS[4], KEYS[5])
-if KEYS[6] then redis.call('ZREM', KEYS[6], ARGV[1]) end
+for k = 6, #KEYS do redis.call('ZREM', KEYS[k], ARGV[1]) end
 return existed
 ";
 
@@ -211,7 +210,71 @@ impl RedisStore {
             end_turn: Script::new(END_TURN),
             append_chunk: Script::new(artifacts::APPEND_CHUNK),
         };
-        Ok(Self { client, conn, options, scripts: std::sync::Arc::new(scripts) })
+        let store = Self { client, conn, options, scripts: std::sync::Arc::new(scripts) };
+        store.index_older_runs().await?;
+        Ok(store)
+    }
+
+    /// Runs journaled before the agent and session indexes existed are added to them once
+    /// (a marker key records that it was done, unless there were no runs; adding twice is
+    /// harmless).
+    async fn index_older_runs(&self) -> Result<(), StoreError> {
+        const VERSION: &str = "2";
+        let marker = self.key(&["runs:indexed"]);
+        let done: Option<String> = ::redis::cmd("GET")
+            .arg(&marker)
+            .query_async(&mut self.conn())
+            .await
+            .map_err(backend)?;
+        if done.as_deref() == Some(VERSION) {
+            return Ok(());
+        }
+        let mut offset = 0usize;
+        loop {
+            let page: Vec<(String, u64)> = ::redis::cmd("ZRANGE")
+                .arg(self.key(&["runs"]))
+                .arg(offset)
+                .arg(offset + 999)
+                .arg("WITHSCORES")
+                .query_async(&mut self.conn())
+                .await
+                .map_err(backend)?;
+            if page.is_empty() {
+                break;
+            }
+            offset += page.len();
+            let mut read = ::redis::pipe();
+            for (id, _) in &page {
+                read.cmd("HMGET")
+                    .arg(self.key(&["run:", id, ":meta"]))
+                    .arg(&["agent", "context_id"]);
+            }
+            let names: Vec<Vec<Option<String>>> =
+                read.query_async(&mut self.conn()).await.map_err(backend)?;
+            let mut write = ::redis::pipe();
+            for ((id, created), names) in page.iter().zip(names) {
+                let name = |i: usize| -> Option<String> {
+                    names.get(i).cloned().flatten().and_then(|json| from_json(&json, "name").ok())
+                };
+                for index in self.indexes(&None, &name(0), &name(1)) {
+                    write.cmd("ZADD").arg(index).arg(*created).arg(id).ignore();
+                }
+            }
+            if !write.is_empty() {
+                write.query_async::<()>(&mut self.conn()).await.map_err(backend)?;
+            }
+        }
+        if offset == 0 {
+            // Nothing to index (a new store): its runs are indexed as they are appended.
+            return Ok(());
+        }
+        ::redis::cmd("SET")
+            .arg(&marker)
+            .arg(VERSION)
+            .query_async::<()>(&mut self.conn())
+            .await
+            .map_err(backend)?;
+        Ok(())
     }
 
     /// The options it was connected with.
@@ -244,6 +307,30 @@ impl RedisStore {
     /// The index of the runs `parent_run_id` started.
     fn parent_index(&self, parent_run_id: &str) -> String {
         self.key(&["runs:parent:", parent_run_id])
+    }
+
+    /// The index of the runs of an agent.
+    fn agent_index(&self, agent: &str) -> String {
+        self.key(&["runs:agent:", agent])
+    }
+
+    /// The index of the runs of a session.
+    fn context_index(&self, context_id: &str) -> String {
+        self.key(&["runs:context:", context_id])
+    }
+
+    /// The secondary indexes a run is listed in besides `runs` (sorted sets by creation
+    /// time): its parent's, its agent's, its session's.
+    fn indexes(
+        &self,
+        parent_run_id: &Option<String>,
+        agent: &Option<String>,
+        context_id: &Option<String>,
+    ) -> Vec<String> {
+        let parent = parent_run_id.as_deref().map(|p| self.parent_index(p));
+        let agent = agent.as_deref().map(|a| self.agent_index(a));
+        let context = context_id.as_deref().map(|c| self.context_index(c));
+        [parent, agent, context].into_iter().flatten().collect()
     }
 
     async fn hash(&self, key: &str) -> Result<HashMap<String, String>, StoreError> {
@@ -323,8 +410,8 @@ impl RedisStore {
             .key(self.key(&["runs"]))
             .key(self.key(&["run:", run_id, ":lease"]))
             .key(self.appended_channel(run_id));
-        if let Some(parent) = &parent_run_id {
-            invocation.key(self.parent_index(parent));
+        for index in self.indexes(&parent_run_id, &agent, &context_id) {
+            invocation.key(index);
         }
         invocation
             .arg(expected_seq)
@@ -452,10 +539,13 @@ impl RunStore for RedisStore {
     }
 
     async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, StoreError> {
-        // A parent's own index holds just its children.
-        let index = match &filter.parent_run_id {
-            Some(parent) => self.parent_index(parent),
-            None => self.key(&["runs"]),
+        // The most selective index the filter names: a parent's children, a session's runs,
+        // an agent's runs; the other fields are checked on each run read.
+        let index = match (&filter.parent_run_id, &filter.context_id, &filter.agent) {
+            (Some(parent), _, _) => self.parent_index(parent),
+            (None, Some(context_id), _) => self.context_index(context_id),
+            (None, None, Some(agent)) => self.agent_index(agent),
+            (None, None, None) => self.key(&["runs"]),
         };
         let max = match (&filter.after, filter.created_before_ms) {
             // The cursor's own creation time is included: runs as old with a smaller id.
@@ -522,17 +612,21 @@ impl RunStore for RedisStore {
 
     async fn delete_run(&self, run_id: &str) -> Result<bool, StoreError> {
         let meta = self.key(&["run:", run_id, ":meta"]);
-        // The parent never changes once journaled, so it can be read before the script.
-        let parent: Option<String> = ::redis::cmd("HGET")
+        // The names never change once journaled, so they can be read before the script.
+        let names: Vec<Option<String>> = ::redis::cmd("HMGET")
             .arg(&meta)
-            .arg("parent_run_id")
+            .arg(&["parent_run_id", "agent", "context_id"])
             .query_async(&mut self.conn())
             .await
             .map_err(backend)?;
-        let parent: Option<String> = match parent {
-            Some(json) => from_json(&json, &format!("run '{run_id}': field parent_run_id"))?,
-            None => None,
+        let name = |index: usize, field: &str| -> Result<Option<String>, StoreError> {
+            match names.get(index).cloned().flatten() {
+                Some(json) => from_json(&json, &format!("run '{run_id}': field {field}")),
+                None => Ok(None),
+            }
         };
+        let indexes =
+            self.indexes(&name(0, "parent_run_id")?, &name(1, "agent")?, &name(2, "context_id")?);
         let mut invocation = self.scripts.delete_run.prepare_invoke();
         invocation
             .key(self.key(&["run:", run_id, ":journal"]))
@@ -540,8 +634,8 @@ impl RunStore for RedisStore {
             .key(self.key(&["runs"]))
             .key(self.key(&["run:", run_id, ":lease"]))
             .key(self.key(&["run:", run_id, ":control"]));
-        if let Some(parent) = &parent {
-            invocation.key(self.parent_index(parent));
+        for index in indexes {
+            invocation.key(index);
         }
         let existed: i64 =
             invocation.arg(run_id).invoke_async(&mut self.conn()).await.map_err(backend)?;
