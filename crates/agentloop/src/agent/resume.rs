@@ -31,8 +31,8 @@ impl Agent {
     /// is applied first: the decisions on its deferred calls and the answer to its question
     /// ([`RunService::decide`](crate::service::RunService::decide),
     /// [`RunService::send_input`](crate::service::RunService::send_input)). A tool whose
-    /// result is journaled never runs again; a tool that
-    /// started without a journaled result runs again with the same idempotency key
+    /// result is journaled never runs again; a tool that started without a journaled result
+    /// runs again with the same idempotency key
     /// (`run_id:call_id`); a model call without a journaled response is made again. A run that
     /// is over, or suspended for approval, yields its terminal event again (it is not
     /// journaled twice). Refused while another executor holds the run's lease, and when this
@@ -253,9 +253,10 @@ pub(super) async fn store_release(
 }
 
 /// What was requested of a run from outside while it waited, applied to it: the decisions
-/// on its deferred calls ([`RunService::decide`](crate::service::RunService::decide)) and the answer to its question
-/// ([`RunService::send_input`](crate::service::RunService::send_input), when the journal's last entry is still the one that asked,
-/// at `last_seq`). Whether anything applied.
+/// on its deferred calls ([`RunService::decide`](crate::service::RunService::decide)) and
+/// the answer to its question
+/// ([`RunService::send_input`](crate::service::RunService::send_input), when the journal's
+/// last entry is still the one that asked, at `last_seq`). Whether anything applied.
 fn apply_requested(
     run: &mut Run,
     requested: &RemoteControl,

@@ -108,7 +108,8 @@ const DELETE_RUN: &str = r"
 local existed = redis.call('DEL', KEYS[1], KEYS[2])
 redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('DEL', KEYS[4], KEYS[5])
-for k = 6, #KEYS do redis.call('ZREM', KEYS[k], ARGV[1]) end
+for k = 7, #KEYS do redis.call('ZREM', KEYS[k], ARGV[1]) end
+if redis.call('ZCARD', KEYS[3]) == 0 then redis.call('DEL', KEYS[6]) end
 return existed
 ";
 
@@ -216,11 +217,11 @@ impl RedisStore {
     }
 
     /// Runs journaled before the agent and session indexes existed are added to them once
-    /// (a marker key records that it was done, unless there were no runs; adding twice is
-    /// harmless).
+    /// (a marker key records that it was done, unless there were no runs; it goes with the
+    /// store's last run; adding twice is harmless).
     async fn index_older_runs(&self) -> Result<(), StoreError> {
         const VERSION: &str = "2";
-        let marker = self.key(&["runs:indexed"]);
+        let marker = self.indexed_marker();
         let done: Option<String> = ::redis::cmd("GET")
             .arg(&marker)
             .query_async(&mut self.conn())
@@ -307,6 +308,12 @@ impl RedisStore {
     /// The index of the runs `parent_run_id` started.
     fn parent_index(&self, parent_run_id: &str) -> String {
         self.key(&["runs:parent:", parent_run_id])
+    }
+
+    /// The key that records that runs journaled before the agent and session indexes were
+    /// added to them (deleted with the store's last run).
+    fn indexed_marker(&self) -> String {
+        self.key(&["runs:indexed"])
     }
 
     /// The index of the runs of an agent.
@@ -633,7 +640,8 @@ impl RunStore for RedisStore {
             .key(meta)
             .key(self.key(&["runs"]))
             .key(self.key(&["run:", run_id, ":lease"]))
-            .key(self.key(&["run:", run_id, ":control"]));
+            .key(self.key(&["run:", run_id, ":control"]))
+            .key(self.indexed_marker());
         for index in indexes {
             invocation.key(index);
         }
