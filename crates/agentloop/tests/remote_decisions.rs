@@ -14,40 +14,11 @@ use agentloop::run::StopReason;
 use agentloop::service::{RunService, ServiceError};
 use agentloop::store::sqlite::SqliteStore;
 use agentloop::store::{RunFilter, RunState, RunStore};
-use agentloop::tool::{AskUser, Tool, ToolContext};
+use agentloop::tool::AskUser;
 use agentloop::{Agent, AgentError};
-use common::AskHuman;
-use futures::StreamExt;
-use schemars::JsonSchema;
-use serde::Deserialize;
+use common::{collect, AskHuman, Probe};
 use serde_json::json;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-
-/// Counts its calls.
-#[derive(Clone, Default)]
-struct Probe(Arc<AtomicUsize>);
-
-#[derive(Deserialize, JsonSchema)]
-struct ProbeArgs {
-    what: String,
-}
-
-impl Tool for Probe {
-    const NAME: &'static str = "probe";
-    type Args = ProbeArgs;
-    type Output = String;
-    type Error = String;
-
-    fn description(&self) -> String {
-        "Probes.".into()
-    }
-
-    async fn call(&self, args: ProbeArgs, _ctx: ToolContext) -> Result<String, String> {
-        self.0.fetch_add(1, Ordering::SeqCst);
-        Ok(format!("probed {}", args.what))
-    }
-}
 
 /// Opens a connection to one store (as another process would).
 type Open = Box<dyn Fn() -> Arc<dyn RunStore>>;
@@ -72,10 +43,6 @@ async fn stores() -> Vec<(String, Open)> {
     stores
 }
 
-async fn collect(stream: agentloop::EventStream) -> Vec<Event> {
-    stream.collect().await
-}
-
 fn outcome(events: &[Event]) -> &agentloop::run::Outcome {
     events.iter().rev().find_map(Event::outcome).expect("an outcome")
 }
@@ -89,9 +56,9 @@ async fn another_process_approves_and_rejects_deferred_calls() {
         };
         let scripted = |turns: Vec<ScriptedTurn>| Arc::new(ScriptedModel::new(turns));
         // The model asks for two probes; both wait for a human, and the run suspends.
-        let first = ScriptedTurn::tool_call("probe", json!({"what": "a"}))
+        let first = ScriptedTurn::tool_call("probe", json!({"ms": 0, "tag": "probed a"}))
             .with_call_id("call_a")
-            .with_tool_call("probe", json!({"what": "b"}));
+            .with_tool_call("probe", json!({"ms": 0, "tag": "probed b"}));
         let suspended = match executor(scripted(vec![first])).run("probe twice").await {
             Err(AgentError::Suspended { outcome }) => *outcome,
             other => panic!("{name}: expected a suspension, got {other:?}"),
@@ -119,7 +86,7 @@ async fn another_process_approves_and_rejects_deferred_calls() {
         let listed = service.list(&RunFilter::all()).await.unwrap();
         let listed = listed.iter().find(|r| r.run_id == run_id).unwrap();
         assert_eq!(listed.state, RunState::Suspended, "{name}");
-        assert_eq!(probe.0.load(Ordering::SeqCst), 0, "{name}: nothing ran before the decisions");
+        assert_eq!(probe.calls(), 0, "{name}: nothing ran before the decisions");
 
         // A third process resumes the run: the approved call runs once, the rejected one gets
         // its reason as the error result, and the run finishes.
@@ -127,7 +94,7 @@ async fn another_process_approves_and_rejects_deferred_calls() {
         let events = collect(executor(model.clone()).resume(&run_id).await.unwrap()).await;
         assert_eq!(outcome(&events).stop_reason, StopReason::Completed, "{name}");
         assert_eq!(outcome(&events).answer, "one probe done");
-        assert_eq!(probe.0.load(Ordering::SeqCst), 1, "{name}: the approved call ran once");
+        assert_eq!(probe.calls(), 1, "{name}: the approved call ran once");
         let journal = store().load(&run_id).await.unwrap();
         let decided: Vec<&Event> = journal
             .iter()
@@ -150,7 +117,7 @@ async fn another_process_approves_and_rejects_deferred_calls() {
         let again = collect(executor(scripted(vec![])).resume(&run_id).await.unwrap()).await;
         assert_eq!(again.len(), 1, "{name}: only the terminal event again");
         assert_eq!(store().load(&run_id).await.unwrap().len(), journal.len(), "{name}");
-        assert_eq!(probe.0.load(Ordering::SeqCst), 1, "{name}");
+        assert_eq!(probe.calls(), 1, "{name}");
         assert!(store().delete_run(&run_id).await.unwrap(), "{name}");
     }
 }
