@@ -8,6 +8,7 @@ mod providers;
 mod remote;
 mod render;
 mod runs;
+mod serve;
 mod tools;
 
 use agentloop::prelude::*;
@@ -106,6 +107,33 @@ enum Command {
     Runs {
         #[command(subcommand)]
         command: RunsCommand,
+    },
+    /// Serves the agent over A2A 1.0 (JSON-RPC and HTTP+JSON, streaming over SSE); tasks
+    /// are runs in the store. See docs/A2A.md.
+    Serve {
+        /// The address to listen on (another interface than loopback only when told).
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        bind: std::net::SocketAddr,
+        /// The URL clients reach the server at, for the agent card (default: http://ADDRESS).
+        #[arg(long)]
+        public_url: Option<String>,
+        /// Serve the deterministic test agent `echo` instead of the configured agent.
+        #[arg(long, value_parser = ["echo"])]
+        agent: Option<String>,
+        /// The agent's name: its path and card name (default: `[agent] name`, else `agent`).
+        #[arg(long)]
+        name: Option<String>,
+        /// The card's description of the agent.
+        #[arg(long)]
+        description: Option<String>,
+        /// Bearer tokens every method requires (comma separated).
+        #[arg(long, env = "AGENTLOOP_SERVE_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+        /// The largest request body, in bytes (413 beyond).
+        #[arg(long, default_value_t = 1024 * 1024)]
+        body_limit: usize,
+        #[command(flatten)]
+        agent_flags: AgentFlags,
     },
     /// Local GGUF models: fetch the default one, list the cache.
     Model {
@@ -285,6 +313,38 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             )
             .await?;
             chat::chat(agent, sessions, lines, session).await
+        }
+        Command::Serve {
+            bind,
+            public_url,
+            agent,
+            name,
+            description,
+            token,
+            body_limit,
+            agent_flags,
+        } => {
+            let mut config = with_agent_flags(&config, &agent_flags);
+            let stores = runs::open(&config.store).await?;
+            let served = if agent.as_deref() == Some("echo") {
+                serve::Served::Echo(stores)
+            } else {
+                let name = name.or(config.agent.name.clone()).unwrap_or_else(|| "agent".into());
+                config.agent.name = Some(name);
+                let agent = build_agent(
+                    &config,
+                    &cli.provider,
+                    &agent_flags,
+                    None,
+                    Some(stores),
+                    Purpose::Run,
+                )
+                .await?;
+                serve::Served::Configured(Box::new(agent))
+            };
+            let options =
+                serve::ServeOptions { bind, public_url, tokens: token, description, body_limit };
+            serve::serve(served, options).await
         }
         Command::Runs { command } => {
             let stores = runs::open(&config.store).await?;

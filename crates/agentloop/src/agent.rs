@@ -278,7 +278,7 @@ impl Agent {
     }
 
     /// The store sessions keep their conversations in, if any ([`Agent::session`]).
-    pub(crate) fn session_store(&self) -> Option<&Arc<dyn SessionStore>> {
+    pub fn session_store(&self) -> Option<&Arc<dyn SessionStore>> {
         self.sessions.as_ref()
     }
 

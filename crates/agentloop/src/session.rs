@@ -147,6 +147,42 @@ impl Session {
         Ok(self.turn(events, run_id, stored, Some(base)))
     }
 
+    /// Answers the question the session's last turn stopped to ask (its run finished with
+    /// the stop reason `awaiting_input`): the same run goes on with `message` as the user's
+    /// (see [`Agent::answer`]), as a new turn of the session whose new messages — the answer
+    /// and what follows — are appended when it ends. Refused unless the session is ready and
+    /// its last turn was `run_id`: after a later turn the run's history and the session's
+    /// would differ.
+    pub async fn answer(
+        &self,
+        run_id: &str,
+        message: Message,
+    ) -> Result<EventStream, SessionError> {
+        let info = self.store.open_session(&self.context_id).await?;
+        let not_last = || StoreError::NotInTurn {
+            context_id: self.context_id.clone(),
+            run_id: run_id.to_owned(),
+            state: info.state,
+        };
+        if info.state == SessionState::Busy || info.run_id.as_deref() != Some(run_id) {
+            return Err(not_last().into());
+        }
+        let (base, _, _) = self.agent.fold_stored(run_id).await?;
+        let stored = self.store.begin_turn(&self.context_id, run_id).await?.len();
+        let events = if base.history().len() == stored {
+            self.agent.answer(run_id, message).await.map_err(SessionError::from)
+        } else {
+            Err(not_last().into())
+        };
+        match events {
+            Ok(events) => Ok(self.turn(events, run_id.to_owned(), stored, Some(base))),
+            Err(error) => {
+                self.store.end_turn(&self.context_id, run_id, &[]).await?;
+                Err(error)
+            }
+        }
+    }
+
     /// The run of the busy turn and the number of stored messages.
     async fn turn_in_progress(&self) -> Result<(String, usize), SessionError> {
         let info = self.store.open_session(&self.context_id).await?;

@@ -256,7 +256,9 @@ pub(super) async fn store_release(
 /// on its deferred calls ([`RunService::decide`](crate::service::RunService::decide)) and
 /// the answer to its question
 /// ([`RunService::send_input`](crate::service::RunService::send_input), when the journal's
-/// last entry is still the one that asked, at `last_seq`). Whether anything applied.
+/// last entry is still the one that asked, at `last_seq`) — or, before both, a
+/// cancellation ([`RunService::cancel`](crate::service::RunService::cancel)): a waiting run
+/// has no executor to read it, so the run that resumes it ends it. Whether anything applied.
 fn apply_requested(
     run: &mut Run,
     requested: &RemoteControl,
@@ -264,6 +266,13 @@ fn apply_requested(
 ) -> Result<bool, RunError> {
     let mut applied = false;
     let waiting: Vec<String> = run.awaiting_approval().iter().map(|call| call.id.clone()).collect();
+    // A cancellation wins over decisions and answers: the waiting run ends cancelled.
+    if let Some(reason) = &requested.cancel {
+        if !waiting.is_empty() || run.awaiting_input().is_some() {
+            run.cancel(reason.clone());
+            return Ok(true);
+        }
+    }
     for call_id in waiting {
         if let Some(decision) = requested.decisions.get(&call_id) {
             run.decide(&call_id, decision.clone())?;

@@ -314,9 +314,10 @@ impl Run {
     }
 
     /// Cancels the run. Open tool calls get error results, so the history stays valid for a
-    /// later turn. Does nothing once the run is finished.
+    /// later turn. Does nothing once the run is finished — unless it finished waiting for
+    /// the user's answer (`awaiting_input`): that run is cancelled, and will not go on.
     pub fn cancel(&mut self, reason: impl Into<String>) {
-        if self.is_finished() {
+        if self.is_finished() && self.awaiting_input().is_none() {
             return;
         }
         let reason = reason.into();

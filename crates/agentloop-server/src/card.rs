@@ -1,0 +1,80 @@
+//! The agent card of a served agent (`/{name}/.well-known/agent-card.json`): its name,
+//! description and version, one interface per binding (JSON-RPC and HTTP+JSON, protocol
+//! version 1.0) at the agent's URL, streaming on, push notifications off, the input and
+//! output modes, its skills (by default one, from its description, tagged with its tools),
+//! and the security scheme when the server requires credentials.
+
+use crate::auth::Auth;
+use crate::tasks::ServedAgent;
+use a2a::{
+    AgentCapabilities, AgentCard, AgentInterface, AgentSkill, SecurityScheme,
+    TRANSPORT_PROTOCOL_HTTP_JSON, TRANSPORT_PROTOCOL_JSONRPC,
+};
+use std::collections::HashMap;
+
+/// The card of `served`, reachable at `url` (the agent's base URL, no trailing slash).
+pub fn agent_card(served: &ServedAgent, url: &str, auth: Option<&Auth>) -> AgentCard {
+    let tools: Vec<String> = served.agent.tools().iter().map(|tool| tool.name.clone()).collect();
+    let skills = if served.skills.is_empty() {
+        vec![AgentSkill {
+            id: served.name().to_owned(),
+            name: served.name().to_owned(),
+            description: served.description.clone(),
+            tags: if tools.is_empty() { vec!["chat".to_owned()] } else { tools },
+            examples: None,
+            input_modes: None,
+            output_modes: None,
+            security_requirements: None,
+        }]
+    } else {
+        served.skills.clone()
+    };
+    let (security_schemes, security_requirements) = match auth {
+        Some(auth) => {
+            let (name, scheme) = auth.scheme();
+            let requirement: a2a::SecurityRequirement = HashMap::from([(name.clone(), Vec::new())]);
+            (Some(HashMap::from([(name, scheme)])), Some(vec![requirement]))
+        }
+        None => (None, None),
+    };
+    AgentCard {
+        name: served.name().to_owned(),
+        description: served.description.clone(),
+        version: served.version.clone(),
+        supported_interfaces: vec![
+            AgentInterface::new(url, TRANSPORT_PROTOCOL_JSONRPC),
+            AgentInterface::new(url, TRANSPORT_PROTOCOL_HTTP_JSON),
+        ],
+        capabilities: AgentCapabilities {
+            streaming: Some(true),
+            push_notifications: Some(false),
+            extensions: None,
+            extended_agent_card: Some(false),
+        },
+        default_input_modes: served.input.input_modes.clone(),
+        default_output_modes: vec!["text/plain".to_owned()],
+        skills,
+        provider: None,
+        documentation_url: None,
+        icon_url: None,
+        security_schemes,
+        security_requirements,
+        signatures: None,
+    }
+}
+
+/// The scheme a card declares for `auth`.
+pub(crate) fn scheme_of(api_key_header: Option<&str>) -> SecurityScheme {
+    match api_key_header {
+        Some(header) => SecurityScheme::ApiKey(a2a::ApiKeySecurityScheme {
+            location: "header".to_owned(),
+            name: header.to_owned(),
+            description: Some("an API key the operator issued".to_owned()),
+        }),
+        None => SecurityScheme::HttpAuth(a2a::HttpAuthSecurityScheme {
+            scheme: "bearer".to_owned(),
+            description: Some("a bearer token the operator issued".to_owned()),
+            bearer_format: None,
+        }),
+    }
+}

@@ -1,0 +1,43 @@
+use super::*;
+use agentloop::message::ToolResult;
+
+fn said(messages: &[Message]) -> String {
+    match decide(messages) {
+        Reply::Text { chunks, .. } => chunks.concat(),
+        Reply::Call { name, arguments } => format!("call {name} {arguments}"),
+        Reply::Fail(message) => format!("fail {message}"),
+    }
+}
+
+#[test]
+fn the_first_word_decides() {
+    assert_eq!(said(&[Message::user("hello world")]), "hello world");
+    assert_eq!(said(&[Message::user("stream 3")]), "chunk 1 chunk 2 chunk 3");
+    assert_eq!(said(&[Message::user("calc 2 + 2")]), r#"call calculator {"expression":"2 + 2"}"#);
+    assert_eq!(said(&[Message::user("ask Why?")]), r#"call ask_user {"question":"Why?"}"#);
+    assert!(said(&[Message::user("fail")]).starts_with("fail "));
+}
+
+#[test]
+fn a_tool_result_is_answered_and_an_answer_is_thanked() {
+    let call = ToolCall { id: "c1".into(), name: "calculator".into(), arguments: "{}".into() };
+    let mut assistant = Message::assistant("");
+    assistant.content = vec![agentloop::message::Part::ToolCall(call)];
+    let messages = [
+        Message::user("calc 2 + 2"),
+        assistant,
+        Message::tool_results([ToolResult::ok("c1", "4")]),
+    ];
+    assert_eq!(said(&messages), "The result is 4.");
+
+    let ask = ToolCall { id: "c2".into(), name: "ask_user".into(), arguments: "{}".into() };
+    let mut asked = Message::assistant("");
+    asked.content = vec![agentloop::message::Part::ToolCall(ask)];
+    let messages = [
+        Message::user("ask Colour?"),
+        asked,
+        Message::tool_results([ToolResult::ok("c2", "Colour?")]),
+        Message::user("blue"),
+    ];
+    assert_eq!(said(&messages), "Thank you. You answered: blue");
+}

@@ -1,0 +1,99 @@
+//! `agentloop serve`: agents reachable by any A2A 1.0 client — JSON-RPC 2.0 and HTTP+JSON,
+//! streaming over SSE — on the run service, so a task is a durable run: GetTask, ListTasks
+//! and SubscribeToTask read the store, a task outlives the client that started it and the
+//! server process that ran it (a restarted server continues the runs whose executor died).
+//! docs/A2A.md maps runs to tasks and lists what is supported.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use agentloop_server::{echo, Server, ServerConfig};
+//! use std::sync::Arc;
+//! let store = Arc::new(agentloop::store::sqlite::SqliteStore::open("runs.db")?);
+//! let served = echo::served_echo(store.clone(), store)?;
+//! let server = Server::new(vec![served], ServerConfig::default())?;
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+//! server.serve(listener, std::future::pending()).await?;
+//! # Ok(()) }
+//! ```
+
+pub mod auth;
+pub mod card;
+pub mod convert;
+pub mod echo;
+pub mod mapping;
+pub mod tasks;
+pub mod web;
+
+pub use auth::Auth;
+pub use tasks::{Host, ServeError, ServedAgent};
+pub use web::ServerConfig;
+
+use std::future::Future;
+use std::sync::Arc;
+
+/// A server of one or more agents (see the [crate docs](crate)).
+#[derive(Debug)]
+pub struct Server {
+    hosts: Vec<Arc<Host>>,
+    config: Arc<ServerConfig>,
+}
+
+impl Server {
+    /// A server of `agents` (the first is also served at `/`). Refused when an agent cannot
+    /// be served or two share a name.
+    pub fn new(agents: Vec<ServedAgent>, config: ServerConfig) -> Result<Self, ServeError> {
+        let mut hosts: Vec<Arc<Host>> = Vec::with_capacity(agents.len());
+        for served in agents {
+            if hosts.iter().any(|host| host.served().name() == served.name()) {
+                return Err(ServeError::DuplicateName(served.name().to_owned()));
+            }
+            hosts.push(Arc::new(Host::new(served, config.send_wait)?));
+        }
+        if hosts.is_empty() {
+            return Err(ServeError::NoAgents);
+        }
+        Ok(Self { hosts, config: Arc::new(config) })
+    }
+
+    /// The agents' hosts.
+    pub fn hosts(&self) -> &[Arc<Host>] {
+        &self.hosts
+    }
+
+    /// The HTTP router (to mount in an application of your own).
+    pub fn router(&self) -> axum::Router {
+        web::router(&self.hosts, self.config.clone())
+    }
+
+    /// Continues, once, the runs whose executor died (see [`Host::recover`]).
+    pub async fn recover(&self) -> usize {
+        let mut resumed = 0;
+        for host in &self.hosts {
+            resumed += host.recover().await;
+        }
+        resumed
+    }
+
+    /// Serves on `listener` until `shutdown` completes, continuing the runs whose
+    /// executor died every `recovery_interval` (at once on start).
+    pub async fn serve(
+        self,
+        listener: tokio::net::TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        let router = self.router();
+        let (hosts, every) = (self.hosts.clone(), self.config.recovery_interval);
+        let recovery = tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every.max(std::time::Duration::from_millis(100)));
+            loop {
+                tick.tick().await;
+                for host in &hosts {
+                    host.recover().await;
+                }
+            }
+        });
+        let served = axum::serve(listener, router).with_graceful_shutdown(shutdown).await;
+        recovery.abort();
+        served
+    }
+}
