@@ -129,7 +129,9 @@ impl A2aClient {
     ) -> Result<SendMessageResponse, A2aClientError> {
         match self.inner.binding {
             Binding::JsonRpc => self.rpc(methods::SEND_MESSAGE, request).await,
-            Binding::HttpJson => self.rest(Method::POST, &["message:send"], &[], Some(request)).await,
+            Binding::HttpJson => {
+                self.rest(Method::POST, &["message:send"], &[], Some(request)).await
+            }
         }
     }
 
@@ -155,8 +157,7 @@ impl A2aClient {
     ) -> Result<Task, A2aClientError> {
         match self.inner.binding {
             Binding::JsonRpc => {
-                let request =
-                    GetTaskRequest { id: id.to_owned(), history_length, tenant: None };
+                let request = GetTaskRequest { id: id.to_owned(), history_length, tenant: None };
                 self.rpc(methods::GET_TASK, &request).await
             }
             Binding::HttpJson => {
@@ -228,8 +229,9 @@ impl A2aClient {
         params: &impl Serialize,
     ) -> Result<(i64, JsonRpcRequest), A2aClientError> {
         let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
-        let params = serde_json::to_value(params)
-            .map_err(|e| A2aClientError::InvalidResponse(format!("request not serializable: {e}")))?;
+        let params = serde_json::to_value(params).map_err(|e| {
+            A2aClientError::InvalidResponse(format!("request not serializable: {e}"))
+        })?;
         Ok((id, JsonRpcRequest::new(JsonRpcId::Number(id), method, Some(params))))
     }
 
@@ -292,7 +294,9 @@ impl A2aClient {
     fn rest_url(&self, segments: &[&str]) -> Result<Url, A2aClientError> {
         let mut url = self.inner.url.clone();
         url.path_segments_mut()
-            .map_err(|()| A2aClientError::InvalidUrl("the interface URL cannot have a path".into()))?
+            .map_err(|()| {
+                A2aClientError::InvalidUrl("the interface URL cannot have a path".into())
+            })?
             .pop_if_empty()
             .extend(segments);
         Ok(url)

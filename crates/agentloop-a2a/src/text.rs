@@ -12,7 +12,8 @@ pub(crate) fn sanitize(text: &str, max: usize) -> String {
         }
         if c.is_control() && c != '\n' && c != '\t' {
             out.extend(c.escape_default());
-        } else if matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}') {
+        } else if matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+        {
             // Bidirectional and zero-width formatting characters can disguise text.
             out.extend(c.escape_unicode());
         } else {

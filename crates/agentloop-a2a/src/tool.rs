@@ -1,6 +1,7 @@
 //! [`A2aAgentTool`]: a remote A2A agent as a tool of an agentloop agent.
 
 mod collect;
+mod nested;
 
 pub use collect::{TaskCollector, TaskOutcome};
 
@@ -12,6 +13,7 @@ use agentloop::tool::{schema_for, DynTool, ToolContext, ToolError, ToolOutput, T
 use async_trait::async_trait;
 use collect::state_name;
 use futures::StreamExt;
+use nested::{nested_events, remote_task_id};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
@@ -111,7 +113,11 @@ impl A2aAgentTool {
         ToolError::Failed(format!("the remote agent '{}': {error}", self.name))
     }
 
-    async fn call_remote(&self, args: A2aAgentArgs) -> Result<ToolOutput, ToolError> {
+    async fn call_remote(
+        &self,
+        args: A2aAgentArgs,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
         if args.message.trim().is_empty() {
             return Err(ToolError::InvalidArguments("`message` is empty".into()));
         }
@@ -151,6 +157,11 @@ impl A2aAgentTool {
                 let event = event.map_err(|e| self.failed(&e))?;
                 collector.apply(&event);
                 guard.task_id = collector.task_id().map(str::to_owned);
+                if ctx.takes_nested_events() {
+                    for nested in nested_events(&event, self.max_result_chars) {
+                        ctx.emit_nested(remote_task_id(&event), nested).await;
+                    }
+                }
                 if collector.is_settled() {
                     break;
                 }
@@ -241,7 +252,7 @@ impl DynTool for A2aAgentTool {
         tokio::select! {
             biased;
             () = cancel.cancelled() => Err(ToolError::Cancelled),
-            output = self.call_remote(args) => output,
+            output = self.call_remote(args, &ctx) => output,
         }
     }
 }
@@ -260,7 +271,9 @@ impl Drop for CancelOnDrop {
         runtime.spawn(async move {
             match tokio::time::timeout(Duration::from_secs(10), client.cancel_task(&task_id)).await
             {
-                Ok(Ok(_)) => tracing::debug!(task_id = %sanitize(&task_id, 100), "remote A2A task cancelled"),
+                Ok(Ok(_)) => {
+                    tracing::debug!(task_id = %sanitize(&task_id, 100), "remote A2A task cancelled")
+                }
                 Ok(Err(error)) => tracing::debug!(%error, "cancelling the remote A2A task failed"),
                 Err(_) => tracing::debug!("cancelling the remote A2A task timed out"),
             }

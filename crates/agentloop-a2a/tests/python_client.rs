@@ -1,5 +1,6 @@
 //! `A2aClient` against the official Python a2a-sdk server (scripts/a2a/py_agent.py), over
 //! both bindings.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
 
@@ -108,7 +109,10 @@ async fn send_get_and_list_on_both_bindings() {
             })
             .await
             .unwrap();
-        assert_eq!(listed.tasks.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(), [task.id.as_str()]);
+        assert_eq!(
+            listed.tasks.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(),
+            [task.id.as_str()]
+        );
         assert_eq!(listed.total_size, 1, "{binding:?}");
 
         // A message reply, no task.
@@ -139,7 +143,11 @@ async fn streaming_delivers_every_event_in_order() {
                 StreamResponse::ArtifactUpdate(_) => "artifact",
             })
             .collect();
-        assert_eq!(kinds, ["task", "status", "artifact", "artifact", "artifact", "status"], "{binding:?}");
+        assert_eq!(
+            kinds,
+            ["task", "status", "artifact", "artifact", "artifact", "status"],
+            "{binding:?}"
+        );
         let mut collector = TaskCollector::default();
         events.iter().for_each(|event| collector.apply(event));
         assert_eq!(
@@ -190,7 +198,11 @@ async fn failures_and_remote_errors_are_typed() {
 
         // A finished task cannot be cancelled.
         let error = client.cancel_task(&failed.id).await.unwrap_err();
-        assert_eq!(error.code(), Some(a2a::error_code::TASK_NOT_CANCELABLE), "{binding:?}: {error}");
+        assert_eq!(
+            error.code(),
+            Some(a2a::error_code::TASK_NOT_CANCELABLE),
+            "{binding:?}: {error}"
+        );
 
         // A stream for an unknown task fails with the same code, on open or as its first item.
         let error = match client.subscribe_to_task("no-such-task").await {
@@ -212,7 +224,8 @@ async fn cancel_and_subscribe_on_a_running_task() {
         // Wait until it works.
         loop {
             let event = stream.next().await.unwrap().unwrap();
-            if matches!(&event, StreamResponse::StatusUpdate(u) if u.status.state == TaskState::Working) {
+            if matches!(&event, StreamResponse::StatusUpdate(u) if u.status.state == TaskState::Working)
+            {
                 break;
             }
         }
@@ -220,7 +233,10 @@ async fn cancel_and_subscribe_on_a_running_task() {
 
         let cancelled = client.cancel_task(&task.id).await.unwrap();
         assert_eq!(cancelled.status.state, TaskState::Canceled, "{binding:?}");
-        assert_eq!(client.get_task(&task.id, None).await.unwrap().status.state, TaskState::Canceled);
+        assert_eq!(
+            client.get_task(&task.id, None).await.unwrap().status.state,
+            TaskState::Canceled
+        );
 
         // Both the original stream and the subscription see the cancellation, then end.
         for events in [&mut stream, &mut subscription] {
@@ -228,7 +244,9 @@ async fn cancel_and_subscribe_on_a_running_task() {
             let drained = tokio::time::timeout(Duration::from_secs(20), async {
                 while let Some(event) = events.next().await {
                     match event.unwrap() {
-                        StreamResponse::StatusUpdate(update) => last_state = Some(update.status.state),
+                        StreamResponse::StatusUpdate(update) => {
+                            last_state = Some(update.status.state)
+                        }
                         StreamResponse::Task(task) => last_state = Some(task.status.state),
                         _ => {}
                     }

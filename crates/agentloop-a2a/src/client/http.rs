@@ -96,9 +96,9 @@ pub(crate) fn decode_jsonrpc<T: DeserializeOwned>(
             return Err(A2aClientError::invalid("the JSON-RPC response has another request's id"));
         }
     }
-    let result = response
-        .result
-        .ok_or_else(|| A2aClientError::invalid("a JSON-RPC response with neither result nor error"))?;
+    let result = response.result.ok_or_else(|| {
+        A2aClientError::invalid("a JSON-RPC response with neither result nor error")
+    })?;
     serde_json::from_value(result).map_err(A2aClientError::invalid)
 }
 
@@ -121,7 +121,8 @@ pub(crate) fn decode_stream_event(
     match binding {
         Binding::JsonRpc => decode_jsonrpc(event.data.as_bytes(), id).map(Some),
         Binding::HttpJson => {
-            let value: Value = serde_json::from_str(&event.data).map_err(A2aClientError::invalid)?;
+            let value: Value =
+                serde_json::from_str(&event.data).map_err(A2aClientError::invalid)?;
             if event.event == "error" || value.get("error").is_some() {
                 return Err(rest_error(&value, None).unwrap_or_else(|| {
                     A2aClientError::invalid(format!("error event: {}", event.data))

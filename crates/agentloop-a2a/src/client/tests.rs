@@ -118,7 +118,8 @@ fn rest_errors_take_their_code_from_the_error_info_reason() {
     assert_eq!(error.to_string(), "the A2A agent answered HTTP 502: bad gateway\\u{1b}[2J");
     assert!(rest_error(&json!({"error": {"code": 500, "message": "x"}}), None).is_none());
     // A JSON-RPC error body with an HTTP error status.
-    let error = status_error(400, br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32009,"message":"v"}}"#);
+    let error =
+        status_error(400, br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32009,"message":"v"}}"#);
     assert_eq!(error.code(), Some(a2a::error_code::VERSION_NOT_SUPPORTED));
 }
 
@@ -148,7 +149,8 @@ fn stream_events_of_both_bindings() {
     let rest_error = json!({"error": {"code": 404, "message": "gone",
         "details": [{"reason": "TASK_NOT_FOUND"}]}})
     .to_string();
-    let error = decode_stream_event(Binding::HttpJson, &sse("error", &rest_error), None).unwrap_err();
+    let error =
+        decode_stream_event(Binding::HttpJson, &sse("error", &rest_error), None).unwrap_err();
     assert!(error.is_task_not_found());
     let rpc_error = json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32603, "message": "x"}});
     let error =
@@ -192,7 +194,10 @@ fn the_debug_output_hides_secrets() {
         .connect(card(&[("http://h/rpc?key=abc", "JSONRPC", "1.0")]))
         .unwrap();
     let debug = format!("{client:?}");
-    assert!(!debug.contains("s3cret") && !debug.contains("k-999") && !debug.contains("abc"), "{debug}");
+    assert!(
+        !debug.contains("s3cret") && !debug.contains("k-999") && !debug.contains("abc"),
+        "{debug}"
+    );
     assert!(debug.contains("Sensitive") || debug.contains("sensitive"), "{debug}");
 }
 
@@ -207,9 +212,8 @@ fn an_invalid_header_is_reported_by_name_only() {
 
 #[test]
 fn rest_urls_encode_task_ids() {
-    let client = A2aClient::builder()
-        .connect(card(&[("http://h/base/", "HTTP+JSON", "1.0")]))
-        .unwrap();
+    let client =
+        A2aClient::builder().connect(card(&[("http://h/base/", "HTTP+JSON", "1.0")])).unwrap();
     let url = client.rest_url(&["tasks", "a/b?c#d:cancel"]).unwrap();
     assert_eq!(url.as_str(), "http://h/base/tasks/a%2Fb%3Fc%23d:cancel");
 }

@@ -44,9 +44,19 @@ fn event_names_ids_and_retry() {
     assert_eq!(
         events,
         vec![
-            SseEvent { event: "error".into(), data: "{}".into(), id: Some("7".into()), retry: Some(1500) },
+            SseEvent {
+                event: "error".into(),
+                data: "{}".into(),
+                id: Some("7".into()),
+                retry: Some(1500)
+            },
             // The id is remembered; the name and retry are per event.
-            SseEvent { event: "message".into(), data: "next".into(), id: Some("7".into()), retry: None },
+            SseEvent {
+                event: "message".into(),
+                data: "next".into(),
+                id: Some("7".into()),
+                retry: None
+            },
         ]
     );
 }

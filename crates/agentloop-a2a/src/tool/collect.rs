@@ -102,10 +102,8 @@ impl TaskCollector {
         self.state = Some(task.status.state.clone());
         self.status_message = task.status.message.as_ref().map(message_text);
         if let Some(artifacts) = &task.artifacts {
-            self.artifacts = artifacts
-                .iter()
-                .map(|a| (a.artifact_id.clone(), parts_text(&a.parts)))
-                .collect();
+            self.artifacts =
+                artifacts.iter().map(|a| (a.artifact_id.clone(), parts_text(&a.parts))).collect();
         }
         if let Some(history) = &task.history {
             if let Some(last) = history.iter().rev().find(|m| m.role == Role::Agent) {
@@ -192,9 +190,10 @@ impl TaskCollector {
                 }
                 TaskOutcome::Ended { task_id, state: state.clone(), text }
             }
-            Some(state) => {
-                TaskOutcome::Unfinished { task_id: self.task_id.clone(), state: Some(state.clone()) }
-            }
+            Some(state) => TaskOutcome::Unfinished {
+                task_id: self.task_id.clone(),
+                state: Some(state.clone()),
+            },
         }
     }
 

@@ -94,7 +94,10 @@ fn working_is_not_settled_and_is_unfinished() {
         collector.outcome(),
         TaskOutcome::Unfinished { task_id: Some("t1".into()), state: Some(TaskState::Working) }
     );
-    assert_eq!(TaskCollector::default().outcome(), TaskOutcome::Unfinished { task_id: None, state: None });
+    assert_eq!(
+        TaskCollector::default().outcome(),
+        TaskOutcome::Unfinished { task_id: None, state: None }
+    );
 }
 
 #[test]
@@ -121,7 +124,10 @@ fn failures_keep_their_state_and_text() {
         );
     }
     let auth = collect(&[status(TaskState::AuthRequired, Some("log in"))]);
-    assert_eq!(auth.outcome(), TaskOutcome::AuthRequired { task_id: "t1".into(), text: "log in".into() });
+    assert_eq!(
+        auth.outcome(),
+        TaskOutcome::AuthRequired { task_id: "t1".into(), text: "log in".into() }
+    );
 }
 
 #[test]
@@ -164,7 +170,10 @@ fn files_are_described_not_inlined() {
         Part::raw(vec![0; 10]).with_filename("a.png").with_media_type("image/png"),
         Part::url("https://x/y"),
     ];
-    assert_eq!(collect::parts_text(&parts), "[file a.png (image/png), 10 bytes][file (unnamed): https://x/y]");
+    assert_eq!(
+        collect::parts_text(&parts),
+        "[file a.png (image/png), 10 bytes][file (unnamed): https://x/y]"
+    );
 }
 
 #[test]
@@ -214,7 +223,13 @@ fn the_spec_comes_from_the_card() {
     let client = A2aClient::builder().connect(card()).unwrap();
     let spec = A2aAgentTool::new(client).spec();
     assert_eq!(spec.name, "weather_bot");
-    assert!(spec.description.starts_with("Sends a request to the remote agent 'Weather Bot': Forecasts.\\u{1b}[31m"), "{}", spec.description);
+    assert!(
+        spec.description.starts_with(
+            "Sends a request to the remote agent 'Weather Bot': Forecasts.\\u{1b}[31m"
+        ),
+        "{}",
+        spec.description
+    );
     assert!(spec.description.contains("- Forecast: Tomorrow's weather. (e.g. \"rain in Oslo?\")"));
     assert!(spec.description.contains("call weather_bot again"));
     assert_eq!(spec.parameters["required"], json!(["message"]));
@@ -229,12 +244,43 @@ fn outputs_map_to_values_questions_and_errors() {
     assert_eq!(done, Ok(ToolOutput::Value(json!("sunny…"))));
     let empty = tool.output(TaskOutcome::Completed { task_id: None, text: " ".into() });
     assert_eq!(empty, Ok(ToolOutput::Value(json!("(the remote agent finished without output)"))));
-    let ask = tool.output(TaskOutcome::InputRequired { task_id: "T-9".into(), question: "City?".into() });
+    let ask =
+        tool.output(TaskOutcome::InputRequired { task_id: "T-9".into(), question: "City?".into() });
     let Ok(ToolOutput::AskUser(question)) = ask else { panic!("{ask:?}") };
     assert!(question.starts_with("City?\n\n"), "{question}");
-    assert!(question.contains("call weather again") && question.contains("task_id \"T-9\""), "{question}");
-    let failed = tool.output(TaskOutcome::Ended { task_id: "T".into(), state: TaskState::Rejected, text: "no".into() });
+    assert!(
+        question.contains("call weather again") && question.contains("task_id \"T-9\""),
+        "{question}"
+    );
+    let failed = tool.output(TaskOutcome::Ended {
+        task_id: "T".into(),
+        state: TaskState::Rejected,
+        text: "no".into(),
+    });
     assert_eq!(failed, Err(ToolError::Failed("the remote agent's task rejected: no".into())));
     let unfinished = tool.output(TaskOutcome::Unfinished { task_id: None, state: None });
-    assert!(matches!(unfinished, Err(ToolError::Failed(text)) if text.contains("(none)") && text.contains("unknown")));
+    assert!(
+        matches!(unfinished, Err(ToolError::Failed(text)) if text.contains("(none)") && text.contains("unknown"))
+    );
+}
+
+#[test]
+fn remote_updates_become_nested_text_events() {
+    use agentloop::Event;
+    let events = |update: &StreamResponse| nested::nested_events(update, 100);
+    assert_eq!(
+        events(&chunk("a", "part \u{1b}1", true)),
+        vec![Event::TextDelta { delta: "part \\u{1b}1".into() }]
+    );
+    assert_eq!(
+        events(&status(TaskState::Working, Some("thinking"))),
+        vec![Event::Text { text: "thinking".into() }]
+    );
+    assert!(events(&status(TaskState::Working, None)).is_empty());
+    assert!(events(&StreamResponse::Task(task(TaskState::Submitted))).is_empty());
+    let reply = StreamResponse::Message(Message::new(Role::Agent, vec![Part::text("hi")]));
+    assert_eq!(events(&reply), vec![Event::Text { text: "hi".into() }]);
+    let echo = StreamResponse::Message(Message::new(Role::User, vec![Part::text("hi")]));
+    assert!(events(&echo).is_empty());
+    assert_eq!(nested::remote_task_id(&chunk("a", "x", false)), Some("t1"));
 }

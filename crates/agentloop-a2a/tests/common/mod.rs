@@ -2,7 +2,7 @@
 //! 127.0.0.1 port. Without `AGENTLOOP_A2A_PYTHON` (see scripts/a2a/install.sh) a test is
 //! skipped with a printed reason, unless `AGENTLOOP_A2A_REQUIRED=1`, which makes it fail.
 
-#![allow(dead_code)]
+#![allow(dead_code, clippy::expect_used)]
 
 use std::process::Stdio;
 use std::time::Duration;
