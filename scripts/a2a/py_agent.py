@@ -6,7 +6,8 @@ The peer of the agentloop-a2a integration tests. Install with scripts/a2a/instal
 
 It prints `READY <base url>` on stdout once it accepts connections. The agent card
 (/.well-known/agent-card.json) lists the JSON-RPC interface at /jsonrpc first and the
-HTTP+JSON interface at /rest (unless --binding picks one).
+HTTP+JSON interface at /rest (unless --binding picks one); the card says it streams
+(unless --no-streaming).
 
 What it does depends on the first word of the user's message:
 
@@ -125,7 +126,7 @@ class TestAgent(AgentExecutor):
         await updater.cancel(updater.new_agent_message([new_text_part("cancelled on request")]))
 
 
-def card(base: str, bindings: list[str]) -> AgentCard:
+def card(base: str, bindings: list[str], streaming: bool) -> AgentCard:
     interfaces = []
     for binding in bindings:
         path = "/jsonrpc" if binding == "JSONRPC" else "/rest"
@@ -137,7 +138,7 @@ def card(base: str, bindings: list[str]) -> AgentCard:
         description="A test agent on the a2a-sdk server framework.",
         version="1.0.0",
         supported_interfaces=interfaces,
-        capabilities=AgentCapabilities(streaming=True),
+        capabilities=AgentCapabilities(streaming=streaming),
         default_input_modes=["text/plain"],
         default_output_modes=["text/plain"],
         skills=[
@@ -169,6 +170,11 @@ def main() -> None:
         choices=["JSONRPC", "HTTP+JSON"],
         help="the bindings the card lists, in order (default: both, JSON-RPC first)",
     )
+    parser.add_argument(
+        "--no-streaming",
+        action="store_true",
+        help="the card says the agent does not stream (clients use blocking sends)",
+    )
     args = parser.parse_args()
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -177,7 +183,7 @@ def main() -> None:
     port = sock.getsockname()[1]
     base = f"http://{args.host}:{port}"
 
-    agent_card = card(base, args.binding or ["JSONRPC", "HTTP+JSON"])
+    agent_card = card(base, args.binding or ["JSONRPC", "HTTP+JSON"], not args.no_streaming)
     handler = DefaultRequestHandler(
         agent_executor=TestAgent(),
         task_store=InMemoryTaskStore(),

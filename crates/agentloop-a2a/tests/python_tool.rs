@@ -241,3 +241,29 @@ async fn a_tool_timeout_cancels_the_remote_task_too() {
     assert!(rest.iter().any(|e| matches!(e, Event::ToolTimedOut { .. })), "{rest:#?}");
     wait_for_state(&client, &task_id, TaskState::Canceled).await;
 }
+
+#[tokio::test]
+async fn an_agent_that_does_not_stream_is_called_with_blocking_sends() {
+    let Some(agent_process) = py_agent(&["--no-streaming"]).await else { return };
+    for binding in [Binding::JsonRpc, Binding::HttpJson] {
+        let tool = tool(&agent_process.base, binding).await;
+        assert_eq!(tool.client().card().capabilities.streaming, Some(false));
+        let call = |args| tool.call_json(args, ToolContext::detached("c"));
+        let echo = call(json!({"message": "hi there"})).await.unwrap();
+        assert_eq!(echo, ToolOutput::Value(json!("echo: hi there")), "{binding:?}");
+        let reply = call(json!({"message": "message me"})).await.unwrap();
+        assert_eq!(reply, ToolOutput::Value(json!("a message reply to: message me")));
+
+        let ask = call(json!({"message": "ask"})).await.unwrap();
+        let ToolOutput::AskUser(question) = ask else { panic!("{ask:?}") };
+        let task_id = question.split("task_id \"").nth(1).unwrap().split('"').next().unwrap();
+        let answer = call(json!({"message": "Grace", "task_id": task_id})).await.unwrap();
+        assert_eq!(answer, ToolOutput::Value(json!("Hello, Grace!")), "{binding:?}");
+
+        let failed = call(json!({"message": "fail"})).await.unwrap_err();
+        assert!(
+            matches!(&failed, ToolError::Failed(t) if t.contains("failed on purpose")),
+            "{failed}"
+        );
+    }
+}

@@ -16,9 +16,10 @@ pub struct PyAgent {
     pub base: String,
 }
 
-/// The Python agent with the card's bindings in `bindings` order (empty: both, JSON-RPC
-/// first), or `None` (skip) when no Python peer is configured.
-pub async fn py_agent(bindings: &[&str]) -> Option<PyAgent> {
+/// The Python agent, or `None` (skip) when no Python peer is configured. `options`: a
+/// binding name (`JSONRPC`, `HTTP+JSON`; the card lists those given, in order; none: both,
+/// JSON-RPC first) or `--no-streaming`.
+pub async fn py_agent(options: &[&str]) -> Option<PyAgent> {
     let python = match std::env::var("AGENTLOOP_A2A_PYTHON") {
         Ok(python) if !python.trim().is_empty() => python,
         _ => {
@@ -37,8 +38,12 @@ pub async fn py_agent(bindings: &[&str]) -> Option<PyAgent> {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/a2a/py_agent.py");
     let mut command = Command::new(python);
     command.arg(script).args(["--host", "127.0.0.1", "--port", "0"]);
-    for binding in bindings {
-        command.args(["--binding", binding]);
+    for option in options {
+        if option.starts_with("--") {
+            command.arg(option);
+        } else {
+            command.args(["--binding", option]);
+        }
     }
     let mut child = command
         .stdin(Stdio::null())
