@@ -317,6 +317,20 @@ pub enum Event {
         /// Its 0-based sequence number in the journal.
         seq: u64,
     },
+    /// An event of work a tool call started while it ran: a sub-agent's run (an agent used
+    /// as a tool), a remote agent's updates mapped into events. It comes between the call's `tool_started` and its result event, in the order
+    /// the tool emitted it ([`ToolContext::emit_nested`](crate::tool::ToolContext::emit_nested)).
+    /// Stream-only, whatever it holds: the work's own journal (a sub-agent's run in its
+    /// store) is where its durable events are kept.
+    Nested {
+        /// The tool call that started the work.
+        call_id: String,
+        /// The run the event belongs to (a sub-agent's run id), if the work is a run.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        run_id: Option<String>,
+        /// The event.
+        event: Box<Event>,
+    },
     /// Appending to the run's store failed: the run stopped at the last checkpoint (the
     /// event that could not be journaled is not passed on, and the driver is dropped, which
     /// cancels the model call and running tools). Resume it from the store once the store
@@ -412,12 +426,15 @@ impl Event {
             Self::IterationCompleted { .. } => "iteration_completed",
             Self::Checkpointed { .. } => "checkpointed",
             Self::JournalFailed { .. } => "journal_failed",
+            Self::Nested { .. } => "nested",
         }
     }
 }
 
 mod journal;
+mod nested;
 pub use journal::{JournalEvent, StreamOnly};
+pub(crate) use nested::unerase;
 
 #[cfg(test)]
 mod tests;

@@ -7,9 +7,11 @@
 //! its result event and `step_completed`. With a concurrency limit of 1 the calls' groups
 //! follow each other in call order; with more, each call's own events keep that order but
 //! the groups interleave as the calls start and finish. Results always join the history in
-//! call order.
+//! call order. A call's nested events (work it started, such as a sub-agent's run) come
+//! between its `tool_started` and its result event, as the call emits them.
 
 mod model;
+mod nested;
 mod outbox;
 mod tools;
 

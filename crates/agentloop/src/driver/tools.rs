@@ -1,12 +1,14 @@
 //! The tool calls of one iteration: budget gate, `before_tool` and approval hooks, concurrent
-//! execution under the limit, `after_tool` hooks, pause at safe points, cancellation.
+//! execution under the limit, `after_tool` hooks, pause at safe points, cancellation, and the
+//! nested events the calls emit while they run.
 
+use super::nested::NestedInbox;
 use super::{fail_hook, fail_on_error, wait_for_resume, Driver, Outbox, Scope};
 use crate::event::Event;
 use crate::hooks::{Approval, CriticalFailure, HookContext};
 use crate::message::ToolCall;
 use crate::run::{Gate, Run, ToolInvocation};
-use crate::tool::{parse_arguments, raw_arguments, ToolContext, ToolError, ToolOutput};
+use crate::tool::{parse_arguments, raw_arguments, CallLink, ToolContext, ToolError, ToolOutput};
 use futures::stream::FuturesUnordered;
 use futures::StreamExt;
 use serde_json::Value;
@@ -100,6 +102,7 @@ impl Driver {
         let mut events = Vec::new();
         let mut queue: VecDeque<ToolInvocation> = invocations.into();
         let mut running = Running::new();
+        let mut nested = NestedInbox::new(!self.quiet);
         let mut cancelled = std::pin::pin!(scope.control.cancel.cancelled());
         loop {
             if run.is_ending() {
@@ -135,7 +138,9 @@ impl Driver {
                                 match run.tool_started(&call.id, parsed) {
                                     Ok(journaled) => {
                                         let arguments = error.map_or(Ok(journaled), Err);
-                                        running.push(self.execute(ctx, scope, call, arguments));
+                                        let link = nested.link();
+                                        running
+                                            .push(self.execute(ctx, scope, link, call, arguments));
                                     }
                                     Err(error) => fail_on_error(run, Err(error)),
                                 }
@@ -166,8 +171,14 @@ impl Driver {
             let next = tokio::select! {
                 biased;
                 () = &mut cancelled => None,
+                () = nested.arrived() => {
+                    out.send(nested.take()).await;
+                    continue;
+                }
                 next = running.next() => next,
             };
+            // What the calls emitted so far comes before what follows.
+            out.push(nested.take());
             let Some(finished) = next else {
                 // Cancelled: drop the running tools' futures.
                 running = Running::new();
@@ -230,6 +241,7 @@ impl Driver {
         &self,
         hook_ctx: HookContext,
         scope: &Scope,
+        link: CallLink,
         call: Arc<ToolCall>,
         arguments: Result<Arc<Value>, String>,
     ) -> impl std::future::Future<Output = Finished> + Send + 'static {
@@ -239,6 +251,7 @@ impl Driver {
             call_id: call.id.clone(),
             cancel: scope.control.cancel.child_token(),
             metadata: scope.metadata.clone(),
+            link,
         };
         let tools = self.tools.clone();
         let hooks = self.hooks.clone();

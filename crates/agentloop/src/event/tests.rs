@@ -40,12 +40,17 @@ fn every_kind_matches_its_serde_tag() {
         Event::ContinuationRequested { prompt: "p".into() },
         Event::Checkpointed { seq: 3 },
         Event::JournalFailed { error: "disk full".into() },
+        Event::Nested { call_id: "c".into(), run_id: None, event: Box::new(Event::Resumed) },
     ];
     for event in samples {
         assert_eq!(serde_json::to_value(&event).unwrap()["type"], event.kind());
     }
     assert!(!Event::Checkpointed { seq: 0 }.is_durable());
     assert!(!Event::JournalFailed { error: String::new() }.is_durable());
+    // Stream-only whatever it holds.
+    let nested =
+        Event::Nested { call_id: "c".into(), run_id: None, event: Box::new(Event::Resumed) };
+    assert!(Event::Resumed.is_durable() && !nested.is_durable());
 }
 
 /// Every event is moved through the stream several times: keep the enum small (large

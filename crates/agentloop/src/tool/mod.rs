@@ -3,6 +3,7 @@
 
 pub mod builtin;
 mod exec;
+mod link;
 #[cfg(feature = "mcp")]
 pub mod mcp;
 pub mod raw_arguments;
@@ -14,6 +15,8 @@ pub use builtin::{
     TaskCompleteArgs, Workspace, WorkspaceError, WriteFile,
 };
 pub use exec::{ToolExecution, ToolExecutor, ToolSetupError};
+pub use link::NESTED_EVENT_BUFFER;
+pub(crate) use link::{CallLink, Erased};
 pub use registry::ToolRegistry;
 pub use schema::schema_for;
 
@@ -144,7 +147,9 @@ impl ToolError {
     }
 }
 
-/// What a tool knows about the call it is serving.
+/// What a tool knows about the call it is serving, and its line back to the run: the events of
+/// work the call starts (a sub-agent's run, a remote agent's updates) go into the run's event
+/// stream with `emit_nested` (see [`Event::Nested`](crate::event::Event::Nested)).
 #[derive(Debug, Clone)]
 pub struct ToolContext {
     /// The run.
@@ -157,6 +162,8 @@ pub struct ToolContext {
     pub cancel: CancellationToken,
     /// The run's metadata.
     pub metadata: Arc<Map<String, Value>>,
+    /// Where the call's nested events go.
+    pub(crate) link: CallLink,
 }
 
 impl ToolContext {
@@ -169,7 +176,15 @@ impl ToolContext {
             call_id,
             cancel: CancellationToken::new(),
             metadata: Arc::new(Map::new()),
+            link: CallLink::default(),
         }
+    }
+
+    /// Whether the run passes nested events on: `false` for a detached context and for a run
+    /// that streams no transient events (such as [`Agent::run`](crate::Agent::run)'s), whose
+    /// `emit_nested` drops them. A tool may then skip building them.
+    pub fn takes_nested_events(&self) -> bool {
+        self.link.takes_nested()
     }
 }
 

@@ -1,0 +1,56 @@
+//! [`NestedInbox`]: the driver's end of the links of one iteration's tool calls. The calls
+//! emit nested events ([`crate::event::Event::Nested`]) into a bounded channel while they run;
+//! the driver takes them whenever it waits for a call, and before it records a call's result,
+//! so each call's nested events come between its `tool_started` and its result event.
+
+use crate::event::{unerase, Event};
+use crate::tool::{CallLink, Erased, NESTED_EVENT_BUFFER};
+use tokio::sync::mpsc;
+
+/// The driver's end of the tool calls' links (see the module docs).
+pub(super) struct NestedInbox {
+    sender: Option<mpsc::Sender<Erased>>,
+    receiver: Option<mpsc::Receiver<Erased>>,
+    batch: Vec<Erased>,
+}
+
+impl NestedInbox {
+    /// An inbox; a closed one (`open` false: a run that streams no transient events) gives
+    /// the calls links that drop what they emit.
+    pub(super) fn new(open: bool) -> Self {
+        let (sender, receiver) = if open {
+            let (sender, receiver) = mpsc::channel(NESTED_EVENT_BUFFER);
+            (Some(sender), Some(receiver))
+        } else {
+            (None, None)
+        };
+        Self { sender, receiver, batch: Vec::new() }
+    }
+
+    /// The link of a call.
+    pub(super) fn link(&self) -> CallLink {
+        CallLink::new(self.sender.clone())
+    }
+
+    /// Waits until nested events arrived (for ever when closed); [`take`](Self::take) them.
+    pub(super) async fn arrived(&mut self) {
+        match &mut self.receiver {
+            Some(receiver) => {
+                // The inbox keeps a sender, so the channel stays open and this waits.
+                receiver.recv_many(&mut self.batch, NESTED_EVENT_BUFFER).await;
+            }
+            None => std::future::pending().await,
+        }
+    }
+
+    /// The events that arrived (after [`arrived`](Self::arrived)) and those waiting now, in
+    /// order.
+    pub(super) fn take(&mut self) -> impl Iterator<Item = Event> + '_ {
+        if let Some(receiver) = &mut self.receiver {
+            while let Ok(item) = receiver.try_recv() {
+                self.batch.push(item);
+            }
+        }
+        self.batch.drain(..).filter_map(unerase)
+    }
+}

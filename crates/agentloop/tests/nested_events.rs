@@ -1,0 +1,220 @@
+//! Nested events: what a tool call emits while it runs (`ToolContext::emit_nested`) comes in
+//! the run's stream between the call's `tool_started` and its result, in order; it is
+//! stream-only; a run without transient events and a detached context drop it.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use agentloop::event::JournalEvent;
+use agentloop::prelude::*;
+use agentloop::provider::scripted::{ScriptedModel, ScriptedTurn};
+use agentloop::store::{MemoryStore, RunStore};
+use agentloop::tool::{DynTool, ToolError, ToolSpec, NESTED_EVENT_BUFFER};
+use async_trait::async_trait;
+use common::*;
+use futures::StreamExt;
+use serde_json::{json, Value};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Emits `count` nested `text` events ("0", "1", …) of run `child`, then returns "done".
+/// `wait`: emits with `emit_nested` (waits for room), else with `try_emit_nested` in one go.
+#[derive(Clone, Default)]
+struct Chatter {
+    wait: bool,
+    accepted: Arc<AtomicUsize>,
+    takes: Arc<AtomicBool>,
+}
+
+#[async_trait]
+impl DynTool for Chatter {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "chatter".into(),
+            description: "Emits nested events.".into(),
+            parameters: json!({"type": "object", "properties": {"count": {"type": "integer"}}}),
+        }
+    }
+
+    async fn call_json(&self, args: Value, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+        self.takes.store(ctx.takes_nested_events(), Ordering::SeqCst);
+        let count = args["count"].as_u64().unwrap();
+        for i in 0..count {
+            let event = Event::Text { text: i.to_string() };
+            let accepted = if self.wait {
+                ctx.emit_nested(Some("child"), event).await
+            } else {
+                ctx.try_emit_nested(Some("child"), event)
+            };
+            if accepted {
+                self.accepted.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        Ok(ToolOutput::Value(json!("done")))
+    }
+}
+
+fn agent(tool: Chatter, count: usize) -> Agent {
+    let model = ScriptedModel::new([
+        ScriptedTurn::tool_call("chatter", json!({ "count": count })).with_call_id("call_1"),
+        ScriptedTurn::text("finished"),
+    ]);
+    Agent::builder(model).dyn_tool(Arc::new(tool)).build().unwrap()
+}
+
+/// The texts of the nested events of `call_1` (run `child`), checking where they are.
+fn nested_texts(events: &[Event]) -> Vec<String> {
+    let started = events.iter().position(|e| matches!(e, Event::ToolStarted { .. })).unwrap();
+    let completed = events.iter().position(|e| matches!(e, Event::ToolCompleted { .. })).unwrap();
+    let mut texts = Vec::new();
+    for (index, event) in events.iter().enumerate() {
+        if let Event::Nested { call_id, run_id, event } = event {
+            assert!(
+                started < index && index < completed,
+                "nested event at {index} of {:?}",
+                kinds(events)
+            );
+            assert_eq!(call_id, "call_1");
+            assert_eq!(run_id.as_deref(), Some("child"));
+            let Event::Text { text } = &**event else { panic!("{event:?}") };
+            texts.push(text.clone());
+        }
+    }
+    texts
+}
+
+#[tokio::test]
+async fn nested_events_come_between_the_calls_start_and_result_in_order_and_none_is_lost() {
+    // More than the buffer holds: the tool waits for the consumer and nothing is dropped.
+    let count = NESTED_EVENT_BUFFER * 3 + 7;
+    let tool = Chatter { wait: true, ..Chatter::default() };
+    let events = collect(agent(tool.clone(), count).run_stream("go")).await;
+    let expected: Vec<String> = (0..count).map(|i| i.to_string()).collect();
+    assert_eq!(nested_texts(&events), expected);
+    assert_eq!(tool.accepted.load(Ordering::SeqCst), count);
+    assert!(tool.takes.load(Ordering::SeqCst));
+    assert_eq!(outcome(&events).answer, "finished");
+}
+
+#[tokio::test]
+async fn try_emit_nested_drops_what_does_not_fit_the_buffer() {
+    // The tool emits without yielding, so the driver cannot take any before it returns.
+    let count = NESTED_EVENT_BUFFER + 50;
+    let tool = Chatter { wait: false, ..Chatter::default() };
+    let events = collect(agent(tool.clone(), count).run_stream("go")).await;
+    let expected: Vec<String> = (0..NESTED_EVENT_BUFFER).map(|i| i.to_string()).collect();
+    assert_eq!(nested_texts(&events), expected);
+    assert_eq!(tool.accepted.load(Ordering::SeqCst), NESTED_EVENT_BUFFER);
+}
+
+#[tokio::test]
+async fn a_run_without_transient_events_and_a_detached_context_drop_nested_events() {
+    let tool = Chatter { wait: true, ..Chatter::default() };
+    let outcome = agent(tool.clone(), 3).run("go").await.unwrap();
+    assert_eq!(outcome.answer, "finished");
+    assert!(!tool.takes.load(Ordering::SeqCst));
+    assert_eq!(tool.accepted.load(Ordering::SeqCst), 0);
+
+    let ctx = ToolContext::detached("c");
+    assert!(!ctx.takes_nested_events());
+    assert!(!ctx.emit_nested(None, Event::Resumed).await);
+    assert!(!ctx.try_emit_nested(None, Event::Resumed));
+}
+
+/// Emits one nested event from a task of its own, then waits until the run's consumer has
+/// seen it: the run must pass nested events on while the call is still running.
+struct Handshake {
+    seen: Arc<tokio::sync::Notify>,
+}
+
+#[async_trait]
+impl DynTool for Handshake {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "handshake".into(),
+            description: "Waits until its nested event was seen.".into(),
+            parameters: json!({"type": "object"}),
+        }
+    }
+
+    async fn call_json(&self, _args: Value, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+        let emitter = ctx.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            emitter.emit_nested(None, Event::Text { text: "hello".into() }).await
+        });
+        tokio::time::timeout(Duration::from_secs(5), self.seen.notified())
+            .await
+            .map_err(|_| ToolError::Failed("the nested event was not passed on".into()))?;
+        Ok(ToolOutput::Value(json!("seen")))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nested_events_are_streamed_while_the_call_runs_and_are_not_journaled() {
+    let seen = Arc::new(tokio::sync::Notify::new());
+    let store = Arc::new(MemoryStore::new());
+    let model = ScriptedModel::new([
+        ScriptedTurn::tool_call("handshake", json!({})),
+        ScriptedTurn::text("finished"),
+    ]);
+    let agent = Agent::builder(model)
+        .dyn_tool(Arc::new(Handshake { seen: seen.clone() }))
+        .store(store.clone())
+        .build()
+        .unwrap();
+    let (handle, mut stream) = agent.start("go");
+    let mut events = Vec::new();
+    while let Some(event) = stream.next().await {
+        if let Event::Nested { run_id: None, event, .. } = &event {
+            assert_eq!(**event, Event::Text { text: "hello".into() });
+            seen.notify_one();
+        }
+        events.push(event);
+    }
+    let completed = events.iter().find_map(|e| match e {
+        Event::ToolCompleted { result, .. } => Some(result.content.clone()),
+        _ => None,
+    });
+    assert_eq!(completed.unwrap().to_text(), "seen");
+    let journal = store.load(handle.run_id()).await.unwrap();
+    assert!(journal.iter().all(|entry| entry.event.kind() != "nested"));
+    let nested = events.iter().find(|e| e.kind() == "nested").unwrap().clone();
+    assert!(!nested.is_durable());
+    assert!(JournalEvent::new(nested).is_err());
+}
+
+#[test]
+fn a_nested_event_serializes_with_its_call_run_and_event() {
+    let event = Event::Nested {
+        call_id: "call_1".into(),
+        run_id: Some("run_child".into()),
+        event: Box::new(Event::TextDelta { delta: "hi".into() }),
+    };
+    let json = serde_json::to_value(&event).unwrap();
+    assert_eq!(
+        json,
+        json!({"type": "nested", "call_id": "call_1", "run_id": "run_child",
+               "event": {"type": "text_delta", "delta": "hi"}})
+    );
+    for schema in [agentloop::schema::event(), agentloop::schema::envelope()] {
+        let validator = jsonschema::validator_for(schema.as_value()).unwrap();
+        let instance = if schema.as_value()["properties"].get("run_id").is_some() {
+            json!({"run_id": "run_parent", "seq": 3, "sub": 1, "at_ms": 0, "format": 1, "event": json})
+        } else {
+            json.clone()
+        };
+        assert!(validator.is_valid(&instance), "{instance}");
+        let mut wrong = instance.clone();
+        let inner = if wrong.get("seq").is_some() { &mut wrong["event"] } else { &mut wrong };
+        inner["event"] = json!({"type": "no_such_event"});
+        assert!(!validator.is_valid(&wrong), "{wrong}");
+    }
+    assert_eq!(serde_json::from_value::<Event>(json).unwrap(), event);
+    let without_run = json!({"type": "nested", "call_id": "c", "event": {"type": "resumed"}});
+    let Event::Nested { run_id, .. } = serde_json::from_value(without_run).unwrap() else {
+        panic!()
+    };
+    assert_eq!(run_id, None);
+}
