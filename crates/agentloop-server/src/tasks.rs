@@ -21,7 +21,7 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 mod control;
@@ -225,7 +225,10 @@ impl Host {
         let events = session.run_stream_with(user.clone(), options).await.map_err(session_error)?;
         let mut fold = TaskFold::new(&run_id);
         let task = fold_start(&mut fold, &run_id, &context_id, user);
-        let events = self.drive(run_id, events, 0, cancel);
+        let (events, known) = self.drive_signalled(run_id, events, 0, cancel);
+        // Answer once the store knows the task: a GetTask or SubscribeToTask right after
+        // the response finds it.
+        let _ = tokio::time::timeout(Duration::from_secs(10), known).await;
         Ok(Accepted { task, events })
     }
 
@@ -284,19 +287,39 @@ impl Host {
         first_seq: u64,
         cancel: CancellationToken,
     ) -> mpsc::UnboundedReceiver<Envelope> {
+        self.drive_signalled(run_id, events, first_seq, cancel).0
+    }
+
+    /// [`drive`](Self::drive), and a signal once the run's first event is journaled (or the
+    /// run ended without one): from then on the store knows the task.
+    fn drive_signalled(
+        self: &Arc<Self>,
+        run_id: String,
+        events: EventStream,
+        first_seq: u64,
+        cancel: CancellationToken,
+    ) -> (mpsc::UnboundedReceiver<Envelope>, oneshot::Receiver<()>) {
         let (sender, receiver) = mpsc::unbounded_channel();
+        let (journaled, known) = oneshot::channel();
         self.live().insert(run_id.clone(), Live { cancel });
         let host = self.clone();
         tokio::spawn(async move {
+            let mut journaled = Some(journaled);
             let mut numbered = std::pin::pin!(envelopes(run_id.clone(), events, first_seq));
             while let Some(envelope) = numbered.next().await {
+                if envelope.is_journaled() {
+                    if let Some(signal) = journaled.take() {
+                        let _ = signal.send(());
+                    }
+                }
                 // A listener that went away does not stop the run.
                 let _ = sender.send(envelope);
             }
+            drop(journaled);
             host.live().remove(&run_id);
             host.release_turn(&run_id).await;
         });
-        receiver
+        (receiver, known)
     }
 
     /// Ends a session turn still held by a run that stopped (a suspended run cancelled
