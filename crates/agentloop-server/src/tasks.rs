@@ -351,30 +351,38 @@ impl Host {
         }
         let reason = "canceled by the client";
         self.service.cancel(task_id, reason).await.map_err(internal)?;
-        let local = self.live().get(task_id).map(|live| live.cancel.clone());
-        if let Some(cancel) = local {
+        if *fold.state() == TaskState::InputRequired {
+            // Nothing drives a waiting run: resuming it applies the cancellation. The
+            // executor that just stopped may still hold the lease for a moment.
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
+            loop {
+                match self.served.agent.resume(task_id).await {
+                    Ok(events) => {
+                        drop(self.drive(task_id.to_owned(), events, 0, CancellationToken::new()));
+                        break;
+                    }
+                    Err(agentloop::ResumeError::Store(StoreError::LeaseHeld { .. }))
+                        if tokio::time::Instant::now() < deadline =>
+                    {
+                        tokio::time::sleep(Duration::from_millis(25)).await;
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, task_id, "a2a: a waiting task could not be cancelled here");
+                        break;
+                    }
+                }
+            }
+        } else if let Some(cancel) = self.live().get(task_id).map(|live| live.cancel.clone()) {
             cancel.cancel();
-        } else if *fold.state() == TaskState::InputRequired {
-            // Nothing drives a waiting run: resuming it applies the cancellation.
-            match self.served.agent.resume(task_id).await {
-                Ok(events) => {
-                    drop(self.drive(task_id.to_owned(), events, 0, CancellationToken::new()))
-                }
-                Err(error) => {
-                    tracing::warn!(%error, task_id, "a2a: a waiting task could not be cancelled here")
-                }
-            }
         }
-        let next = fold.last_seq().map_or(0, |seq| seq + 1);
-        let mut entries = self.service.subscribe(task_id, next);
-        let _ = tokio::time::timeout(self.wait.min(Duration::from_secs(10)), async {
-            while let Some(Ok(envelope)) = entries.next().await {
-                if envelope.event.outcome().is_some() {
-                    break;
-                }
+        // Wait a moment for the executor, wherever it runs, to end the run.
+        let deadline = tokio::time::Instant::now() + self.wait.min(Duration::from_secs(10));
+        while tokio::time::Instant::now() < deadline {
+            if self.fold(task_id).await?.state().is_terminal() {
+                break;
             }
-        })
-        .await;
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
         self.get(task_id, None).await
     }
 

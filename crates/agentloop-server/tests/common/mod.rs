@@ -2,6 +2,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use agentloop::store::sqlite::SqliteStore;
+use agentloop::store::{RunStore, SessionStore};
 use agentloop_server::{echo, Auth, Server, ServerConfig};
 use futures::StreamExt;
 use serde_json::{json, Value};
@@ -13,7 +14,7 @@ pub struct TestServer {
     pub url: String,
     /// The server's root.
     pub root: String,
-    pub store: Arc<SqliteStore>,
+    pub store: Arc<dyn RunStore>,
     pub client: reqwest::Client,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     _dir: tempfile::TempDir,
@@ -34,7 +35,18 @@ pub async fn start(auth: Option<Auth>) -> TestServer {
 pub async fn start_with(auth: Option<Auth>, config: ServerConfig) -> TestServer {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(SqliteStore::open(dir.path().join("runs.db")).unwrap());
-    let served = echo::served_echo(store.clone(), store.clone()).unwrap();
+    start_on(store.clone(), store, auth, config, dir).await
+}
+
+/// A server of the echo agent on `runs` and `sessions`.
+pub async fn start_on(
+    runs: Arc<dyn RunStore>,
+    sessions: Arc<dyn SessionStore>,
+    auth: Option<Auth>,
+    config: ServerConfig,
+    dir: tempfile::TempDir,
+) -> TestServer {
+    let served = echo::served_echo(runs.clone(), sessions).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let root = format!("http://{}", listener.local_addr().unwrap());
     let config = ServerConfig { public_url: root.clone(), auth, ..config };
@@ -46,7 +58,7 @@ pub async fn start_with(auth: Option<Auth>, config: ServerConfig) -> TestServer 
     TestServer {
         url: format!("{root}/echo"),
         root,
-        store,
+        store: runs,
         client: reqwest::Client::builder().timeout(Duration::from_secs(60)).build().unwrap(),
         stop: Some(stop),
         _dir: dir,
