@@ -263,11 +263,16 @@ impl Host {
         } else {
             session.answer(task_id, user).await.map_err(session_error)?
         };
-        let task = fold.task(None, true);
-        Ok(Accepted {
-            task,
-            events: self.drive(task_id.to_owned(), events, next_seq, CancellationToken::new()),
-        })
+        // The task as the message leaves it: working again (the stream's updates follow).
+        let mut task = fold.task(None, true);
+        task.status = a2a::TaskStatus {
+            state: TaskState::Working,
+            message: None,
+            timestamp: crate::mapping::timestamp(now_ms()),
+        };
+        task.metadata = None;
+        let events = self.drive(task_id.to_owned(), events, next_seq, CancellationToken::new());
+        Ok(Accepted { task, events })
     }
 
     /// The ids of the calls the run waits for decisions on.
