@@ -16,7 +16,7 @@ pub use builtin::{
 };
 pub use exec::{ToolExecution, ToolExecutor, ToolSetupError};
 pub use link::NESTED_EVENT_BUFFER;
-pub(crate) use link::{CallLink, Erased};
+pub(crate) use link::{CallLink, Erased, UsageReports};
 pub use registry::ToolRegistry;
 pub use schema::schema_for;
 
@@ -185,6 +185,17 @@ impl ToolContext {
     /// `emit_nested` drops them. A tool may then skip building them.
     pub fn takes_nested_events(&self) -> bool {
         self.link.takes_nested()
+    }
+
+    /// Reports tokens and cost that work this call started used (a sub-agent's model calls,
+    /// priced at its own price; `cost_usd` 0 when unknown). The run journals them with the
+    /// call's result (`usage` and `cost_usd` of `tool_completed` / `tool_failed`) and adds
+    /// them to its own usage and cost: they count against its token and cost budgets and
+    /// appear in its metrics and outcome, also after a resume. Reports add up; only what is
+    /// reported before the call returns counts (a call that times out or is cancelled counts
+    /// nothing). Outside a run (a detached context) a report goes nowhere.
+    pub fn report_usage(&self, usage: crate::message::Usage, cost_usd: f64) {
+        self.link.report_usage(&self.call_id, usage, cost_usd);
     }
 }
 
