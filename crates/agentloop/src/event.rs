@@ -333,8 +333,9 @@ pub enum Event {
         /// Its 0-based sequence number in the journal.
         seq: u64,
     },
-    /// An event of work a tool call started while it ran: a sub-agent's run (an agent used
-    /// as a tool), a remote agent's updates mapped into events. It comes between the call's `tool_started` and its result event, in the order
+    /// An event of work a tool call started while it ran: a sub-agent's run
+    /// ([`Agent::as_tool`](crate::Agent::as_tool)), a remote agent's updates mapped into
+    /// events. It comes between the call's `tool_started` and its result event, in the order
     /// the tool emitted it ([`ToolContext::emit_nested`](crate::tool::ToolContext::emit_nested)).
     /// Stream-only, whatever it holds: the work's own journal (a sub-agent's run in its
     /// store) is where its durable events are kept.
