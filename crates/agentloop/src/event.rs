@@ -224,6 +224,13 @@ pub enum Event {
         result: ToolResult,
         /// The timeout that expired.
         timeout_ms: u64,
+        /// Tokens used by work the call started, as reported before it timed out (as in
+        /// `tool_completed`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<Box<Usage>>,
+        /// What that work cost in USD (as in `tool_completed`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost_usd: Option<f64>,
     },
     /// The run ended with an outcome.
     RunFinished {

@@ -292,16 +292,30 @@ async fn a_failing_child_is_an_error_result_the_parent_model_sees_and_its_usage_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_call_that_times_out_cancels_its_child() {
+async fn a_call_that_times_out_cancels_its_child_and_counts_what_it_used() {
     let store = Arc::new(MemoryStore::new());
-    let child_model = Arc::new(ScriptedModel::new([ScriptedTurn::hang()]));
-    let child = Agent::builder(child_model.clone()).store(store.clone()).build().unwrap();
-    let tool = child.as_tool("adder", "Adds.").with_timeout(Duration::from_millis(50));
+    let probe = Probe::default();
+    let child_model = ScriptedModel::new([ScriptedTurn::tool_call(
+        "probe",
+        json!({"ms": 10_000, "tag": "slow"}),
+    )
+    .with_usage(used(30, 3))]);
+    let child =
+        Agent::builder(child_model).tool(probe.clone()).store(store.clone()).build().unwrap();
+    let tool = child.as_tool("adder", "Adds.").with_timeout(Duration::from_millis(100));
     let parent = Agent::builder(parent_model()).dyn_tool(Arc::new(tool)).build().unwrap();
     let (handle, events) = parent.start("go");
     let events = collect(events).await;
-    assert!(events.iter().any(|e| e.kind() == "tool_timed_out"), "{:?}", kinds(&events));
-    assert_eq!(outcome(&events).answer, "The adder says 5.");
+    let Some(Event::ToolTimedOut { usage, .. }) =
+        events.iter().find(|e| e.kind() == "tool_timed_out")
+    else {
+        panic!("{:?}", kinds(&events))
+    };
+    // The child's first model call was reported as it happened.
+    assert_eq!(usage.as_deref(), Some(&used(30, 3)));
+    let outcome = outcome(&events);
+    assert_eq!(outcome.answer, "The adder says 5.");
+    assert_eq!(outcome.usage, used(230, 23));
 
     let children = store.list_runs(&RunFilter::all().parent_run_id(handle.run_id())).await.unwrap();
     let child_id = children[0].run_id.clone();
@@ -314,5 +328,31 @@ async fn a_call_that_times_out_cancels_its_child() {
         assert!(Instant::now() < deadline, "the child's journal: {:?}", journal.last());
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
-    assert_eq!(child_model.dropped_streams(), 1);
+    // The child's own tool was stopped with it.
+    assert_eq!((probe.calls(), probe.dropped()), (1, 1));
+}
+
+#[tokio::test]
+async fn a_grandchild_rolls_up_through_its_parent_and_its_events_nest_twice() {
+    let grandchild =
+        Agent::builder(ScriptedModel::new([ScriptedTurn::text("5").with_usage(used(7, 1))]))
+            .build()
+            .unwrap();
+    let child = Agent::builder(ScriptedModel::new([
+        ScriptedTurn::tool_call("helper", json!({"input": "2 + 3"})).with_usage(used(30, 3)),
+        ScriptedTurn::text("2 + 3 = 5").with_usage(used(30, 3)),
+    ]))
+    .dyn_tool(Arc::new(grandchild.as_tool("helper", "Helps.")))
+    .build()
+    .unwrap();
+    let parent = Agent::builder(parent_model()).dyn_tool(tool_of(&child)).build().unwrap();
+    let events = collect(parent.run_stream("go")).await;
+    let outcome = outcome(&events);
+    assert_eq!(outcome.answer, "The adder says 5.");
+    assert_eq!(outcome.usage, used(267, 27));
+    let twice = events.iter().any(|e| {
+        matches!(e, Event::Nested { event, .. }
+            if matches!(&**event, Event::Nested { event, .. } if event.kind() == "run_finished"))
+    });
+    assert!(twice, "the grandchild's events reach the parent's stream, nested twice");
 }

@@ -10,7 +10,9 @@ use super::{Agent, OutcomeReader, RunOptions};
 use crate::control::RunHandle;
 use crate::driver::EventStream;
 use crate::error::AgentError;
-use crate::run::{Outcome, StopReason};
+use crate::event::Event;
+use crate::message::Usage;
+use crate::run::{Outcome, Price, StopReason};
 use crate::tool::{schema_for, DynTool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use async_trait::async_trait;
 use futures::StreamExt;
@@ -39,10 +41,14 @@ pub struct AgentToolArgs {
 ///   [`Event::Nested`](crate::Event::Nested) of the call (`run_id` the child's), between
 ///   the call's `tool_started` and its result. A caller that streams no transient events
 ///   ([`Agent::run`]) gets none, and the child builds none either.
-/// - **Budgets roll up**: the child's tokens and cost (its outcome's `usage` and
-///   `metrics.cost_usd`, at the child's own price) are journaled with the call's result and
-///   count in the caller's usage, cost and budgets (`max_total_tokens`, `max_cost_usd`, …),
-///   also after the caller is resumed. The child's own limits apply to the child.
+/// - **Budgets roll up**: the child's tokens and cost are reported
+///   ([`ToolContext::report_usage`]) as its journal goes — each `model_responded` and
+///   `compaction_completed` at the child's price, and the usage its own tool calls reported
+///   (its sub-agents') — so in the end they are its outcome's `usage` and `metrics.cost_usd`,
+///   and a call that times out still counts what the child used so far. They are journaled
+///   with the call's result and count in the caller's usage, cost and budgets
+///   (`max_total_tokens`, `max_cost_usd`, …), also after the caller is resumed. The child's
+///   own limits apply to the child.
 /// - **Cancel propagates**: cancelling the caller (the call's
 ///   [`cancel`](crate::tool::ToolContext::cancel) token), the call timing out, or dropping the
 ///   call cancels the child, which ends `run_cancelled` with the reason "its caller stopped:
@@ -164,9 +170,6 @@ impl DynTool for AgentTool {
         };
         guard.reason = None;
         let result = finished.map_err(|e| ToolError::Panicked(e.to_string()))?;
-        if let Some(outcome) = result.as_ref().ok().or_else(|| result.as_ref().err()?.outcome()) {
-            ctx.report_usage(outcome.usage, outcome.metrics.cost_usd);
-        }
         answer(&run_id, result)
     }
 }
@@ -192,14 +195,17 @@ impl Drop for CancelOnDrop {
     }
 }
 
-/// Reads the child's events to its end, passing each on as a nested event of the call.
+/// Reads the child's events to its end, reporting what it used and passing each event on as
+/// a nested event of the call.
 async fn drive(
     mut events: EventStream,
     ctx: ToolContext,
     run_id: String,
 ) -> Result<Outcome, AgentError> {
     let mut reader = OutcomeReader::default();
+    let mut price = None;
     while let Some(event) = events.next().await {
+        report_usage(&ctx, &mut price, &event);
         if !ctx.takes_nested_events() {
             reader.read(event);
             continue;
@@ -210,6 +216,27 @@ async fn drive(
         ctx.emit_nested(Some(&run_id), event).await;
     }
     reader.outcome()
+}
+
+/// Reports what a journal event of the child says it used, as the child's own fold counts it
+/// (`price`: the child's, from its `run_started`).
+fn report_usage(ctx: &ToolContext, price: &mut Option<Price>, event: &Event) {
+    let cost = |price: &Option<Price>, usage: &Usage| price.map_or(0.0, |p| p.cost(usage));
+    match event {
+        Event::RunStarted { config, .. } => *price = config.price,
+        Event::ModelResponded { usage, .. } | Event::CompactionCompleted { usage, .. } => {
+            ctx.report_usage(*usage, cost(price, usage));
+        }
+        Event::ToolCompleted { usage, cost_usd, .. }
+        | Event::ToolFailed { usage, cost_usd, .. }
+        | Event::ToolTimedOut { usage, cost_usd, .. }
+            if usage.is_some() || cost_usd.is_some() =>
+        {
+            let usage = usage.as_deref().copied().unwrap_or_default();
+            ctx.report_usage(usage, cost_usd.unwrap_or(0.0));
+        }
+        _ => {}
+    }
 }
 
 /// The call's result from the child's outcome (see [`AgentTool`]).

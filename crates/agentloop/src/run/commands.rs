@@ -210,7 +210,7 @@ impl Run {
     /// [`tool_finished`](Self::tool_finished), with what the work the call started used:
     /// `(tokens, cost in USD)` (a sub-agent's run; see
     /// [`ToolContext::report_usage`](crate::tool::ToolContext::report_usage)). It is journaled
-    /// with the result (a timed-out call's is not) and added to the run's usage and cost.
+    /// with the result and added to the run's usage and cost.
     pub fn tool_finished_using(
         &mut self,
         call_id: &str,
@@ -235,7 +235,8 @@ impl Run {
             Err(ToolError::Timeout(timeout_ms)) => {
                 let result =
                     ToolResult::error(call_id, ToolError::Timeout(timeout_ms).to_model_text());
-                (Event::ToolTimedOut { name, result, timeout_ms }, StepStatus::Error)
+                let event = Event::ToolTimedOut { name, result, timeout_ms, usage, cost_usd };
+                (event, StepStatus::Error)
             }
             Err(error) => {
                 let result = ToolResult::error(call_id, error.to_model_text());

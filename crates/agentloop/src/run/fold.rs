@@ -142,7 +142,8 @@ impl Run {
                 self.spend(usage.as_deref(), *cost_usd);
                 self.on_tool_result(name, result, *duration_ms, Some(error), None)?;
             }
-            Event::ToolTimedOut { name, result, timeout_ms } => {
+            Event::ToolTimedOut { name, result, timeout_ms, usage, cost_usd } => {
+                self.spend(usage.as_deref(), *cost_usd);
                 let error = ToolError::Timeout(*timeout_ms);
                 self.on_tool_result(name, result, *timeout_ms, Some(&error), None)?;
             }

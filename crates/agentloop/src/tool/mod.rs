@@ -191,9 +191,10 @@ impl ToolContext {
     /// priced at its own price; `cost_usd` 0 when unknown). The run journals them with the
     /// call's result (`usage` and `cost_usd` of `tool_completed` / `tool_failed`) and adds
     /// them to its own usage and cost: they count against its token and cost budgets and
-    /// appear in its metrics and outcome, also after a resume. Reports add up; only what is
-    /// reported before the call returns counts (a call that times out or is cancelled counts
-    /// nothing). Outside a run (a detached context) a report goes nowhere.
+    /// appear in its metrics and outcome, also after a resume. Reports add up, so work can be
+    /// reported as it goes: what was reported when the call ends counts, whether it returned,
+    /// failed or timed out (a call cancelled with its run counts nothing: the run ends).
+    /// Outside a run (a detached context) a report goes nowhere.
     pub fn report_usage(&self, usage: crate::message::Usage, cost_usd: f64) {
         self.link.report_usage(&self.call_id, usage, cost_usd);
     }
