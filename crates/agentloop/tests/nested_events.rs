@@ -285,3 +285,40 @@ async fn reported_usage_is_journaled_with_the_result_and_counts_against_the_budg
     // Outside a run a report goes nowhere.
     ToolContext::detached("c").report_usage(used(1, 1), 1.0);
 }
+
+#[tokio::test]
+async fn concurrent_calls_nested_events_each_come_between_their_own_calls_start_and_result() {
+    let count = NESTED_EVENT_BUFFER + 44;
+    let model = ScriptedModel::new([
+        ScriptedTurn::tool_call("chatter", json!({ "count": count }))
+            .with_call_id("call_a")
+            .with_tool_call("chatter", json!({ "count": count }))
+            .with_call_id("call_b"),
+        ScriptedTurn::text("finished"),
+    ]);
+    let tool = Chatter { wait: true, ..Chatter::default() };
+    let agent = Agent::builder(model).dyn_tool(Arc::new(tool)).tool_concurrency(2).build().unwrap();
+    let events = collect(agent.run_stream("go")).await;
+    for id in ["call_a", "call_b"] {
+        let started = events
+            .iter()
+            .position(|e| matches!(e, Event::ToolStarted { call, .. } if call.id == id))
+            .unwrap();
+        let completed = events
+            .iter()
+            .position(|e| matches!(e, Event::ToolCompleted { result, .. } if result.call_id == id))
+            .unwrap();
+        let mut texts = Vec::new();
+        for (index, event) in events.iter().enumerate() {
+            if let Event::Nested { call_id, event, .. } = event {
+                if call_id == id {
+                    assert!(started < index && index < completed, "{id}: nested at {index}");
+                    let Event::Text { text } = &**event else { panic!("{event:?}") };
+                    texts.push(text.clone());
+                }
+            }
+        }
+        let expected: Vec<String> = (0..count).map(|i| i.to_string()).collect();
+        assert_eq!(texts, expected, "{id}");
+    }
+}

@@ -20,8 +20,8 @@ pub(super) struct Links {
 }
 
 impl Links {
-    /// An inbox; a closed one (`open` false: a run that streams no transient events) gives
-    /// the calls links that drop what they emit.
+    /// The links of one iteration's calls; without `open` (a run that streams no transient
+    /// events) they drop the nested events the calls emit (usage reports still count).
     pub(super) fn new(open: bool) -> Self {
         let (sender, receiver) = if open {
             let (sender, receiver) = mpsc::channel(NESTED_EVENT_BUFFER);
@@ -46,7 +46,7 @@ impl Links {
     pub(super) async fn arrived(&mut self) {
         match &mut self.receiver {
             Some(receiver) => {
-                // The inbox keeps a sender, so the channel stays open and this waits.
+                // `Links` keeps a sender, so the channel stays open and this waits.
                 receiver.recv_many(&mut self.batch, NESTED_EVENT_BUFFER).await;
             }
             None => std::future::pending().await,

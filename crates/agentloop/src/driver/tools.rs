@@ -168,14 +168,16 @@ impl Driver {
                 }
                 continue;
             }
+            // A call that finished first; nested events while none has (a call that keeps
+            // emitting from a task of its own does not hold up the others' results).
             let next = tokio::select! {
                 biased;
                 () = &mut cancelled => None,
+                next = running.next() => next,
                 () = links.arrived() => {
                     out.send(links.take()).await;
                     continue;
                 }
-                next = running.next() => next,
             };
             // What the calls emitted so far comes before what follows.
             out.push(links.take());
