@@ -356,3 +356,42 @@ async fn a_grandchild_rolls_up_through_its_parent_and_its_events_nest_twice() {
     });
     assert!(twice, "the grandchild's events reach the parent's stream, nested twice");
 }
+
+#[tokio::test]
+async fn a_replayed_parent_reports_the_childs_usage_again_and_has_the_same_journal() {
+    let store = Arc::new(MemoryStore::new());
+    let child = Agent::builder(ScriptedModel::new([
+        ScriptedTurn::text("2 + 3 = 5").with_usage(used(30, 3))
+    ]))
+    .price(Price::per_million(10.0, 100.0))
+    .build()
+    .unwrap();
+    let parent = Agent::builder(parent_model())
+        .dyn_tool(tool_of(&child))
+        .price(Price::per_million(1.0, 2.0))
+        .store(store.clone())
+        .build()
+        .unwrap();
+    let outcome = parent.run("go").await.unwrap();
+    let journal: Vec<Event> = store
+        .load(&outcome.run_id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.event.into_event())
+        .collect();
+    let replay = agentloop::agent::JournalReplay::from_journal(&journal).unwrap();
+    let events = collect(replay.run().unwrap()).await;
+    let replayed = events.last().and_then(Event::outcome).cloned().unwrap();
+    assert_eq!(replayed.usage, outcome.usage);
+    assert_eq!(replayed.metrics.cost_usd, outcome.metrics.cost_usd);
+    let durable: Vec<Event> = events.into_iter().filter(Event::is_durable).collect();
+    let completed =
+        |events: &[Event]| events.iter().find(|e| e.kind() == "tool_completed").cloned().unwrap();
+    let Event::ToolCompleted { usage, cost_usd, .. } = completed(&durable) else { unreachable!() };
+    assert_eq!(usage.as_deref(), Some(&used(30, 3)));
+    let Event::ToolCompleted { usage: was, cost_usd: cost_was, .. } = completed(&journal) else {
+        unreachable!()
+    };
+    assert_eq!((usage, cost_usd), (was, cost_was));
+}
