@@ -27,6 +27,8 @@ fn event(i: u64) -> JournalEvent {
         ),
         duration_ms: 12,
         control: None,
+        usage: None,
+        cost_usd: None,
     };
     JournalEvent::new(event).unwrap_or_else(|e| exit("event", e))
 }

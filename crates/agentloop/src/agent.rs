@@ -1,9 +1,11 @@
 //! [`Agent`]: a provider, tools and a [`RunConfig`], ready to run. Build one with
 //! [`Agent::builder`].
 
+mod as_tool;
 mod replay;
 mod resume;
 
+pub use as_tool::{AgentTool, AgentToolArgs};
 pub use replay::JournalReplay;
 pub use resume::ResumeOptions;
 
@@ -312,36 +314,68 @@ impl Agent {
 
 /// Consumes an event stream and returns its outcome.
 pub async fn outcome_of(mut events: EventStream) -> Result<Outcome, AgentError> {
-    let mut last = None;
-    let mut journal_error = None;
-    let mut model_error = None;
+    let mut reader = OutcomeReader::default();
     while let Some(event) = events.next().await {
+        reader.read(event);
+    }
+    reader.outcome()
+}
+
+/// What [`outcome_of`] keeps of a run's events to tell its outcome.
+#[derive(Default)]
+struct OutcomeReader {
+    last: Option<Event>,
+    journal_error: Option<String>,
+    model_error: Option<crate::provider::ProviderError>,
+}
+
+impl OutcomeReader {
+    /// Whether [`read`](Self::read) keeps something of this event (the others can be passed
+    /// on without a copy).
+    fn wants(event: &Event) -> bool {
+        matches!(
+            event,
+            Event::JournalFailed { .. }
+                | Event::ModelFailed { .. }
+                | Event::RunFinished { .. }
+                | Event::RunFailed { .. }
+                | Event::RunCancelled { .. }
+                | Event::RunSuspended { .. }
+        )
+    }
+
+    /// Reads the next event of the stream.
+    fn read(&mut self, event: Event) {
         match event {
-            Event::JournalFailed { error } => journal_error = Some(error),
-            Event::ModelFailed { error, .. } => model_error = Some(error),
+            Event::JournalFailed { error } => self.journal_error = Some(error),
+            Event::ModelFailed { error, .. } => self.model_error = Some(error),
             Event::RunFinished { .. }
             | Event::RunFailed { .. }
             | Event::RunCancelled { .. }
             | Event::RunSuspended { .. } => {
-                last = Some(event);
+                self.last = Some(event);
             }
             _ => {}
         }
     }
-    if let Some(error) = journal_error {
-        return Err(AgentError::Journal { error });
-    }
-    match last {
-        Some(Event::RunFinished { outcome }) | Some(Event::RunSuspended { outcome }) => {
-            Ok(*outcome)
+
+    /// The outcome of the events read (the stream ended).
+    fn outcome(self) -> Result<Outcome, AgentError> {
+        if let Some(error) = self.journal_error {
+            return Err(AgentError::Journal { error });
         }
-        Some(Event::RunFailed { error, outcome }) => {
-            Err(AgentError::failed(error, outcome, model_error))
+        match self.last {
+            Some(Event::RunFinished { outcome }) | Some(Event::RunSuspended { outcome }) => {
+                Ok(*outcome)
+            }
+            Some(Event::RunFailed { error, outcome }) => {
+                Err(AgentError::failed(error, outcome, self.model_error))
+            }
+            Some(Event::RunCancelled { reason, outcome }) => {
+                Err(AgentError::Cancelled { reason, outcome })
+            }
+            _ => Err(AgentError::NoOutcome),
         }
-        Some(Event::RunCancelled { reason, outcome }) => {
-            Err(AgentError::Cancelled { reason, outcome })
-        }
-        _ => Err(AgentError::NoOutcome),
     }
 }
 

@@ -188,6 +188,16 @@ pub enum Event {
         /// `done` / `ask_user` when the tool ended the loop.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         control: Option<crate::terms::Signal>,
+        /// Tokens used by work the call started (a sub-agent's run), as the tool reported
+        /// them ([`ToolContext::report_usage`](crate::tool::ToolContext::report_usage)): the
+        /// run adds them to its usage, so they count against its token budgets. (Boxed: it is
+        /// rare, and events stay small.)
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<Box<Usage>>,
+        /// What that work cost in USD (at its own price): added to the run's cost, so it
+        /// counts against `max_cost_usd`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost_usd: Option<f64>,
     },
     /// A tool call failed (unknown tool, bad arguments, error, panic).
     ToolFailed {
@@ -199,6 +209,12 @@ pub enum Event {
         error: crate::tool::ToolError,
         /// How long it ran.
         duration_ms: u64,
+        /// Tokens used by work the call started before it failed (as in `tool_completed`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<Box<Usage>>,
+        /// What that work cost in USD (as in `tool_completed`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost_usd: Option<f64>,
     },
     /// A tool call ran out of time.
     ToolTimedOut {
@@ -208,6 +224,13 @@ pub enum Event {
         result: ToolResult,
         /// The timeout that expired.
         timeout_ms: u64,
+        /// Tokens used by work the call started, as reported before it timed out (as in
+        /// `tool_completed`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<Box<Usage>>,
+        /// What that work cost in USD (as in `tool_completed`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost_usd: Option<f64>,
     },
     /// The run ended with an outcome.
     RunFinished {
@@ -317,8 +340,9 @@ pub enum Event {
         /// Its 0-based sequence number in the journal.
         seq: u64,
     },
-    /// An event of work a tool call started while it ran: a sub-agent's run (an agent used
-    /// as a tool), a remote agent's updates mapped into events. It comes between the call's `tool_started` and its result event, in the order
+    /// An event of work a tool call started while it ran: a sub-agent's run
+    /// ([`Agent::as_tool`](crate::Agent::as_tool)), a remote agent's updates mapped into
+    /// events. It comes between the call's `tool_started` and its result event, in the order
     /// the tool emitted it ([`ToolContext::emit_nested`](crate::tool::ToolContext::emit_nested)).
     /// Stream-only, whatever it holds: the work's own journal (a sub-agent's run in its
     /// store) is where its durable events are kept.

@@ -1,11 +1,14 @@
-//! Nested events: what a tool call emits while it runs (`ToolContext::emit_nested`) comes in
-//! the run's stream between the call's `tool_started` and its result, in order; it is
-//! stream-only; a run without transient events and a detached context drop it.
+//! What a tool call reports to its run besides its result. Nested events: what a call emits
+//! while it runs (`ToolContext::emit_nested`) comes in the run's stream between the call's
+//! `tool_started` and its result, in order; it is stream-only; a run without transient events
+//! and a detached context drop it. Usage (`ToolContext::report_usage`): journaled with the
+//! result, counted in the run's usage, cost and budgets.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
 
 use agentloop::event::JournalEvent;
+use agentloop::message::Usage;
 use agentloop::prelude::*;
 use agentloop::provider::scripted::{ScriptedModel, ScriptedTurn};
 use agentloop::store::{MemoryStore, RunStore};
@@ -217,4 +220,105 @@ fn a_nested_event_serializes_with_its_call_run_and_event() {
         panic!()
     };
     assert_eq!(run_id, None);
+}
+
+/// Reports that its work used (40, 10) tokens twice, at 0.25 USD each time.
+struct Spender;
+
+#[async_trait]
+impl DynTool for Spender {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "spender".into(),
+            description: "Uses tokens elsewhere.".into(),
+            parameters: json!({"type": "object"}),
+        }
+    }
+
+    async fn call_json(&self, _args: Value, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+        for _ in 0..2 {
+            ctx.report_usage(Usage { input: 40, output: 10, ..Usage::default() }, 0.25);
+        }
+        Ok(ToolOutput::Value(json!("spent")))
+    }
+}
+
+#[tokio::test]
+async fn reported_usage_is_journaled_with_the_result_and_counts_against_the_budgets() {
+    let used = |input, output| Usage { input, output, ..Usage::default() };
+    let store = Arc::new(MemoryStore::new());
+    let model = ScriptedModel::new([
+        ScriptedTurn::tool_call("spender", json!({})).with_usage(used(10, 1)),
+        ScriptedTurn::text("wound down").with_usage(used(10, 1)),
+    ]);
+    let agent = Agent::builder(model)
+        .dyn_tool(Arc::new(Spender))
+        .price(agentloop::run::Price::per_million(0.0, 0.0))
+        .max_cost_usd(0.5)
+        .store(store.clone())
+        .build()
+        .unwrap();
+    // `run`: no transient events, the usage still counts.
+    let outcome = agent.run("go").await.unwrap();
+    // The call's 0.5 USD reach the budget: the next model call is the wind-down.
+    assert_eq!(
+        outcome.stop_reason,
+        StopReason::LimitReached { limit: agentloop::run::LimitKind::Cost }
+    );
+    assert_eq!(outcome.usage, used(100, 22));
+    assert_eq!(outcome.answer, "wound down");
+    assert_eq!(outcome.metrics.cost_usd, 0.5);
+    let journal = store.load(&outcome.run_id).await.unwrap();
+    let reported: Vec<_> = journal
+        .iter()
+        .filter_map(|e| match &*e.event {
+            Event::ToolCompleted { usage, cost_usd, .. } => {
+                Some((usage.as_deref().copied(), *cost_usd))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(reported, [(Some(used(80, 20)), Some(0.5))]);
+    let run = agentloop::run::Run::from_journal(journal.iter().map(|e| &*e.event)).unwrap();
+    assert_eq!((run.usage(), run.spent().cost_usd), (used(100, 22), 0.5));
+
+    // Outside a run a report goes nowhere.
+    ToolContext::detached("c").report_usage(used(1, 1), 1.0);
+}
+
+#[tokio::test]
+async fn concurrent_calls_nested_events_each_come_between_their_own_calls_start_and_result() {
+    let count = NESTED_EVENT_BUFFER + 44;
+    let model = ScriptedModel::new([
+        ScriptedTurn::tool_call("chatter", json!({ "count": count }))
+            .with_call_id("call_a")
+            .with_tool_call("chatter", json!({ "count": count }))
+            .with_call_id("call_b"),
+        ScriptedTurn::text("finished"),
+    ]);
+    let tool = Chatter { wait: true, ..Chatter::default() };
+    let agent = Agent::builder(model).dyn_tool(Arc::new(tool)).tool_concurrency(2).build().unwrap();
+    let events = collect(agent.run_stream("go")).await;
+    for id in ["call_a", "call_b"] {
+        let started = events
+            .iter()
+            .position(|e| matches!(e, Event::ToolStarted { call, .. } if call.id == id))
+            .unwrap();
+        let completed = events
+            .iter()
+            .position(|e| matches!(e, Event::ToolCompleted { result, .. } if result.call_id == id))
+            .unwrap();
+        let mut texts = Vec::new();
+        for (index, event) in events.iter().enumerate() {
+            if let Event::Nested { call_id, event, .. } = event {
+                if call_id == id {
+                    assert!(started < index && index < completed, "{id}: nested at {index}");
+                    let Event::Text { text } = &**event else { panic!("{event:?}") };
+                    texts.push(text.clone());
+                }
+            }
+        }
+        let expected: Vec<String> = (0..count).map(|i| i.to_string()).collect();
+        assert_eq!(texts, expected, "{id}");
+    }
 }

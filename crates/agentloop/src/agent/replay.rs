@@ -1,13 +1,15 @@
 //! [`JournalReplay`]: a run replayed from its journal alone, without calling the model or the
 //! tools: the model's journaled responses and the tools' journaled results are served back.
-//! Hooks and human decisions are not replayed; their effects are in the results. (Recording
+//! Hooks and human decisions are not replayed; their effects are in the results, and the
+//! usage a call reported for work it started (a sub-agent's run) is reported again with its
+//! result, so the totals are the original's. (Recording
 //! and replaying a provider's calls, cassettes, is [`provider::replay`](crate::provider::replay).)
 
 use super::Agent;
 use crate::driver::EventStream;
 use crate::error::BuildError;
 use crate::event::Event;
-use crate::message::{Message, Part, ToolResultContent};
+use crate::message::{Message, Part, ToolResultContent, Usage};
 use crate::provider::replay::{ReplayError, ReplayProvider};
 use crate::provider::{ProviderError, StreamChunk};
 use crate::run::{Run, RunConfig, Signal};
@@ -24,7 +26,27 @@ pub struct JournalReplay {
     config: RunConfig,
     input: Vec<Message>,
     responses: Arc<Vec<Result<Vec<StreamChunk>, ProviderError>>>,
-    results: Arc<HashMap<String, Result<ToolOutput, ToolError>>>,
+    results: Arc<HashMap<String, Answer>>,
+}
+
+/// A call's journaled result and the usage it reported (`tool_completed`'s `usage` and
+/// `cost_usd`, …).
+#[derive(Debug, Clone)]
+struct Answer {
+    result: Result<ToolOutput, ToolError>,
+    used: Option<(Usage, f64)>,
+}
+
+impl Answer {
+    fn new(
+        result: Result<ToolOutput, ToolError>,
+        usage: Option<&Usage>,
+        cost: Option<f64>,
+    ) -> Self {
+        let used = (usage.is_some() || cost.is_some())
+            .then(|| (usage.copied().unwrap_or_default(), cost.unwrap_or(0.0)));
+        Self { result, used }
+    }
 }
 
 impl JournalReplay {
@@ -47,7 +69,7 @@ impl JournalReplay {
                     responses.push(Ok(chunks));
                 }
                 Event::ModelFailed { error, .. } => responses.push(Err(error.clone())),
-                Event::ToolCompleted { result, control, .. } => {
+                Event::ToolCompleted { result, control, usage, cost_usd, .. } => {
                     let output = match control {
                         Some(Signal::Done { answer }) => ToolOutput::Done(answer.clone()),
                         Some(Signal::AskUser { question }) => ToolOutput::AskUser(question.clone()),
@@ -56,13 +78,17 @@ impl JournalReplay {
                             ToolResultContent::Json(value) => value.clone(),
                         }),
                     };
-                    results.insert(result.call_id.clone(), Ok(output));
+                    let answer = Answer::new(Ok(output), usage.as_deref(), *cost_usd);
+                    results.insert(result.call_id.clone(), answer);
                 }
-                Event::ToolFailed { result, error, .. } => {
-                    results.insert(result.call_id.clone(), Err(error.clone()));
+                Event::ToolFailed { result, error, usage, cost_usd, .. } => {
+                    let answer = Answer::new(Err(error.clone()), usage.as_deref(), *cost_usd);
+                    results.insert(result.call_id.clone(), answer);
                 }
-                Event::ToolTimedOut { result, timeout_ms, .. } => {
-                    results.insert(result.call_id.clone(), Err(ToolError::Timeout(*timeout_ms)));
+                Event::ToolTimedOut { result, timeout_ms, usage, cost_usd, .. } => {
+                    let timeout = Err(ToolError::Timeout(*timeout_ms));
+                    let answer = Answer::new(timeout, usage.as_deref(), *cost_usd);
+                    results.insert(result.call_id.clone(), answer);
                 }
                 _ => {}
             }
@@ -84,7 +110,7 @@ impl JournalReplay {
     }
 
     /// A tool set that offers the run's tools and answers each call with its journaled
-    /// result (by call id), without running anything.
+    /// result (by call id), without running anything (reporting the usage the call reported).
     pub fn tools(&self) -> Arc<dyn ToolSet> {
         Arc::new(JournalTools { specs: self.config.tools.to_vec(), results: self.results.clone() })
     }
@@ -140,7 +166,7 @@ fn message_chunks(message: &Message) -> Result<Vec<StreamChunk>, ReplayError> {
 /// Answers tool calls from a journal.
 struct JournalTools {
     specs: Vec<ToolSpec>,
-    results: Arc<HashMap<String, Result<ToolOutput, ToolError>>>,
+    results: Arc<HashMap<String, Answer>>,
 }
 
 #[async_trait]
@@ -155,11 +181,15 @@ impl ToolSet for JournalTools {
         _args: Value,
         ctx: ToolContext,
     ) -> Result<ToolOutput, ToolError> {
-        self.results.get(&ctx.call_id).cloned().unwrap_or_else(|| {
-            Err(ToolError::Failed(format!(
+        let Some(answer) = self.results.get(&ctx.call_id) else {
+            return Err(ToolError::Failed(format!(
                 "replay: the journal has no result for call '{}' of '{name}'",
                 ctx.call_id
-            )))
-        })
+            )));
+        };
+        if let Some((usage, cost_usd)) = answer.used {
+            ctx.report_usage(usage, cost_usd);
+        }
+        answer.result.clone()
     }
 }

@@ -10,8 +10,8 @@
 //! call order. A call's nested events (work it started, such as a sub-agent's run) come
 //! between its `tool_started` and its result event, as the call emits them.
 
+mod links;
 mod model;
-mod nested;
 mod outbox;
 mod tools;
 

@@ -2,7 +2,7 @@
 //! execution under the limit, `after_tool` hooks, pause at safe points, cancellation, and the
 //! nested events the calls emit while they run.
 
-use super::nested::NestedInbox;
+use super::links::Links;
 use super::{fail_hook, fail_on_error, wait_for_resume, Driver, Outbox, Scope};
 use crate::event::Event;
 use crate::hooks::{Approval, CriticalFailure, HookContext};
@@ -102,7 +102,7 @@ impl Driver {
         let mut events = Vec::new();
         let mut queue: VecDeque<ToolInvocation> = invocations.into();
         let mut running = Running::new();
-        let mut nested = NestedInbox::new(!self.quiet);
+        let mut links = Links::new(!self.quiet);
         let mut cancelled = std::pin::pin!(scope.control.cancel.cancelled());
         loop {
             if run.is_ending() {
@@ -138,7 +138,7 @@ impl Driver {
                                 match run.tool_started(&call.id, parsed) {
                                     Ok(journaled) => {
                                         let arguments = error.map_or(Ok(journaled), Err);
-                                        let link = nested.link();
+                                        let link = links.link();
                                         running
                                             .push(self.execute(ctx, scope, link, call, arguments));
                                     }
@@ -168,17 +168,19 @@ impl Driver {
                 }
                 continue;
             }
+            // A call that finished first; nested events while none has (a call that keeps
+            // emitting from a task of its own does not hold up the others' results).
             let next = tokio::select! {
                 biased;
                 () = &mut cancelled => None,
-                () = nested.arrived() => {
-                    out.send(nested.take()).await;
+                next = running.next() => next,
+                () = links.arrived() => {
+                    out.send(links.take()).await;
                     continue;
                 }
-                next = running.next() => next,
             };
             // What the calls emitted so far comes before what follows.
-            out.push(nested.take());
+            out.push(links.take());
             let Some(finished) = next else {
                 // Cancelled: drop the running tools' futures.
                 running = Running::new();
@@ -189,7 +191,9 @@ impl Driver {
             scope.tick(run);
             match finished.result {
                 Ok(result) => {
-                    let fed = run.tool_finished(&finished.call.id, result, finished.duration);
+                    let call_id = &finished.call.id;
+                    let used = links.usage_of(call_id);
+                    let fed = run.tool_finished_using(call_id, result, finished.duration, used);
                     fail_on_error(run, fed);
                 }
                 Err(failure) => fail_hook(run, failure),

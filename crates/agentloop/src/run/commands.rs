@@ -5,7 +5,7 @@ use super::{
     millis, CallApproval, Decision, Outcome, PendingCall, Phase, Run, RunError, StopReason,
 };
 use crate::event::{Event, StepStatus};
-use crate::message::{Message, ToolResult};
+use crate::message::{Message, ToolResult, Usage};
 use crate::provider::{ModelResponse, ProviderError};
 use crate::run::breaker::Verdict;
 use crate::run::StallAction;
@@ -204,25 +204,44 @@ impl Run {
         result: Result<ToolOutput, ToolError>,
         duration: Duration,
     ) -> Result<(), RunError> {
+        self.tool_finished_using(call_id, result, duration, None)
+    }
+
+    /// [`tool_finished`](Self::tool_finished), with what the work the call started used:
+    /// `(tokens, cost in USD)` (a sub-agent's run; see
+    /// [`ToolContext::report_usage`](crate::tool::ToolContext::report_usage)). It is journaled
+    /// with the result and added to the run's usage and cost.
+    pub fn tool_finished_using(
+        &mut self,
+        call_id: &str,
+        result: Result<ToolOutput, ToolError>,
+        duration: Duration,
+        used: Option<(Usage, f64)>,
+    ) -> Result<(), RunError> {
         let name = self.pending(call_id)?.call.name.clone();
         let duration_ms = millis(duration);
+        let usage =
+            used.map(|(usage, _)| usage).filter(|usage| *usage != Usage::default()).map(Box::new);
+        let cost_usd = used.map(|(_, cost)| cost).filter(|cost| *cost != 0.0);
         let (event, status) = match result {
             Ok(output) => {
                 let (content, signal) = super::stop::tool_output(output);
                 let result = ToolResult::ok(call_id, content);
-                (
-                    Event::ToolCompleted { name, result, duration_ms, control: signal },
-                    StepStatus::Ok,
-                )
+                let control = signal;
+                let event =
+                    Event::ToolCompleted { name, result, duration_ms, control, usage, cost_usd };
+                (event, StepStatus::Ok)
             }
             Err(ToolError::Timeout(timeout_ms)) => {
                 let result =
                     ToolResult::error(call_id, ToolError::Timeout(timeout_ms).to_model_text());
-                (Event::ToolTimedOut { name, result, timeout_ms }, StepStatus::Error)
+                let event = Event::ToolTimedOut { name, result, timeout_ms, usage, cost_usd };
+                (event, StepStatus::Error)
             }
             Err(error) => {
                 let result = ToolResult::error(call_id, error.to_model_text());
-                (Event::ToolFailed { name, result, error, duration_ms }, StepStatus::Error)
+                let event = Event::ToolFailed { name, result, error, duration_ms, usage, cost_usd };
+                (event, StepStatus::Error)
             }
         };
         self.record(event);

@@ -134,13 +134,16 @@ impl Run {
                 entry.approval =
                     if approved { ApprovalRecord::Approved } else { ApprovalRecord::Automatic };
             }
-            Event::ToolCompleted { name, result, duration_ms, control } => {
+            Event::ToolCompleted { name, result, duration_ms, control, usage, cost_usd } => {
+                self.spend(usage.as_deref(), *cost_usd);
                 self.on_tool_result(name, result, *duration_ms, None, control.clone())?;
             }
-            Event::ToolFailed { name, result, error, duration_ms } => {
+            Event::ToolFailed { name, result, error, duration_ms, usage, cost_usd } => {
+                self.spend(usage.as_deref(), *cost_usd);
                 self.on_tool_result(name, result, *duration_ms, Some(error), None)?;
             }
-            Event::ToolTimedOut { name, result, timeout_ms } => {
+            Event::ToolTimedOut { name, result, timeout_ms, usage, cost_usd } => {
+                self.spend(usage.as_deref(), *cost_usd);
                 let error = ToolError::Timeout(*timeout_ms);
                 self.on_tool_result(name, result, *timeout_ms, Some(&error), None)?;
             }
@@ -320,6 +323,17 @@ impl Run {
             }
         }
         Ok(())
+    }
+
+    /// Adds what the work of a tool call used (a sub-agent's run, priced at its own price) to
+    /// the run's usage and cost: it counts against the budgets like the run's own calls.
+    fn spend(&mut self, usage: Option<&crate::message::Usage>, cost_usd: Option<f64>) {
+        if let Some(usage) = usage {
+            self.spent.usage += *usage;
+        }
+        if let Some(cost) = cost_usd.filter(|cost| cost.is_finite()) {
+            self.spent.cost_usd += cost;
+        }
     }
 
     /// Ends the run with a failure decided by the fold (breaker, failure mode, stall).

@@ -114,6 +114,8 @@ fn unknown_fields_are_ignored_when_an_entry_is_decoded() {
             result: crate::message::ToolResult::ok("c", "5"),
             duration_ms: 2,
             control: None,
+            usage: None,
+            cost_usd: None,
         }
     );
 }

@@ -16,7 +16,7 @@ pub use builtin::{
 };
 pub use exec::{ToolExecution, ToolExecutor, ToolSetupError};
 pub use link::NESTED_EVENT_BUFFER;
-pub(crate) use link::{CallLink, Erased};
+pub(crate) use link::{CallLink, Erased, UsageReports};
 pub use registry::ToolRegistry;
 pub use schema::schema_for;
 
@@ -149,7 +149,9 @@ impl ToolError {
 
 /// What a tool knows about the call it is serving, and its line back to the run: the events of
 /// work the call starts (a sub-agent's run, a remote agent's updates) go into the run's event
-/// stream with `emit_nested` (see [`Event::Nested`](crate::event::Event::Nested)).
+/// stream with `emit_nested` (see [`Event::Nested`](crate::event::Event::Nested)), the tokens
+/// and cost that work used into the run's budgets with
+/// [`report_usage`](Self::report_usage).
 #[derive(Debug, Clone)]
 pub struct ToolContext {
     /// The run.
@@ -162,7 +164,7 @@ pub struct ToolContext {
     pub cancel: CancellationToken,
     /// The run's metadata.
     pub metadata: Arc<Map<String, Value>>,
-    /// Where the call's nested events go.
+    /// The call's line back to the run: its nested events and usage reports.
     pub(crate) link: CallLink,
 }
 
@@ -185,6 +187,19 @@ impl ToolContext {
     /// `emit_nested` drops them. A tool may then skip building them.
     pub fn takes_nested_events(&self) -> bool {
         self.link.takes_nested()
+    }
+
+    /// Reports tokens and cost that work this call started used (a sub-agent's model calls,
+    /// priced at its own price; `cost_usd` 0 when unknown). The run journals them with the
+    /// call's result (`usage` and `cost_usd` of its `tool_completed`, `tool_failed` or
+    /// `tool_timed_out`) and adds
+    /// them to its own usage and cost: they count against its token and cost budgets and
+    /// appear in its metrics and outcome, also after a resume. Reports add up, so work can be
+    /// reported as it goes: what was reported when the call ends counts, whether it returned,
+    /// failed or timed out (a call cancelled with its run counts nothing: the run ends).
+    /// Outside a run (a detached context) a report goes nowhere.
+    pub fn report_usage(&self, usage: crate::message::Usage, cost_usd: f64) {
+        self.link.report_usage(&self.call_id, usage, cost_usd);
     }
 }
 

@@ -1,22 +1,27 @@
-//! [`NestedInbox`]: the driver's end of the links of one iteration's tool calls. The calls
-//! emit nested events ([`crate::event::Event::Nested`]) into a bounded channel while they run;
-//! the driver takes them whenever it waits for a call, and before it records a call's result,
-//! so each call's nested events come between its `tool_started` and its result event.
+//! [`Links`]: the driver's end of the links of one iteration's tool calls. The calls emit
+//! nested events ([`crate::event::Event::Nested`]) into a bounded channel while they run; the
+//! driver takes them whenever it waits for a call, and before it records a call's result, so
+//! each call's nested events come between its `tool_started` and its result event. What a
+//! call reports of its work's usage ([`crate::tool::ToolContext::report_usage`]) is taken with
+//! its result.
 
 use crate::event::{unerase, Event};
-use crate::tool::{CallLink, Erased, NESTED_EVENT_BUFFER};
+use crate::message::Usage;
+use crate::tool::{CallLink, Erased, UsageReports, NESTED_EVENT_BUFFER};
+use std::sync::Arc;
 use tokio::sync::mpsc;
 
 /// The driver's end of the tool calls' links (see the module docs).
-pub(super) struct NestedInbox {
+pub(super) struct Links {
     sender: Option<mpsc::Sender<Erased>>,
     receiver: Option<mpsc::Receiver<Erased>>,
     batch: Vec<Erased>,
+    usage: Arc<UsageReports>,
 }
 
-impl NestedInbox {
-    /// An inbox; a closed one (`open` false: a run that streams no transient events) gives
-    /// the calls links that drop what they emit.
+impl Links {
+    /// The links of one iteration's calls; without `open` (a run that streams no transient
+    /// events) they drop the nested events the calls emit (usage reports still count).
     pub(super) fn new(open: bool) -> Self {
         let (sender, receiver) = if open {
             let (sender, receiver) = mpsc::channel(NESTED_EVENT_BUFFER);
@@ -24,19 +29,24 @@ impl NestedInbox {
         } else {
             (None, None)
         };
-        Self { sender, receiver, batch: Vec::new() }
+        Self { sender, receiver, batch: Vec::new(), usage: Arc::default() }
     }
 
     /// The link of a call.
     pub(super) fn link(&self) -> CallLink {
-        CallLink::new(self.sender.clone())
+        CallLink::new(self.sender.clone(), Arc::clone(&self.usage))
+    }
+
+    /// What a call reported of its work's usage (taken).
+    pub(super) fn usage_of(&self, call_id: &str) -> Option<(Usage, f64)> {
+        self.usage.take(call_id)
     }
 
     /// Waits until nested events arrived (for ever when closed); [`take`](Self::take) them.
     pub(super) async fn arrived(&mut self) {
         match &mut self.receiver {
             Some(receiver) => {
-                // The inbox keeps a sender, so the channel stays open and this waits.
+                // `Links` keeps a sender, so the channel stays open and this waits.
                 receiver.recv_many(&mut self.batch, NESTED_EVENT_BUFFER).await;
             }
             None => std::future::pending().await,
