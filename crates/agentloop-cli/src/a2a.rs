@@ -10,11 +10,12 @@
 //! Everything the remote agent sends is escaped before it reaches the terminal (control,
 //! bidirectional and zero-width characters), in JSON output too.
 
+use crate::config::{Config, RemoteAgentSection};
 use agentloop_a2a::a2a::{
     AgentCard, Message, Part, PartContent, Role, SendMessageRequest, SendMessageResponse,
     StreamResponse, Task, TaskState,
 };
-use agentloop_a2a::{A2aClient, TaskCollector};
+use agentloop_a2a::{A2aAgentTool, A2aClient, TaskCollector};
 use anyhow::Context;
 use futures::StreamExt;
 use secrecy::SecretString;
@@ -119,6 +120,53 @@ async fn connect(url: &str, connection: &Connection) -> anyhow::Result<A2aClient
         builder = builder.bearer_token(SecretString::from(token.clone()));
     }
     builder.resolve(url).await.with_context(|| format!("reading the agent card at {}", escape(url)))
+}
+
+/// The tool for a `[[a2a]]` table: the agent's card is fetched now (its name and skills
+/// describe the tool). Errors name the file and line of the table, never the token.
+pub async fn remote_agent_tool(
+    config: &Config,
+    remote: &RemoteAgentSection,
+) -> anyhow::Result<A2aAgentTool> {
+    let at = config
+        .source
+        .as_ref()
+        .map_or_else(String::new, |path| format!("{}:{}: ", path.display(), remote.line));
+    let url = remote.url.get_ref();
+    let mut builder = A2aClient::builder();
+    if let Some(secs) = remote.timeout_secs {
+        builder = builder.timeout(Duration::from_secs(secs));
+    }
+    let token = match (&remote.token, &remote.token_env) {
+        (Some(token), _) => Some(token.clone()),
+        (None, Some(name)) => match std::env::var(name) {
+            Ok(token) if !token.trim().is_empty() => Some(token),
+            _ => anyhow::bail!("{at}[[a2a]] token_env: the variable {name} is not set"),
+        },
+        (None, None) => None,
+    };
+    if let Some(token) = token {
+        builder = builder.bearer_token(SecretString::from(token));
+    }
+    let client = builder.resolve(url).await.map_err(|error| {
+        anyhow::anyhow!("{at}[[a2a]] the agent at {}: {error}", escape(without_query(url)))
+    })?;
+    let mut tool = A2aAgentTool::new(client);
+    if let Some(name) = &remote.name {
+        tool = tool.with_name(name);
+    }
+    if let Some(description) = &remote.description {
+        tool = tool.with_description(description.clone());
+    }
+    if let Some(secs) = remote.timeout_secs {
+        tool = tool.with_timeout(Duration::from_secs(secs));
+    }
+    Ok(tool)
+}
+
+/// A URL without its query (which may carry a key).
+fn without_query(url: &str) -> &str {
+    url.split(['?', '#']).next().unwrap_or(url)
 }
 
 /// Streams the task's updates into `view`; Ctrl-C cancels the remote task.

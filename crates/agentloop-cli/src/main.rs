@@ -593,6 +593,10 @@ async fn build_agent(
             .context("starting the MCP servers")?;
         builder = builder.tool_set(std::sync::Arc::new(servers));
     }
+    for remote in &config.a2a {
+        let tool = a2a::remote_agent_tool(config, remote.get_ref()).await?;
+        builder = builder.dyn_tool(std::sync::Arc::new(tool));
+    }
     if let Some(stores) = stores {
         builder = builder.store(stores.runs).session_store(stores.sessions);
     }

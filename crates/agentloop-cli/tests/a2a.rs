@@ -214,3 +214,74 @@ async fn a_token_reaches_the_agent_and_is_never_shown() {
     let all = text(&output.stdout) + &text(&output.stderr);
     assert!(!all.contains(token));
 }
+
+/// An `agentloop.toml` in `dir` with `tables` (the `[[a2a]]` tables), a memory store and
+/// the scripted provider playing `turns`.
+fn config_with(dir: &Path, tables: &str, turns: Value) {
+    let script = dir.join("script.json");
+    std::fs::write(&script, turns.to_string()).unwrap();
+    let text = format!(
+        "[provider]\nkind = \"scripted\"\nscript = \"{}\"\n\n[store]\nkind = \"memory\"\n\n{tables}",
+        script.display()
+    );
+    std::fs::write(dir.join("agentloop.toml"), text).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_agent_in_the_config_is_a_tool_of_the_run() {
+    let server = echo_server(Some(Auth::Bearer(vec![SecretString::from("tok-123")]))).await;
+    let dir = tempfile::tempdir().unwrap();
+    let tables = format!(
+        "[[a2a]]\nurl = \"{}\"\nname = \"echo_agent\"\ntoken_env = \"ECHO_TOKEN\"\ntimeout_secs = 30\n",
+        server.url
+    );
+    config_with(
+        dir.path(),
+        &tables,
+        json!([
+            {"text": "", "tool_calls": [{"name": "echo_agent", "arguments": {"message": "calc 6 * 7"}}]},
+            {"text": "The echo agent says 42."}
+        ]),
+    );
+
+    // Without the token's variable: the table's file and line, not a connection attempt.
+    let (code, _, err) = run(dir.path(), &["tools", "list", "--tools", "calculator"]).await;
+    assert_eq!(code, 2);
+    assert_eq!(
+        err.trim(),
+        "error: agentloop.toml:8: [[a2a]] token_env: the variable ECHO_TOKEN is not set"
+    );
+
+    let with_token = |args: &[&str]| {
+        let mut command = std::process::Command::new(assert_cmd::cargo::cargo_bin("agentloop"));
+        command.args(args).current_dir(dir.path()).env("HOME", dir.path());
+        command.env("XDG_CONFIG_HOME", dir.path()).env("NO_COLOR", "1");
+        command.env_remove("AGENTLOOP_PROVIDER").env_remove("AGENTLOOP_CONFIG");
+        command.env("ECHO_TOKEN", "tok-123");
+        async move {
+            let output =
+                tokio::task::spawn_blocking(move || command.output().unwrap()).await.unwrap();
+            (output.status.code().unwrap_or(-1), text(&output.stdout), text(&output.stderr))
+        }
+    };
+    let (code, out, err) = with_token(&["tools", "list", "--tools", "calculator"]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("\necho_agent\n  Sends a request to the remote agent 'echo'"), "{out}");
+
+    let (code, out, err) = with_token(&["run", "Ask the echo agent for 6 * 7."]).await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("← echo_agent: The result is 42."), "{out}");
+    assert!(out.contains("The echo agent says 42."), "{out}");
+    assert!(!out.contains("tok-123") && !err.contains("tok-123"));
+
+    // A remote agent that is not there: the table's line and the reason.
+    config_with(dir.path(), "[[a2a]]\nurl = \"http://127.0.0.1:9/nothing\"\n", json!([]));
+    let (code, _, err) = run(dir.path(), &["tools", "list"]).await;
+    assert_eq!(code, 2);
+    assert!(
+        err.starts_with(
+            "error: agentloop.toml:8: [[a2a]] the agent at http://127.0.0.1:9/nothing: "
+        ),
+        "{err}"
+    );
+}
