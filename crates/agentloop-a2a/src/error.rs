@@ -31,8 +31,9 @@ pub enum A2aClientError {
         reason: String,
         /// The agent's message (sanitized, bounded).
         message: String,
-        /// The error's details, as sent.
-        data: Option<Value>,
+        /// The error's details, as sent (boxed: a JSON value is large, and errors travel
+        /// in every `Result`).
+        data: Option<Box<Value>>,
         /// The HTTP status, for the HTTP+JSON binding.
         http_status: Option<u16>,
     },
@@ -71,7 +72,7 @@ impl A2aClientError {
             code,
             reason: a2a::error_reason(code).to_owned(),
             message: sanitize(message, 500),
-            data,
+            data: data.map(Box::new),
             http_status: http,
         }
     }

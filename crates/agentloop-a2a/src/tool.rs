@@ -13,7 +13,7 @@ use agentloop::tool::{schema_for, DynTool, ToolContext, ToolError, ToolOutput, T
 use async_trait::async_trait;
 use collect::state_name;
 use futures::StreamExt;
-use nested::{nested_events, remote_task_id};
+use nested::{remote_task_id, NestedMapper};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
@@ -143,13 +143,16 @@ impl A2aAgentTool {
             message.task_id = Some(task.id);
             message.context_id = Some(task.context_id);
         }
+        let continuing = message.task_id.is_some();
         let request =
             SendMessageRequest { message, configuration: None, metadata: None, tenant: None };
 
         // Armed until the task settles: dropping the call before (cancel, timeout) cancels
         // the remote task.
         let mut guard = CancelOnDrop { client: self.client.clone(), task_id: None };
-        let mut collector = TaskCollector::default();
+        let mut collector =
+            if continuing { TaskCollector::continuing() } else { TaskCollector::default() };
+        let mut nested = NestedMapper::default();
         if self.client.card().capabilities.streaming == Some(true) {
             let mut events =
                 self.client.send_streaming_message(&request).await.map_err(|e| self.failed(&e))?;
@@ -158,7 +161,7 @@ impl A2aAgentTool {
                 collector.apply(&event);
                 guard.task_id = collector.task_id().map(str::to_owned);
                 if ctx.takes_nested_events() {
-                    for nested in nested_events(&event, self.max_result_chars) {
+                    for nested in nested.map(&event, self.max_result_chars) {
                         ctx.emit_nested(remote_task_id(&event), nested).await;
                     }
                 }

@@ -22,6 +22,8 @@ pub struct Config {
     pub store: StoreSection,
     /// MCP tool servers (`[[mcp]]` tables).
     pub mcp: Vec<agentloop::tool::mcp::McpServerConfig>,
+    /// Remote A2A agents offered as tools (`[[a2a]]` tables).
+    pub a2a: Vec<toml::Spanned<RemoteAgentSection>>,
     /// Where the file came from (not in the file).
     #[serde(skip)]
     pub source: Option<PathBuf>,
@@ -163,6 +165,40 @@ pub struct StoreSection {
     pub url: Option<String>,
 }
 
+/// `[[a2a]]`: a remote A2A agent offered as a tool.
+#[derive(Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RemoteAgentSection {
+    /// The agent's base URL (or its card's URL).
+    pub url: toml::Spanned<String>,
+    /// The tool's name (default: from the agent card's name).
+    pub name: Option<String>,
+    /// The description the model sees (default: from the card).
+    pub description: Option<String>,
+    /// A bearer token (prefer `token_env`: a file is easily shared).
+    pub token: Option<String>,
+    /// The environment variable holding the bearer token.
+    pub token_env: Option<String>,
+    /// Seconds a call may take (default: the tools' timeout).
+    pub timeout_secs: Option<u64>,
+    /// The line of the table in the file (not in the file).
+    #[serde(skip)]
+    pub line: usize,
+}
+
+impl std::fmt::Debug for RemoteAgentSection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemoteAgentSection")
+            .field("url", self.url.get_ref())
+            .field("name", &self.name)
+            .field("token", &self.token.as_ref().map(|_| "(redacted)"))
+            .field("token_env", &self.token_env)
+            .field("timeout_secs", &self.timeout_secs)
+            .field("line", &self.line)
+            .finish_non_exhaustive()
+    }
+}
+
 /// The built-in tools.
 pub const BUILTIN_TOOLS: &[&str] =
     &["calculator", "read_file", "list_dir", "write_file", "http_get", "shell"];
@@ -180,8 +216,20 @@ impl Config {
                 .unwrap_or_default();
             anyhow::anyhow!("{}{location}: {}", path.display(), error.message())
         })?;
+        let line_at = |at: usize| text[..at.min(text.len())].matches('\n').count() + 1;
+        for remote in &mut config.a2a {
+            let line = line_at(remote.span().start);
+            remote.get_mut().line = line;
+        }
         config.source = Some(path.to_owned());
         config.validate()?;
+        for remote in &config.a2a {
+            let url = &remote.get_ref().url;
+            let line = line_at(url.span().start);
+            validate_url(url.get_ref()).map_err(|problem| {
+                anyhow::anyhow!("{}:{line}: [[a2a]] url: {problem}", path.display())
+            })?;
+        }
         Ok(config)
     }
 
@@ -199,6 +247,25 @@ impl Config {
         if let Some(kind) = &self.store.kind {
             if !["sqlite", "redis", "memory"].contains(&kind.as_str()) {
                 bail!("{where_}[store] kind: '{kind}' (expected sqlite, redis or memory)");
+            }
+        }
+        for remote in &self.a2a {
+            let remote = remote.get_ref();
+            let at = self
+                .source
+                .as_ref()
+                .map_or_else(String::new, |p| format!("{}:{}: ", p.display(), remote.line));
+            if remote.token.is_some() && remote.token_env.is_some() {
+                bail!("{at}[[a2a]]: set token or token_env, not both");
+            }
+            if remote.token_env.as_deref().is_some_and(|name| name.trim().is_empty()) {
+                bail!("{at}[[a2a]] token_env: the variable's name is empty");
+            }
+            if remote.name.as_deref().is_some_and(|name| name.trim().is_empty()) {
+                bail!("{at}[[a2a]] name: empty (leave it out to use the agent card's name)");
+            }
+            if remote.timeout_secs == Some(0) {
+                bail!("{at}[[a2a]] timeout_secs: must be at least 1");
             }
         }
         if self.provider.kind == Some(ProviderKind::Scripted) && self.provider.script.is_none() {
@@ -238,6 +305,19 @@ impl Config {
         }
         Ok(Self::default())
     }
+}
+
+/// Why `url` is not an agent's URL (http or https, with a host).
+fn validate_url(url: &str) -> Result<(), String> {
+    let (scheme, rest) = url.split_once("://").ok_or_else(|| format!("'{url}' is not a URL"))?;
+    if !scheme.eq_ignore_ascii_case("http") && !scheme.eq_ignore_ascii_case("https") {
+        return Err(format!("'{url}': only http and https are supported"));
+    }
+    let host = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    if host.is_empty() {
+        return Err(format!("'{url}' has no host"));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! `agentloop`: run agents from the command line.
 
+mod a2a;
 mod chat;
 mod config;
 #[cfg(feature = "local")]
@@ -134,6 +135,11 @@ enum Command {
         body_limit: usize,
         #[command(flatten)]
         agent_flags: AgentFlags,
+    },
+    /// A remote A2A agent: show its card, send it a message. See docs/CLI.md.
+    A2a {
+        #[command(subcommand)]
+        command: a2a::A2aCommand,
     },
     /// Local GGUF models: fetch the default one, list the cache.
     Model {
@@ -290,6 +296,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Model { .. } => {
             anyhow::bail!("this build has no local models (feature `local`)")
         }
+        Command::A2a { command } => a2a::run(command).await,
         Command::Run { prompt, json, agent } => {
             let config = with_agent_flags(&config, &agent);
             let stores = runs::open(&config.store).await?;
@@ -585,6 +592,10 @@ async fn build_agent(
             .await
             .context("starting the MCP servers")?;
         builder = builder.tool_set(std::sync::Arc::new(servers));
+    }
+    for remote in &config.a2a {
+        let tool = a2a::remote_agent_tool(config, remote.get_ref()).await?;
+        builder = builder.dyn_tool(std::sync::Arc::new(tool));
     }
     if let Some(stores) = stores {
         builder = builder.store(stores.runs).session_store(stores.sessions);

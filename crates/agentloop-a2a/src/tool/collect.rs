@@ -58,21 +58,41 @@ pub struct TaskCollector {
     artifacts: Vec<(String, String)>,
     reply: Option<String>,
     last_agent_message: Option<String>,
+    /// Continuing a task: no update seen yet.
+    continuing: bool,
+    /// The state known is the interruption the message sent answers (a stream's first
+    /// task snapshot), not news.
+    stale: bool,
 }
 
 impl TaskCollector {
+    /// A collector for a message sent to an existing task (an answer to its question, an
+    /// approval): a stream's first event may be the task as it stood before the message
+    /// (still `input-required`); that state is not taken as the outcome, so the collector
+    /// is not settled until a later update says where the task went (or a
+    /// [`apply_task`](Self::apply_task) of a fresh `GetTask` does).
+    pub fn continuing() -> Self {
+        Self { continuing: true, ..Self::default() }
+    }
+
     /// Takes one streamed event.
     pub fn apply(&mut self, event: &StreamResponse) {
+        let first_of_continued = std::mem::take(&mut self.continuing);
         match event {
-            StreamResponse::Task(task) => self.apply_task(task),
+            StreamResponse::Task(task) => {
+                self.apply_task(task);
+                self.stale = first_of_continued && is_interrupted(&task.status.state);
+            }
             StreamResponse::Message(message) => self.apply_message(message),
             StreamResponse::StatusUpdate(update) => {
+                self.stale = false;
                 self.task_id = Some(update.task_id.clone());
                 self.context_id = Some(update.context_id.clone());
                 self.state = Some(update.status.state.clone());
                 self.status_message = update.status.message.as_ref().map(message_text);
             }
             StreamResponse::ArtifactUpdate(update) => {
+                self.stale = false;
                 self.task_id = Some(update.task_id.clone());
                 self.context_id = Some(update.context_id.clone());
                 let text = parts_text(&update.artifact.parts);
@@ -97,6 +117,7 @@ impl TaskCollector {
     /// Takes a whole task (the first event of a stream, or a `GetTask` answer): its state,
     /// status message and artifacts replace what was known.
     pub fn apply_task(&mut self, task: &Task) {
+        self.stale = false;
         self.task_id = Some(task.id.clone());
         self.context_id = Some(task.context_id.clone());
         self.state = Some(task.status.state.clone());
@@ -140,11 +161,11 @@ impl TaskCollector {
     /// True once nothing more will come without us: a terminal or interrupted state, or a
     /// message answer with no task.
     pub fn is_settled(&self) -> bool {
+        if self.stale {
+            return false;
+        }
         match &self.state {
-            Some(state) => {
-                state.is_terminal()
-                    || matches!(state, TaskState::InputRequired | TaskState::AuthRequired)
-            }
+            Some(state) => state.is_terminal() || is_interrupted(state),
             None => self.reply.is_some(),
         }
     }
@@ -206,6 +227,11 @@ impl TaskCollector {
         }
         text
     }
+}
+
+/// Whether `state` waits for the client (`input-required`, `auth-required`).
+fn is_interrupted(state: &TaskState) -> bool {
+    matches!(state, TaskState::InputRequired | TaskState::AuthRequired)
 }
 
 fn push_paragraph(text: &mut String, more: &str) {

@@ -5,20 +5,57 @@ use crate::text::sanitize;
 use a2a::{Role, StreamResponse};
 use agentloop::Event;
 
-/// The agentloop events for one remote update: an artifact chunk's text becomes a
-/// [`Event::TextDelta`] (chunks stream as they come), a status message or an agent message
-/// a whole [`Event::Text`]. Updates without text (a bare state change, a task snapshot)
-/// give none. Text is sanitized and bounded to `max_chars`.
-pub(crate) fn nested_events(update: &StreamResponse, max_chars: usize) -> Vec<Event> {
-    let text = match update {
-        StreamResponse::ArtifactUpdate(update) => {
-            let delta = parts_text(&update.artifact.parts);
+/// Maps a remote task's updates to agentloop events, remembering each artifact's text so
+/// far: an artifact chunk becomes a [`Event::TextDelta`] of what it adds (chunks stream as
+/// they come; a chunk that replaces the artifact with a longer version of the same text,
+/// such as a whole answer sent as the last chunk, adds only its new end), a status message
+/// or an agent message a whole [`Event::Text`]. Updates without text (a bare state change,
+/// a task snapshot) give none. Text is sanitized and bounded to `max_chars`.
+#[derive(Debug, Default)]
+pub(crate) struct NestedMapper {
+    /// Each artifact's text streamed so far, by artifact id.
+    artifacts: Vec<(String, String)>,
+}
+
+impl NestedMapper {
+    /// The events of one update.
+    pub(crate) fn map(&mut self, update: &StreamResponse, max_chars: usize) -> Vec<Event> {
+        if let StreamResponse::ArtifactUpdate(update) = update {
+            let text = parts_text(&update.artifact.parts);
+            let id = &update.artifact.artifact_id;
+            let index = match self.artifacts.iter().position(|(known, _)| known == id) {
+                Some(index) => index,
+                None => {
+                    self.artifacts.push((id.clone(), String::new()));
+                    self.artifacts.len() - 1
+                }
+            };
+            let streamed = &mut self.artifacts[index].1;
+            let delta = if update.append == Some(true) {
+                streamed.push_str(&text);
+                text
+            } else {
+                let delta = match text.strip_prefix(streamed.as_str()) {
+                    Some(rest) if !streamed.is_empty() => rest.to_owned(),
+                    _ => text.clone(),
+                };
+                *streamed = text;
+                delta
+            };
             return if delta.is_empty() {
                 Vec::new()
             } else {
                 vec![Event::TextDelta { delta: sanitize(&delta, max_chars) }]
             };
         }
+        nested_events(update, max_chars)
+    }
+}
+
+/// The events of one update that is not an artifact chunk (see [`NestedMapper`]).
+fn nested_events(update: &StreamResponse, max_chars: usize) -> Vec<Event> {
+    let text = match update {
+        StreamResponse::ArtifactUpdate(_) => return Vec::new(),
         StreamResponse::StatusUpdate(update) => update.status.message.as_ref().map(message_text),
         StreamResponse::Message(message) if message.role == Role::Agent => {
             Some(message_text(message))

@@ -267,7 +267,8 @@ fn outputs_map_to_values_questions_and_errors() {
 #[test]
 fn remote_updates_become_nested_text_events() {
     use agentloop::Event;
-    let events = |update: &StreamResponse| nested::nested_events(update, 100);
+    let mut mapper = nested::NestedMapper::default();
+    let mut events = |update: &StreamResponse| mapper.map(update, 100);
     assert_eq!(
         events(&chunk("a", "part \u{1b}1", true)),
         vec![Event::TextDelta { delta: "part \\u{1b}1".into() }]
@@ -283,4 +284,54 @@ fn remote_updates_become_nested_text_events() {
     let echo = StreamResponse::Message(Message::new(Role::User, vec![Part::text("hi")]));
     assert!(events(&echo).is_empty());
     assert_eq!(nested::remote_task_id(&chunk("a", "x", false)), Some("t1"));
+}
+
+#[test]
+fn a_last_chunk_that_repeats_the_answer_adds_only_what_is_new() {
+    use agentloop::Event;
+    let mut mapper = nested::NestedMapper::default();
+    let mut deltas = |update: &StreamResponse| -> Vec<String> {
+        mapper
+            .map(update, 100)
+            .into_iter()
+            .map(|event| match event {
+                Event::TextDelta { delta } => delta,
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    };
+    assert_eq!(deltas(&chunk("answer", "chunk 1 ", false)), ["chunk 1 "]);
+    assert_eq!(deltas(&chunk("answer", "chunk 2", true)), ["chunk 2"]);
+    // The whole answer as a replacing last chunk: nothing new.
+    assert!(deltas(&chunk("answer", "chunk 1 chunk 2", false)).is_empty());
+    // A longer version adds its end; a different text is shown whole.
+    assert_eq!(deltas(&chunk("answer", "chunk 1 chunk 2!", false)), ["!"]);
+    assert_eq!(deltas(&chunk("answer", "other", false)), ["other"]);
+    // Another artifact is its own stream.
+    assert_eq!(deltas(&chunk("notes", "chunk 1 ", false)), ["chunk 1 "]);
+}
+
+#[test]
+fn continuing_a_task_ignores_the_first_snapshot_of_the_state_it_answers() {
+    let mut answer = task(TaskState::InputRequired);
+    answer.status.message = Some(Message::new(Role::Agent, vec![Part::text("Name?")]));
+    let mut collector = TaskCollector::continuing();
+    collector.apply(&StreamResponse::Task(answer.clone()));
+    assert!(!collector.is_settled());
+    collector.apply(&status(TaskState::Working, None));
+    assert!(!collector.is_settled());
+    collector.apply(&status(TaskState::InputRequired, Some("And your age?")));
+    assert!(collector.is_settled());
+    assert_eq!(
+        collector.outcome(),
+        TaskOutcome::InputRequired { task_id: "t1".into(), question: "And your age?".into() }
+    );
+    // A fresh GetTask counts; a new task's first snapshot counts as usual.
+    let mut refreshed = TaskCollector::continuing();
+    refreshed.apply(&StreamResponse::Task(answer.clone()));
+    refreshed.apply_task(&answer);
+    assert!(refreshed.is_settled());
+    let mut fresh = TaskCollector::default();
+    fresh.apply(&StreamResponse::Task(answer));
+    assert!(fresh.is_settled());
 }

@@ -66,3 +66,54 @@ fn errors_name_the_file_the_line_and_what_is_expected() {
     let error = parse("[agent\n").unwrap_err().to_string();
     assert!(error.starts_with("agentloop.toml:1:"), "{error}");
 }
+
+#[test]
+fn remote_agents_parse_with_their_lines() {
+    let config = parse(
+        r#"
+[[a2a]]
+url = "http://127.0.0.1:8080/echo"
+
+[[a2a]]
+url = "https://agents.example/research"
+name = "research"
+description = "Finds things."
+token_env = "RESEARCH_TOKEN"
+timeout_secs = 600
+"#,
+    )
+    .unwrap();
+    let remotes: Vec<&RemoteAgentSection> = config.a2a.iter().map(|r| r.get_ref()).collect();
+    assert_eq!(remotes.len(), 2);
+    assert_eq!(
+        (remotes[0].url.get_ref().as_str(), remotes[0].line),
+        ("http://127.0.0.1:8080/echo", 2)
+    );
+    assert_eq!(remotes[1].name.as_deref(), Some("research"));
+    assert_eq!(remotes[1].token_env.as_deref(), Some("RESEARCH_TOKEN"));
+    assert_eq!((remotes[1].timeout_secs, remotes[1].line), (Some(600), 5));
+}
+
+#[test]
+fn bad_remote_agents_are_refused_with_file_and_line() {
+    let error = |text: &str| parse(text).unwrap_err().to_string();
+    assert_eq!(
+        error("[agent]\nname = \"a\"\n\n[[a2a]]\nurl = \"ftp://host/x\"\n"),
+        "agentloop.toml:5: [[a2a]] url: 'ftp://host/x': only http and https are supported"
+    );
+    assert_eq!(
+        error("[[a2a]]\nurl = \"http://h\"\ntoken = \"abc123\"\ntoken_env = \"T\"\n"),
+        "agentloop.toml:1: [[a2a]]: set token or token_env, not both"
+    );
+    assert_eq!(
+        error("\n[[a2a]]\nurl = \"http://h\"\ntimeout_secs = 0\n"),
+        "agentloop.toml:2: [[a2a]] timeout_secs: must be at least 1"
+    );
+    let missing = error("[[a2a]]\nname = \"x\"\n");
+    assert!(missing.starts_with("agentloop.toml:1: ") && missing.contains("url"), "{missing}");
+    let unknown = error("[[a2a]]\nurl = \"http://h\"\nurls = 1\n");
+    assert!(unknown.starts_with("agentloop.toml:3: ") && unknown.contains("urls"), "{unknown}");
+    // The token is never part of an error or of the debug output.
+    let config = parse("[[a2a]]\nurl = \"http://h\"\ntoken = \"abc123\"\n").unwrap();
+    assert!(!format!("{config:?}").contains("abc123"));
+}
