@@ -377,7 +377,7 @@ impl EventMapper {
                 format!("{name} failed: {error}"),
                 json!({"event": "tool_failed", "tool": name, "callId": result.call_id}),
             )],
-            Event::ToolTimedOut { name, result, timeout_ms } => vec![self.tool_status(
+            Event::ToolTimedOut { name, result, timeout_ms, .. } => vec![self.tool_status(
                 seq,
                 at_ms,
                 format!("{name} timed out after {timeout_ms} ms"),
