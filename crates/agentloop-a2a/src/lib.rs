@@ -33,4 +33,4 @@ mod tool;
 pub use client::{A2aClient, A2aClientBuilder, Binding, EventStream, AGENT_CARD_PATH};
 pub use error::A2aClientError;
 pub use sse::{SseError, SseEvent, SseParser};
-pub use tool::{A2aAgentArgs, A2aAgentTool, TaskCollector, TaskOutcome};
+pub use tool::{state_name, A2aAgentArgs, A2aAgentTool, TaskCollector, TaskOutcome};

@@ -3,7 +3,7 @@
 mod collect;
 mod nested;
 
-pub use collect::{TaskCollector, TaskOutcome};
+pub use collect::{state_name, TaskCollector, TaskOutcome};
 
 use crate::client::A2aClient;
 use crate::error::A2aClientError;
@@ -11,7 +11,7 @@ use crate::text::sanitize;
 use a2a::{Message, Part, Role, SendMessageRequest};
 use agentloop::tool::{schema_for, DynTool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use async_trait::async_trait;
-use collect::state_name;
+
 use futures::StreamExt;
 use nested::{remote_task_id, NestedMapper};
 use schemars::JsonSchema;

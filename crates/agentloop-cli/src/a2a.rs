@@ -15,7 +15,7 @@ use agentloop_a2a::a2a::{
     AgentCard, Message, Part, PartContent, Role, SendMessageRequest, SendMessageResponse,
     StreamResponse, Task, TaskState,
 };
-use agentloop_a2a::{A2aAgentTool, A2aClient, TaskCollector};
+use agentloop_a2a::{state_name, A2aAgentTool, A2aClient, TaskCollector};
 use anyhow::Context;
 use futures::StreamExt;
 use secrecy::SecretString;
@@ -476,21 +476,6 @@ fn parts_text(parts: &[Part]) -> String {
 
 fn message_text(message: &Message) -> String {
     parts_text(&message.parts)
-}
-
-/// A state's name as the protocol's docs write it.
-fn state_name(state: &TaskState) -> &'static str {
-    match state {
-        TaskState::Unspecified => "unspecified",
-        TaskState::Submitted => "submitted",
-        TaskState::Working => "working",
-        TaskState::Completed => "completed",
-        TaskState::Failed => "failed",
-        TaskState::Canceled => "canceled",
-        TaskState::InputRequired => "input-required",
-        TaskState::Rejected => "rejected",
-        TaskState::AuthRequired => "auth-required",
-    }
 }
 
 /// Characters that may not reach a terminal as they are: controls (newline and tab

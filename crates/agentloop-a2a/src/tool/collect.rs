@@ -274,7 +274,7 @@ fn file_label(part: &Part) -> String {
 }
 
 /// A state's name as the protocol's docs write it (`input-required`, …).
-pub(crate) fn state_name(state: &TaskState) -> &'static str {
+pub fn state_name(state: &TaskState) -> &'static str {
     match state {
         TaskState::Unspecified => "unspecified",
         TaskState::Submitted => "submitted",

@@ -29,43 +29,41 @@ fn id_of(envelope: &Envelope) -> String {
 /// The stream of a message just accepted: the task, then the run's updates as this
 /// process drives it.
 pub fn accepted(accepted: Accepted) -> impl Stream<Item = Update> + Send + 'static {
-    let Accepted { task, mut events } = accepted;
-    async_stream::stream! {
-        let mut mapper = EventMapper::new(&task.id, &task.context_id);
-        let first = StreamResponse::Task(task);
-        yield Ok((None, first));
-        while let Some(envelope) = events.recv().await {
-            let id = id_of(&envelope);
-            for update in mapper.map(envelope.seq, envelope.at_ms, &envelope.event) {
-                let end = ends_stream(&update);
-                yield Ok((Some(id.clone()), update));
-                if end {
-                    return;
-                }
-            }
-        }
-    }
+    let Accepted { task, events } = accepted;
+    let mapper = EventMapper::new(&task.id, &task.context_id);
+    let envelopes = futures::stream::unfold(events, |mut events| async move {
+        let envelope = events.recv().await?;
+        Some((Ok(envelope), events))
+    });
+    futures::stream::once(async move { Ok((None, StreamResponse::Task(task))) })
+        .chain(updates(mapper, envelopes))
 }
 
-/// The stream of SubscribeToTask: the task as it stands (unless the client resumes after
-/// `last_seq`), then the journal's updates.
+/// The stream of SubscribeToTask: the task as it stands (unless the client resumes after an
+/// event id it saw), then the journal's updates.
 pub fn subscribed(
     fold: TaskFold,
     journal: BoxStream<'static, Result<Envelope, StoreError>>,
     resumed: bool,
 ) -> impl Stream<Item = Update> + Send + 'static {
+    let task = fold.task(None, true);
+    let mapper = EventMapper::new(&task.id, &task.context_id);
+    let ended = ends_stream(&StreamResponse::Task(task.clone()));
+    let first = (!resumed)
+        .then(|| Ok((fold.last_seq().map(|s| s.to_string()), StreamResponse::Task(task))));
+    let rest = (!(first.is_some() && ended)).then(|| updates(mapper, journal));
+    futures::stream::iter(first).chain(futures::stream::iter(rest).flatten())
+}
+
+/// The updates of a run's envelopes, each with its event id, until one ends the stream (or
+/// an error, which is passed on last).
+fn updates(
+    mut mapper: EventMapper,
+    envelopes: impl Stream<Item = Result<Envelope, StoreError>> + Send + 'static,
+) -> impl Stream<Item = Update> + Send + 'static {
     async_stream::stream! {
-        let task = fold.task(None, true);
-        let mut mapper = EventMapper::new(&task.id, &task.context_id);
-        if !resumed {
-            let end = ends_stream(&StreamResponse::Task(task.clone()));
-            yield Ok((fold.last_seq().map(|s| s.to_string()), StreamResponse::Task(task)));
-            if end {
-                return;
-            }
-        }
-        let mut journal = journal;
-        while let Some(envelope) = journal.next().await {
+        let mut envelopes = std::pin::pin!(envelopes);
+        while let Some(envelope) = envelopes.next().await {
             let envelope = match envelope {
                 Ok(envelope) => envelope,
                 Err(error) => {
