@@ -331,6 +331,31 @@ impl EventMapper {
         self.status(TaskState::Working, Some(message), metadata(detail), at_ms)
     }
 
+    /// A status update for an event of work a tool call started (a sub-agent's run, a
+    /// remote agent): its tool activity, texts and end, each as a working status whose
+    /// metadata names the call and the run (deltas are left out).
+    fn nested(
+        &self,
+        seq: u64,
+        at_ms: u64,
+        call_id: &str,
+        run_id: Option<&str>,
+        event: &Event,
+    ) -> Option<StreamResponse> {
+        let text = match event {
+            Event::ToolStarted { call, .. } => format!("Calling {}", call.name),
+            Event::ToolCompleted { name, .. } => format!("{name} finished"),
+            Event::ToolFailed { name, error, .. } => format!("{name} failed: {error}"),
+            Event::Text { text } => text.clone(),
+            Event::RunFinished { outcome } => outcome.answer.clone(),
+            Event::RunFailed { error, .. } => format!("failed: {error}"),
+            _ => return None,
+        };
+        let detail =
+            json!({"event": "nested", "kind": event.kind(), "callId": call_id, "runId": run_id});
+        Some(self.tool_status(seq, at_ms, text, detail))
+    }
+
     /// The updates of one event (`seq`: the journal entry, or the last one before a
     /// stream-only event). A text delta is a chunk of the answer artifact (`append` after
     /// the turn's first); a turn that turns out to call tools was not the answer, so the
@@ -383,6 +408,9 @@ impl EventMapper {
                 format!("{name} timed out after {timeout_ms} ms"),
                 json!({"event": "tool_timed_out", "tool": name, "callId": result.call_id}),
             )],
+            Event::Nested { call_id, run_id, event } => {
+                self.nested(seq, at_ms, call_id, run_id.as_deref(), event).into_iter().collect()
+            }
             Event::Paused { reason } => vec![self.status(
                 TaskState::Working,
                 None,

@@ -123,3 +123,29 @@ async fn tool_activity_is_a_working_status_with_metadata() {
     assert_eq!(tools[0]["tool"], "calculator");
     assert_eq!(tools[1]["event"], "tool_completed");
 }
+
+#[test]
+fn a_sub_agents_events_are_working_statuses_that_name_the_call_and_run() {
+    let mut mapper = EventMapper::new("run-1", "ctx-1");
+    let inner = agentloop::Event::Text { text: "looking it up".into() };
+    let nested = agentloop::Event::Nested {
+        call_id: "call-7".into(),
+        run_id: Some("run-child".into()),
+        event: Box::new(inner),
+    };
+    let updates = mapper.map(3, 0, &nested);
+    let [StreamResponse::StatusUpdate(update)] = updates.as_slice() else { panic!("{updates:?}") };
+    assert_eq!(update.status.state, TaskState::Working);
+    assert_eq!(update.status.message.as_ref().unwrap().text(), Some("looking it up"));
+    let meta = &update.metadata.as_ref().unwrap()[METADATA_KEY];
+    assert_eq!(meta["event"], "nested");
+    assert_eq!(meta["callId"], "call-7");
+    assert_eq!(meta["runId"], "run-child");
+    // Deltas are left out.
+    let delta = agentloop::Event::Nested {
+        call_id: "call-7".into(),
+        run_id: None,
+        event: Box::new(agentloop::Event::TextDelta { delta: "x".into() }),
+    };
+    assert!(mapper.map(3, 0, &delta).is_empty());
+}
