@@ -24,6 +24,8 @@ pub struct Config {
     pub mcp: Vec<agentloop::tool::mcp::McpServerConfig>,
     /// Remote A2A agents offered as tools (`[[a2a]]` tables).
     pub a2a: Vec<toml::Spanned<RemoteAgentSection>>,
+    /// The agents `agentloop serve` serves (`[[serve]]` tables; none: the `[agent]`).
+    pub serve: Vec<toml::Spanned<ServeAgentSection>>,
     /// Where the file came from (not in the file).
     #[serde(skip)]
     pub source: Option<PathBuf>,
@@ -199,6 +201,26 @@ impl std::fmt::Debug for RemoteAgentSection {
     }
 }
 
+/// `[[serve]]`: one agent `agentloop serve` serves, at `/{name}` with its own card. It is
+/// the `[agent]` of the file (same provider, limits, tools and store) with these changes.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServeAgentSection {
+    /// Its name: its path and its card's name (a-z, 0-9, `-`, `_`; at most 64).
+    pub name: String,
+    /// The card's description.
+    pub description: Option<String>,
+    /// Its system prompt (default: `[agent] instructions`).
+    pub instructions: Option<String>,
+    /// Its built-in tools (default: `[tools] enabled`).
+    pub tools: Option<Vec<String>>,
+    /// Its iteration limit (default: `[limits] max_iterations`).
+    pub max_iterations: Option<u32>,
+    /// The line of the table in the file (not in the file).
+    #[serde(skip)]
+    pub line: usize,
+}
+
 /// The built-in tools.
 pub const BUILTIN_TOOLS: &[&str] =
     &["calculator", "read_file", "list_dir", "write_file", "http_get", "shell"];
@@ -220,6 +242,10 @@ impl Config {
         for remote in &mut config.a2a {
             let line = line_at(remote.span().start);
             remote.get_mut().line = line;
+        }
+        for served in &mut config.serve {
+            let line = line_at(served.span().start);
+            served.get_mut().line = line;
         }
         config.source = Some(path.to_owned());
         config.validate()?;
@@ -266,6 +292,39 @@ impl Config {
             }
             if remote.timeout_secs == Some(0) {
                 bail!("{at}[[a2a]] timeout_secs: must be at least 1");
+            }
+        }
+        let mut names: Vec<&str> = Vec::new();
+        for served in &self.serve {
+            let served = served.get_ref();
+            let at = self
+                .source
+                .as_ref()
+                .map_or_else(String::new, |p| format!("{}:{}: ", p.display(), served.line));
+            let name = served.name.as_str();
+            let segment = (1..=64).contains(&name.len())
+                && name.bytes().all(|b| {
+                    b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_'
+                });
+            if !segment {
+                bail!(
+                    "{at}[[serve]] name: '{name}' must be 1-64 characters of a-z, 0-9, '-' and '_'"
+                );
+            }
+            if names.contains(&name) {
+                bail!("{at}[[serve]] name: '{name}' is already served");
+            }
+            names.push(name);
+            for tool in served.tools.iter().flatten() {
+                if !BUILTIN_TOOLS.contains(&tool.as_str()) {
+                    bail!(
+                        "{at}[[serve]] tools: unknown tool '{tool}' (expected one of {})",
+                        BUILTIN_TOOLS.join(", ")
+                    );
+                }
+            }
+            if served.max_iterations == Some(0) {
+                bail!("{at}[[serve]] max_iterations: must be at least 1");
             }
         }
         if self.provider.kind == Some(ProviderKind::Scripted) && self.provider.script.is_none() {

@@ -335,7 +335,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             let stores = runs::open(&config.store).await?;
             let served = if agent.as_deref() == Some("echo") {
                 serve::Served::Echo(stores)
-            } else {
+            } else if config.serve.is_empty() {
                 let name = name.or(config.agent.name.clone()).unwrap_or_else(|| "agent".into());
                 config.agent.name = Some(name);
                 let agent = build_agent(
@@ -347,10 +347,43 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                     Purpose::Run,
                 )
                 .await?;
-                serve::Served::Configured(Box::new(agent))
+                serve::Served::Configured(vec![(agent, description.clone())])
+            } else {
+                // `[[serve]]`: each table is the `[agent]` with its own name, prompt, tools
+                // and iteration limit, on the same store.
+                let mut agents = Vec::with_capacity(config.serve.len());
+                for served in &config.serve {
+                    let served = served.get_ref();
+                    let mut one = config.clone();
+                    one.agent.name = Some(served.name.clone());
+                    if let Some(instructions) = &served.instructions {
+                        one.agent.instructions = Some(instructions.clone());
+                    }
+                    if let Some(tools) = &served.tools {
+                        one.tools.enabled = Some(tools.clone());
+                    }
+                    if let Some(n) = served.max_iterations {
+                        one.limits.max_iterations = Some(n);
+                    }
+                    let stores = runs::Stores {
+                        runs: stores.runs.clone(),
+                        sessions: stores.sessions.clone(),
+                    };
+                    let agent = build_agent(
+                        &one,
+                        &cli.provider,
+                        &agent_flags,
+                        None,
+                        Some(stores),
+                        Purpose::Run,
+                    )
+                    .await
+                    .with_context(|| format!("[[serve]] agent '{}'", served.name))?;
+                    agents.push((agent, served.description.clone()));
+                }
+                serve::Served::Configured(agents)
             };
-            let options =
-                serve::ServeOptions { bind, public_url, tokens: token, description, body_limit };
+            let options = serve::ServeOptions { bind, public_url, tokens: token, body_limit };
             serve::serve(served, options).await
         }
         Command::Runs { command } => {

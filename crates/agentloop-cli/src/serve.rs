@@ -19,8 +19,6 @@ pub struct ServeOptions {
     pub public_url: Option<String>,
     /// Bearer tokens, comma separated.
     pub tokens: Option<String>,
-    /// The card's description of the configured agent.
-    pub description: Option<String>,
     /// The largest request body.
     pub body_limit: usize,
 }
@@ -29,19 +27,21 @@ pub struct ServeOptions {
 pub enum Served {
     /// `--agent echo`.
     Echo(crate::runs::Stores),
-    /// The configured agent.
-    Configured(Box<Agent>),
+    /// The configured agents (`[agent]`, or each `[[serve]]`), with their descriptions.
+    Configured(Vec<(Agent, Option<String>)>),
 }
 
 /// Serves until Ctrl-C or SIGTERM.
 pub async fn serve(served: Served, options: ServeOptions) -> anyhow::Result<i32> {
-    let agent = match served {
-        Served::Echo(stores) => echo::served_echo(stores.runs, stores.sessions)?,
-        Served::Configured(agent) => {
-            let description =
-                options.description.clone().unwrap_or_else(|| "An agentloop agent.".to_owned());
-            ServedAgent::new(*agent, description)?
-        }
+    let agents = match served {
+        Served::Echo(stores) => vec![echo::served_echo(stores.runs, stores.sessions)?],
+        Served::Configured(agents) => agents
+            .into_iter()
+            .map(|(agent, description)| {
+                let description = description.unwrap_or_else(|| "An agentloop agent.".to_owned());
+                ServedAgent::new(agent, description)
+            })
+            .collect::<Result<_, _>>()?,
     };
     let listener = tokio::net::TcpListener::bind(options.bind)
         .await
@@ -67,11 +67,13 @@ pub async fn serve(served: Served, options: ServeOptions) -> anyhow::Result<i32>
         body_limit: options.body_limit,
         ..ServerConfig::default()
     };
-    let name = agent.name().to_owned();
-    let server = Server::new(vec![agent], config)?;
-    println!(
-        "listening on {public_url}/{name} (card: {public_url}/{name}/.well-known/agent-card.json)"
-    );
+    let names: Vec<String> = agents.iter().map(|agent| agent.name().to_owned()).collect();
+    let server = Server::new(agents, config)?;
+    for name in &names {
+        println!(
+            "listening on {public_url}/{name} (card: {public_url}/{name}/.well-known/agent-card.json)"
+        );
+    }
     server.serve(listener, shutdown()).await.context("serving")?;
     Ok(0)
 }

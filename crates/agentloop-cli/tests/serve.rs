@@ -129,3 +129,81 @@ async fn a_killed_server_is_restarted_and_its_task_completes_with_every_event_on
     second.kill().unwrap();
     second.wait().unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_agents_from_one_config_file_each_with_its_card_and_path() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("script.json"),
+        json!([{"text": "Hello from a served agent."}]).to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("agentloop.toml"),
+        "[provider]\nkind = \"scripted\"\nscript = \"script.json\"\n\n\
+         [[serve]]\nname = \"alpha\"\ndescription = \"The first agent\"\ntools = [\"calculator\"]\n\n\
+         [[serve]]\nname = \"beta\"\ndescription = \"The second agent\"\ntools = []\n",
+    )
+    .unwrap();
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("agentloop"))
+        .current_dir(dir.path())
+        .env("HOME", dir.path())
+        .env("XDG_CONFIG_HOME", dir.path())
+        .env_remove("AGENTLOOP_CONFIG")
+        .env_remove("AGENTLOOP_PROVIDER")
+        .args(["serve", "--bind", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let urls: Vec<String> = (0..2)
+        .map(|_| {
+            let line = lines.next().unwrap().unwrap();
+            line.strip_prefix("listening on ").unwrap().split(' ').next().unwrap().to_owned()
+        })
+        .collect();
+    assert!(urls[0].ends_with("/alpha") && urls[1].ends_with("/beta"), "{urls:?}");
+    let client = reqwest::Client::new();
+    for (url, (name, description, tags)) in urls.iter().zip([
+        ("alpha", "The first agent", json!(["calculator"])),
+        ("beta", "The second agent", json!(["chat"])),
+    ]) {
+        let card: Value = client
+            .get(format!("{url}/.well-known/agent-card.json"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(card["name"], name);
+        assert_eq!(card["description"], description);
+        assert_eq!(card["skills"][0]["tags"], tags, "{card}");
+        let message = json!({"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}]});
+        let task: Value = client
+            .post(url)
+            .json(&rpc("SendMessage", json!({"message": message})))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let task = &task["result"]["task"];
+        assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
+        assert_eq!(task["artifacts"][0]["parts"][0]["text"], "Hello from a served agent.");
+        // Each agent lists only its own tasks.
+        let listed: Value = client
+            .post(url)
+            .json(&rpc("ListTasks", json!({})))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(listed["result"]["tasks"].as_array().unwrap().len(), 1, "{listed}");
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

@@ -117,3 +117,33 @@ fn bad_remote_agents_are_refused_with_file_and_line() {
     let config = parse("[[a2a]]\nurl = \"http://h\"\ntoken = \"abc123\"\n").unwrap();
     assert!(!format!("{config:?}").contains("abc123"));
 }
+
+#[test]
+fn served_agents_are_read_with_their_lines_and_bad_ones_refused() {
+    let text = "[agent]\nname = \"base\"\n\n[[serve]]\nname = \"alpha\"\ndescription = \"First\"\n\n[[serve]]\nname = \"beta\"\ntools = [\"calculator\"]\nmax_iterations = 3\n";
+    let config = parse(text).unwrap();
+    let served: Vec<_> = config.serve.iter().map(|s| s.get_ref()).collect();
+    assert_eq!((served[0].name.as_str(), served[0].line), ("alpha", 4));
+    assert_eq!(served[0].description.as_deref(), Some("First"));
+    assert_eq!(
+        (served[1].name.as_str(), served[1].line, served[1].max_iterations),
+        ("beta", 8, Some(3))
+    );
+    let error = |text: &str| parse(text).unwrap_err().to_string();
+    assert_eq!(
+        error("[[serve]]\nname = \"Bad Name\"\n"),
+        "agentloop.toml:1: [[serve]] name: 'Bad Name' must be 1-64 characters of a-z, 0-9, '-' and '_'"
+    );
+    assert_eq!(
+        error("[[serve]]\nname = \"a\"\n[[serve]]\nname = \"a\"\n"),
+        "agentloop.toml:3: [[serve]] name: 'a' is already served"
+    );
+    assert!(error("\n[[serve]]\nname = \"a\"\ntools = [\"rm\"]\n")
+        .starts_with("agentloop.toml:2: [[serve]] tools: unknown tool 'rm'"));
+    assert_eq!(
+        error("[[serve]]\nname = \"a\"\nmax_iterations = 0\n"),
+        "agentloop.toml:1: [[serve]] max_iterations: must be at least 1"
+    );
+    let missing = error("[[serve]]\ndescription = \"x\"\n");
+    assert!(missing.starts_with("agentloop.toml:1: ") && missing.contains("name"), "{missing}");
+}
