@@ -150,6 +150,9 @@ pub struct TaskFold {
     answer: Option<String>,
     /// The last journaled entry.
     last_seq: Option<u64>,
+    /// What the runs' session ids start with before the A2A `contextId` (see
+    /// [`with_namespace`](Self::with_namespace)).
+    namespace: String,
 }
 
 impl TaskFold {
@@ -166,7 +169,14 @@ impl TaskFold {
             history: Vec::new(),
             answer: None,
             last_seq: None,
+            namespace: String::new(),
         }
+    }
+
+    /// A fold whose run's session id is `namespace` followed by the task's `contextId`: a
+    /// served agent keeps its contexts apart from other agents' sessions on the same store.
+    pub fn with_namespace(task_id: &str, namespace: &str) -> Self {
+        Self { namespace: namespace.to_owned(), ..Self::new(task_id) }
     }
 
     /// Folds the next journaled event (`seq`, appended at `at_ms`).
@@ -176,7 +186,12 @@ impl TaskFold {
         let message_id = format!("{}-{seq}", self.task_id);
         match event {
             Event::RunStarted { config, input, .. } => {
-                self.context_id = config.context_id.clone().unwrap_or_else(|| self.task_id.clone());
+                self.context_id = match &config.context_id {
+                    Some(session) => {
+                        session.strip_prefix(self.namespace.as_str()).unwrap_or(session).to_owned()
+                    }
+                    None => self.task_id.clone(),
+                };
                 self.agent = config.agent.clone();
                 self.state = TaskState::Working;
                 for (i, message) in own_input(input).iter().enumerate() {

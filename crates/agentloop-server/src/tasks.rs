@@ -169,6 +169,17 @@ impl Host {
         &self.served
     }
 
+    /// What this agent's session ids start with: `a2a/{name}/`.
+    fn namespace(&self) -> String {
+        format!("a2a/{}/", self.served.name)
+    }
+
+    /// The session of an A2A context: the context in this agent's namespace, so that
+    /// another agent (or a CLI chat) on the same store never shares its conversation.
+    fn session_id(&self, context_id: &str) -> String {
+        format!("{}{context_id}", self.namespace())
+    }
+
     fn live(&self) -> std::sync::MutexGuard<'_, HashMap<String, Live>> {
         self.live.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -176,7 +187,7 @@ impl Host {
     /// The task's run folded (not found unless it is a run of this agent).
     pub async fn fold(&self, task_id: &str) -> Result<TaskFold, A2AError> {
         let entries = self.service.store().load(task_id).await.map_err(internal)?;
-        let mut fold = TaskFold::new(task_id);
+        let mut fold = TaskFold::with_namespace(task_id, &self.namespace());
         for entry in &entries {
             fold.apply(entry.seq, entry.at_ms, &entry.event);
         }
@@ -215,16 +226,23 @@ impl Host {
             None => a2a::new_context_id(),
         };
         let run_id = agentloop::agent::new_run_id();
-        let session = self.served.agent.session(&context_id).await.map_err(session_error)?;
+        let session = self
+            .served
+            .agent
+            .session(self.session_id(&context_id))
+            .await
+            .map_err(|e| self.session_error(e))?;
         let cancel = CancellationToken::new();
         let options = RunOptions {
             run_id: Some(run_id.clone()),
             cancel: Some(cancel.clone()),
             ..RunOptions::default()
         };
-        let events = session.run_stream_with(user.clone(), options).await.map_err(session_error)?;
-        let mut fold = TaskFold::new(&run_id);
-        let task = fold_start(&mut fold, &run_id, &context_id, user);
+        let events = session
+            .run_stream_with(user.clone(), options)
+            .await
+            .map_err(|e| self.session_error(e))?;
+        let task = fold_start(&run_id, &context_id, user);
         let (events, known) = self.drive_signalled(run_id, events, 0, cancel);
         // Answer once the store knows the task: a GetTask or SubscribeToTask right after
         // the response finds it.
@@ -256,12 +274,17 @@ impl Host {
             )));
         }
         let next_seq = fold.last_seq().map_or(0, |seq| seq + 1);
-        let session = self.served.agent.session(fold.context_id()).await.map_err(session_error)?;
+        let session = self
+            .served
+            .agent
+            .session(self.session_id(fold.context_id()))
+            .await
+            .map_err(|e| self.session_error(e))?;
         let events = if fold.awaits_approval() {
             let decisions = parse_decisions(message, &self.awaiting_calls(task_id).await?)?;
-            session.decide(decisions).await.map_err(session_error)?
+            session.decide(decisions).await.map_err(|e| self.session_error(e))?
         } else {
-            session.answer(task_id, user).await.map_err(session_error)?
+            session.answer(task_id, user).await.map_err(|e| self.session_error(e))?
         };
         // The task as the message leaves it: working again (the stream's updates follow).
         let mut task = fold.task(None, true);
@@ -338,9 +361,10 @@ impl Host {
         if !fold.state().is_terminal() {
             return;
         }
-        if let Ok(info) = sessions.open_session(fold.context_id()).await {
+        let session = self.session_id(fold.context_id());
+        if let Ok(info) = sessions.open_session(&session).await {
             if info.state == SessionState::Busy && info.run_id.as_deref() == Some(run_id) {
-                if let Err(error) = sessions.end_turn(fold.context_id(), run_id, &[]).await {
+                if let Err(error) = sessions.end_turn(&session, run_id, &[]).await {
                     tracing::warn!(%error, run_id, "a2a: a stopped run's turn could not end");
                 }
             }
@@ -402,7 +426,7 @@ impl Host {
         };
         let history_length = history_length_of(request.history_length)?.or(Some(0));
         let mut filter = RunFilter::all().agent(self.served.name.clone());
-        filter.context_id = request.context_id.clone();
+        filter.context_id = request.context_id.as_deref().map(|c| self.session_id(c));
         filter.state = match &request.status {
             None | Some(TaskState::Unspecified) => None,
             Some(state) => Some(run_state(state)?),
@@ -475,6 +499,31 @@ impl Host {
         &self.service
     }
 
+    /// The spec's error for a session's refusal (contexts named as the client knows them).
+    fn session_error(&self, error: agentloop::SessionError) -> A2AError {
+        let namespace = self.namespace();
+        let context = |id: &str| id.strip_prefix(namespace.as_str()).unwrap_or(id).to_owned();
+        match error {
+            agentloop::SessionError::Busy { context_id, run_id } => {
+                A2AError::unsupported_operation(format!(
+                    "context {} is busy with task {run_id}: send to that task, or wait until \
+                     it ends",
+                    context(&context_id)
+                ))
+            }
+            agentloop::SessionError::Store(StoreError::NotInTurn { context_id, .. }) => {
+                A2AError::unsupported_operation(format!(
+                    "the task is no longer the latest of context {} and cannot be continued",
+                    context(&context_id)
+                ))
+            }
+            agentloop::SessionError::Resume(agentloop::ResumeError::Run(error)) => {
+                A2AError::invalid_params(error.to_string())
+            }
+            other => internal(other),
+        }
+    }
+
     /// Continues, once, the runs of this agent whose executor died (running, with a lease
     /// that expired): each is resumed — in its session when the session's turn is its —
     /// and drained here. Returns how many were resumed.
@@ -516,8 +565,13 @@ impl Host {
         {
             let info = sessions.open_session(context_id).await.map_err(internal)?;
             if info.state == SessionState::Busy && info.run_id.as_deref() == Some(run_id) {
-                let session = self.served.agent.session(context_id).await.map_err(session_error)?;
-                return session.resume_turn().await.map_err(session_error);
+                let session = self
+                    .served
+                    .agent
+                    .session(context_id)
+                    .await
+                    .map_err(|e| self.session_error(e))?;
+                return session.resume_turn().await.map_err(|e| self.session_error(e));
             }
         }
         self.served.agent.resume(run_id).await.map_err(internal)
@@ -525,8 +579,8 @@ impl Host {
 }
 
 /// The task of a run just started, before its first entry.
-fn fold_start(fold: &mut TaskFold, run_id: &str, context_id: &str, user: Message) -> Task {
-    let mut task = fold.task(None, false);
+fn fold_start(run_id: &str, context_id: &str, user: Message) -> Task {
+    let mut task = TaskFold::new(run_id).task(None, false);
     task.context_id = context_id.to_owned();
     task.status.timestamp = crate::mapping::timestamp(now_ms());
     if let Some(message) =
@@ -535,23 +589,6 @@ fn fold_start(fold: &mut TaskFold, run_id: &str, context_id: &str, user: Message
         task.history = Some(vec![message]);
     }
     task
-}
-
-fn session_error(error: agentloop::SessionError) -> A2AError {
-    match error {
-        agentloop::SessionError::Busy { context_id, run_id } => A2AError::unsupported_operation(format!(
-            "context {context_id} is busy with task {run_id}: send to that task, or wait until it ends"
-        )),
-        agentloop::SessionError::Store(StoreError::NotInTurn { context_id, .. }) => {
-            A2AError::unsupported_operation(format!(
-                "the task is no longer the latest of context {context_id} and cannot be continued"
-            ))
-        }
-        agentloop::SessionError::Resume(agentloop::ResumeError::Run(error)) => {
-            A2AError::invalid_params(error.to_string())
-        }
-        other => internal(other),
-    }
 }
 
 fn history_length_of(length: Option<i32>) -> Result<Option<usize>, A2AError> {

@@ -6,6 +6,7 @@
 mod common;
 
 use agentloop::store::redis::{RedisOptions, RedisStore};
+use agentloop::store::SessionStore;
 use agentloop_server::ServerConfig;
 use common::{message, state_of};
 use serde_json::json;
@@ -29,6 +30,12 @@ async fn tasks_live_in_redis() {
 
     let task = server.send("hello redis", None).await;
     assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED");
+    // The context's conversation is a session in the agent's namespace, apart from any
+    // other agent's (or a CLI chat's) session of the same name.
+    let context = task["contextId"].as_str().unwrap();
+    let sessions: &dyn SessionStore = store.as_ref();
+    assert!(sessions.get_session(&format!("a2a/echo/{context}")).await.unwrap().is_some());
+    assert!(sessions.get_session(context).await.unwrap().is_none());
     let events = server
         .rpc_stream("SendStreamingMessage", json!({"message": message("stream 3", None)}), None)
         .await;
