@@ -92,6 +92,7 @@ impl Server {
                 }
             }
         });
+        let listener = web::idle::IdleListener::new(listener, self.config.idle_timeout);
         let served = axum::serve(listener, router).with_graceful_shutdown(shutdown).await;
         recovery.abort();
         served

@@ -16,6 +16,7 @@ use axum::{Json, Router};
 use std::sync::Arc;
 use std::time::Duration;
 
+pub mod idle;
 mod jsonrpc;
 mod ops;
 mod rest;
@@ -42,6 +43,10 @@ pub struct ServerConfig {
     /// How often the server looks for runs whose executor died, to continue them.
     /// Default 5 s.
     pub recovery_interval: Duration,
+    /// A connection with no byte either way for this long is closed (a client that sends
+    /// nothing, stops halfway, or leaves a connection unused). Longer than `send_wait`, which
+    /// a blocking SendMessage may spend silent. Default 5 minutes.
+    pub idle_timeout: Duration,
 }
 
 impl Default for ServerConfig {
@@ -54,6 +59,7 @@ impl Default for ServerConfig {
             send_wait: Duration::from_secs(240),
             keep_alive: Duration::from_secs(15),
             recovery_interval: Duration::from_secs(5),
+            idle_timeout: Duration::from_secs(300),
         }
     }
 }

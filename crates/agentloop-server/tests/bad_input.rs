@@ -296,3 +296,36 @@ async fn a_body_over_the_limit_gets_413() {
         assert_eq!(response.status(), 413, "{url}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_or_stalled_connection_is_closed() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let config = agentloop_server::ServerConfig {
+        idle_timeout: std::time::Duration::from_millis(300),
+        ..agentloop_server::ServerConfig::default()
+    };
+    let server = common::start_with(None, config).await;
+    let address = server.root.trim_start_matches("http://").to_owned();
+    // Half a request, then silence: the server closes the connection.
+    let mut stalled = tokio::net::TcpStream::connect(&address).await.unwrap();
+    stalled
+        .write_all(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"jsonrpc\"")
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let mut rest = Vec::new();
+    let read =
+        tokio::time::timeout(std::time::Duration::from_secs(5), stalled.read_to_end(&mut rest))
+            .await;
+    assert!(read.is_ok(), "the stalled connection was not closed");
+    assert!(started.elapsed() < std::time::Duration::from_secs(3));
+    // A stream outlives the idle timeout: its keep-alives and events are traffic.
+    let events = server
+        .rpc_stream(
+            "SendStreamingMessage",
+            serde_json::json!({"message": message("stream 30", None)}),
+            None,
+        )
+        .await;
+    assert_eq!(common::state_of(&events.last().unwrap().1["result"]), Some("TASK_STATE_COMPLETED"));
+}
