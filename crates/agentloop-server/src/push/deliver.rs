@@ -222,11 +222,19 @@ async fn run(inner: &Inner, host: &Host, record: &PushRecord) {
         save(inner, record, Cursor { done: true, ..record.cursor }).await;
         return;
     };
-    let fold = match host.fold(task_id).await {
-        Ok(fold) => fold,
-        Err(error) => {
-            tracing::warn!(task_id, error = error.message, "push: the task cannot be read");
-            return;
+    // A task just started may not have its first entry yet.
+    let mut tries = 0;
+    let fold = loop {
+        match host.fold(task_id).await {
+            Ok(fold) => break fold,
+            Err(error) if error.code == a2a::error_code::TASK_NOT_FOUND && tries < 100 => {
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(error) => {
+                tracing::warn!(task_id, error = error.message, "push: the task cannot be read");
+                return;
+            }
         }
     };
     let mut mapper = EventMapper::new(task_id, fold.context_id());

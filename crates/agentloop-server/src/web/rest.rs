@@ -255,22 +255,22 @@ pub(crate) async fn task_get(
         Some(TaskRoute::Subscribe(id)) => subscribe(&state, id, &headers).await,
         Some(TaskRoute::PushConfigs(id, None)) => match push_gate(&state, id) {
             Ok(task) => respond(state.push.list(&state.host, task).await),
-            Err(response) => response,
+            Err(error) => error_response(&error),
         },
         Some(TaskRoute::PushConfigs(id, Some(config))) => match push_gate(&state, id) {
             Ok(task) => respond(state.push.get(&state.host, task, config).await),
-            Err(response) => response,
+            Err(error) => error_response(&error),
         },
         _ => not_found(),
     }
 }
 
 /// The task of a push-config route: refused when push is off or the id is not valid.
-fn push_gate<'a>(state: &State, id: &'a str) -> Result<&'a str, Response> {
+fn push_gate<'a>(state: &State, id: &'a str) -> Result<&'a str, A2AError> {
     if !state.push.enabled() {
-        return Err(error_response(&A2AError::push_notification_not_supported()));
+        return Err(A2AError::push_notification_not_supported());
     }
-    ops::task_id(id).map_err(|error| error_response(&error))
+    ops::task_id(id)
 }
 
 /// `DELETE /tasks/{id}/pushNotificationConfigs/{configId}`.
@@ -287,7 +287,7 @@ pub(crate) async fn task_delete(
             Ok(task) => {
                 respond(state.push.delete(&state.host, task, config).await.map(|()| json!({})))
             }
-            Err(response) => response,
+            Err(error) => error_response(&error),
         },
         _ => not_found(),
     }
@@ -315,7 +315,7 @@ pub(crate) async fn task_post(
                 Ok(config) => respond(state.push.create(&state.host, task, config).await),
                 Err(error) => error_response(&error),
             },
-            Err(response) => response,
+            Err(error) => error_response(&error),
         },
         _ => not_found(),
     }
