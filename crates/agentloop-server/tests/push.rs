@@ -425,3 +425,39 @@ async fn delivery_resumes_after_a_restart_from_where_it_stopped() {
     assert_eq!(seen.last().map(String::as_str), Some("TASK_STATE_COMPLETED"), "{seen:?}");
     assert!(hook.got()[before..].iter().all(|g| g.headers["x-a2a-notification-token"] == "t"));
 }
+
+#[tokio::test]
+async fn a_task_that_waits_for_input_keeps_its_delivery_until_it_ends() {
+    let hook = Hook::start(|_| 200).await;
+    let server = start_with(None, push_config(loopback())).await;
+    let task = server
+        .result(
+            "SendMessage",
+            json!({"message": message("ask What is your name?", None),
+                   "configuration": {"taskPushNotificationConfig": {"url": hook.url}}}),
+        )
+        .await["task"]
+        .clone();
+    assert_eq!(task["status"]["state"], json!("TASK_STATE_INPUT_REQUIRED"));
+    let id = task["id"].as_str().unwrap();
+    for _ in 0..200 {
+        let seen = states(&hook.delivered());
+        if seen.iter().any(|s| s.ends_with("TASK_STATE_INPUT_REQUIRED")) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let seen = states(&hook.delivered());
+    assert!(seen.iter().any(|s| s.ends_with("TASK_STATE_INPUT_REQUIRED")), "{seen:?}");
+    assert!(!seen.iter().any(|s| s.ends_with("TASK_STATE_COMPLETED")), "{seen:?}");
+
+    let answered = server.send("Ada", Some(id)).await;
+    assert_eq!(answered["status"]["state"], json!("TASK_STATE_COMPLETED"));
+    let delivered = hook.until_completed().await;
+    let seen = states(&delivered);
+    let waiting = seen.iter().position(|s| s.ends_with("TASK_STATE_INPUT_REQUIRED")).unwrap();
+    assert!(seen[waiting + 1..].iter().any(|s| s == "TASK_STATE_WORKING"), "{seen:?}");
+    assert_eq!(seen.last().map(String::as_str), Some("TASK_STATE_COMPLETED"), "{seen:?}");
+    let artifact = delivered.iter().find_map(|u| u.get("artifactUpdate")).unwrap();
+    assert!(artifact["artifact"]["parts"][0]["text"].as_str().unwrap().contains("Ada"));
+}
