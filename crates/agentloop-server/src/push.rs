@@ -79,8 +79,14 @@ impl Default for DeliveryOptions {
 }
 
 /// A config that passed validation and the allowlist (see [`Pusher::check`]).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Checked(TaskPushNotificationConfig);
+
+impl std::fmt::Debug for Checked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Checked").field("id", &self.0.id).finish_non_exhaustive()
+    }
+}
 
 /// What the deliveries share.
 pub(crate) struct Inner {

@@ -191,7 +191,6 @@ fn terminal(update: &StreamResponse) -> bool {
 }
 
 /// Delivers the updates of journal entry `seq`; whether the task ended with it.
-#[allow(clippy::too_many_arguments)]
 async fn entry(
     inner: &Inner,
     record: &PushRecord,

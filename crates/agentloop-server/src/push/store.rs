@@ -34,8 +34,8 @@ pub struct Cursor {
     pub done: bool,
 }
 
-/// A stored push config.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// A stored push config (its `Debug` shows neither the secrets nor the URL).
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PushRecord {
     /// The served agent whose task it is.
@@ -47,6 +47,18 @@ pub struct PushRecord {
     /// Where its delivery stands.
     #[serde(default)]
     pub cursor: Cursor,
+}
+
+impl std::fmt::Debug for PushRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PushRecord")
+            .field("agent", &self.agent)
+            .field("task_id", &self.task_id())
+            .field("id", &self.id())
+            .field("created_ms", &self.created_ms)
+            .field("cursor", &self.cursor)
+            .finish_non_exhaustive()
+    }
 }
 
 impl PushRecord {

@@ -275,3 +275,15 @@ async fn the_redis_store_keeps_the_contract() {
     }
     assert!(left.is_empty(), "keys left: {left:?}");
 }
+
+#[test]
+fn debug_output_holds_no_secret() {
+    let mut kept = record("task-3", "d", 1);
+    kept.config.url = "https://example.com/hook?key=s3cret-q".into();
+    kept.config.token = Some("s3cret-t".into());
+    kept.config.authentication =
+        Some(AuthenticationInfo { scheme: "Bearer".into(), credentials: Some("s3cret-c".into()) });
+    let shown = format!("{kept:?} {:?}", Checked(kept.config.clone()));
+    assert!(shown.contains("task-3"), "{shown}");
+    assert!(!shown.contains("s3cret"), "{shown}");
+}
