@@ -461,3 +461,37 @@ async fn a_task_that_waits_for_input_keeps_its_delivery_until_it_ends() {
     let artifact = delivered.iter().find_map(|u| u.get("artifactUpdate")).unwrap();
     assert!(artifact["artifact"]["parts"][0]["text"].as_str().unwrap().contains("Ada"));
 }
+
+#[tokio::test]
+async fn a_deleted_config_gets_no_more_updates() {
+    let hook = Hook::start(|_| 200).await;
+    let server = start_with(None, push_config(loopback())).await;
+    let task = server
+        .result(
+            "SendMessage",
+            json!({"message": message("slow 0.8", None),
+                   "configuration": {"returnImmediately": true, "taskPushNotificationConfig": {
+                       "url": hook.url, "id": "gone"}}}),
+        )
+        .await["task"]
+        .clone();
+    let id = task["id"].as_str().unwrap();
+    // A task just accepted may not be readable yet (its first journal entry is on its way).
+    while server.rpc("GetTask", json!({"id": id})).await.get("error").is_some() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    server.result("DeleteTaskPushNotificationConfig", json!({"taskId": id, "id": "gone"})).await;
+    let done = server.result("GetTask", json!({"id": id})).await;
+    assert_ne!(done["status"]["state"], json!("TASK_STATE_COMPLETED"), "deleted in time");
+    for _ in 0..100 {
+        let task = server.result("GetTask", json!({"id": id})).await;
+        if task["status"]["state"] == json!("TASK_STATE_COMPLETED") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let seen = states(&hook.delivered());
+    assert!(seen.len() <= 1, "at most the task, delivered before the delete: {seen:?}");
+    assert!(!seen.iter().any(|s| s.ends_with("TASK_STATE_COMPLETED")), "{seen:?}");
+}
