@@ -1,6 +1,7 @@
 //! The agent card of a served agent (`/{name}/.well-known/agent-card.json`): its name,
 //! description and version, one interface per binding (JSON-RPC and HTTP+JSON, protocol
-//! version 1.0) at the agent's URL, streaming on, push notifications off, the input and
+//! version 1.0) at the agent's URL, streaming on, push notifications off (the router turns
+//! them on when `ServerConfig::push_allow` allows destinations), the input and
 //! output modes, its skills (by default one, from its description, tagged with its tools),
 //! and the security scheme when the server requires credentials.
 

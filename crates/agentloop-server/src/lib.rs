@@ -21,6 +21,7 @@ pub mod card;
 pub mod convert;
 pub mod echo;
 pub mod mapping;
+pub mod push;
 pub mod tasks;
 pub mod web;
 
@@ -36,6 +37,7 @@ use std::sync::Arc;
 pub struct Server {
     hosts: Vec<Arc<Host>>,
     config: Arc<ServerConfig>,
+    push: Arc<push::Pusher>,
 }
 
 impl Server {
@@ -52,7 +54,8 @@ impl Server {
         if hosts.is_empty() {
             return Err(ServeError::NoAgents);
         }
-        Ok(Self { hosts, config: Arc::new(config) })
+        let push = Arc::new(web::pusher(&config));
+        Ok(Self { hosts, config: Arc::new(config), push })
     }
 
     /// The agents' hosts.
@@ -62,7 +65,12 @@ impl Server {
 
     /// The HTTP router (to mount in an application of your own).
     pub fn router(&self) -> axum::Router {
-        web::router(&self.hosts, self.config.clone())
+        web::router_with(&self.hosts, self.config.clone(), self.push.clone())
+    }
+
+    /// The push notifications (configs and their deliveries).
+    pub fn push(&self) -> &Arc<push::Pusher> {
+        &self.push
     }
 
     /// Continues, once, the runs whose executor died (see [`Host::recover`]).
@@ -75,7 +83,8 @@ impl Server {
     }
 
     /// Serves on `listener` until `shutdown` completes, continuing the runs whose
-    /// executor died every `recovery_interval` (at once on start).
+    /// executor died — and the push deliveries that are not done — every
+    /// `recovery_interval` (at once on start). Push deliveries stop with the server.
     pub async fn serve(
         self,
         listener: tokio::net::TcpListener,
@@ -83,6 +92,7 @@ impl Server {
     ) -> std::io::Result<()> {
         let router = self.router();
         let (hosts, every) = (self.hosts.clone(), self.config.recovery_interval);
+        let push = self.push.clone();
         let recovery = tokio::spawn(async move {
             let mut tick = tokio::time::interval(every.max(std::time::Duration::from_millis(100)));
             loop {
@@ -90,11 +100,18 @@ impl Server {
                 for host in &hosts {
                     host.recover().await;
                 }
+                push.recover(&hosts).await;
             }
         });
         let listener = web::idle::IdleListener::new(listener, self.config.idle_timeout);
+        let push = self.push.clone();
+        let shutdown = async move {
+            shutdown.await;
+            push.stop();
+        };
         let served = axum::serve(listener, router).with_graceful_shutdown(shutdown).await;
         recovery.abort();
+        self.push.stop();
         served
     }
 }

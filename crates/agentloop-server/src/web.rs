@@ -6,6 +6,7 @@
 
 use crate::auth::Auth;
 use crate::card::agent_card;
+use crate::push::{DeliveryOptions, MemoryPushStore, PushAllow, PushStore, Pusher};
 use crate::tasks::Host;
 use a2a::{A2AError, AgentCard};
 use axum::extract::DefaultBodyLimit;
@@ -47,6 +48,16 @@ pub struct ServerConfig {
     /// nothing, stops halfway, or leaves a connection unused). Longer than `send_wait`, which
     /// a blocking SendMessage may spend silent. Default 5 minutes.
     pub idle_timeout: Duration,
+    /// Where push notifications may go (see [`PushAllow`]): empty (the default) turns
+    /// them off and the card says so.
+    pub push_allow: PushAllow,
+    /// Where push configs and their delivery cursors are kept: `None` (the default) keeps
+    /// them in memory (lost on restart); a [`SqlitePushStore`](crate::push::sqlite::SqlitePushStore)
+    /// (the run store's file will do) or a [`RedisPushStore`](crate::push::redis::RedisPushStore)
+    /// makes deliveries resume after a restart.
+    pub push_store: Option<Arc<dyn PushStore>>,
+    /// How webhooks are called (timeout, retries).
+    pub push_delivery: DeliveryOptions,
 }
 
 impl Default for ServerConfig {
@@ -60,6 +71,9 @@ impl Default for ServerConfig {
             keep_alive: Duration::from_secs(15),
             recovery_interval: Duration::from_secs(5),
             idle_timeout: Duration::from_secs(300),
+            push_allow: PushAllow::none(),
+            push_store: None,
+            push_delivery: DeliveryOptions::default(),
         }
     }
 }
@@ -69,18 +83,45 @@ pub(crate) struct AgentState {
     pub(crate) host: Arc<Host>,
     pub(crate) config: Arc<ServerConfig>,
     pub(crate) card: AgentCard,
+    pub(crate) push: Arc<Pusher>,
 }
 
 pub(crate) type State = Arc<AgentState>;
 
-/// The router of `hosts` (the first also at `/`).
+/// The push notifications `config` asks for.
+pub(crate) fn pusher(config: &ServerConfig) -> Pusher {
+    let store: Arc<dyn PushStore> = match &config.push_store {
+        Some(store) => store.clone(),
+        None => Arc::new(MemoryPushStore::new()),
+    };
+    Pusher::new(config.push_allow.clone(), store, config.push_delivery.clone())
+}
+
+/// The router of `hosts` (the first also at `/`), with push notifications of its own
+/// ([`crate::Server::router`] shares the server's).
 pub fn router(hosts: &[Arc<Host>], config: Arc<ServerConfig>) -> Router {
+    let push = Arc::new(pusher(&config));
+    router_with(hosts, config, push)
+}
+
+/// The router of `hosts` with the push notifications `push`.
+pub(crate) fn router_with(
+    hosts: &[Arc<Host>],
+    config: Arc<ServerConfig>,
+    push: Arc<Pusher>,
+) -> Router {
     let mut app = Router::new();
     for (index, host) in hosts.iter().enumerate() {
         let name = host.served().name().to_owned();
         let url = format!("{}/{name}", config.public_url.trim_end_matches('/'));
-        let card = agent_card(host.served(), &url, config.auth.as_ref());
-        let state = Arc::new(AgentState { host: host.clone(), config: config.clone(), card });
+        let mut card = agent_card(host.served(), &url, config.auth.as_ref());
+        card.capabilities.push_notifications = Some(push.enabled());
+        let state = Arc::new(AgentState {
+            host: host.clone(),
+            config: config.clone(),
+            card,
+            push: push.clone(),
+        });
         app = app.merge(agent_router(&format!("/{name}"), state.clone()));
         if index == 0 {
             app = app.merge(agent_router("", state));
@@ -101,7 +142,10 @@ fn agent_router(prefix: &str, state: State) -> Router {
         .route(&format!("{prefix}/message:send"), post(rest::send))
         .route(&format!("{prefix}/message:stream"), post(rest::stream))
         .route(&format!("{prefix}/tasks"), get(rest::list))
-        .route(&format!("{prefix}/tasks/{{*rest}}"), get(rest::task_get).post(rest::task_post))
+        .route(
+            &format!("{prefix}/tasks/{{*rest}}"),
+            get(rest::task_get).post(rest::task_post).delete(rest::task_delete),
+        )
         .route(&format!("{prefix}/extendedAgentCard"), get(rest::extended_card));
     if !prefix.is_empty() {
         router = router.route(prefix, post(jsonrpc::handle));

@@ -148,7 +148,7 @@ pub(crate) async fn handle(
         methods::CREATE_PUSH_CONFIG
         | methods::GET_PUSH_CONFIG
         | methods::LIST_PUSH_CONFIGS
-        | methods::DELETE_PUSH_CONFIG => Err(A2AError::push_notification_not_supported()),
+        | methods::DELETE_PUSH_CONFIG => ops::push_config(&state, &method, raw).await,
         methods::GET_EXTENDED_AGENT_CARD => {
             Err(A2AError::unsupported_operation("this agent has no extended card"))
         }

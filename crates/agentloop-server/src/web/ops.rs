@@ -15,9 +15,6 @@ fn check_request(request: &SendMessageRequest) -> Result<(), A2AError> {
         return Err(A2AError::invalid_params("message.messageId is required"));
     }
     if let Some(config) = &request.configuration {
-        if config.task_push_notification_config.is_some() {
-            return Err(A2AError::push_notification_not_supported());
-        }
         if config.history_length.is_some_and(|n| !(0..=MAX_HISTORY).contains(&n)) {
             return Err(A2AError::invalid_params(format!(
                 "historyLength must be in 0-{MAX_HISTORY}"
@@ -41,6 +38,7 @@ pub async fn send(
     request: SendMessageRequest,
 ) -> Result<SendMessageResponse, A2AError> {
     check_request(&request)?;
+    let push = state.push.check_send(request.configuration.as_ref()).await?;
     let config = request.configuration.unwrap_or(a2a::SendMessageConfiguration {
         accepted_output_modes: None,
         task_push_notification_config: None,
@@ -49,6 +47,9 @@ pub async fn send(
     });
     let mut accepted = state.host.send(&request.message).await?;
     let task_id = accepted.task.id.clone();
+    if let Some(push) = push {
+        state.push.register(&state.host, &task_id, push).await?;
+    }
     if config.return_immediately == Some(true) {
         return Ok(SendMessageResponse::Task(accepted.task));
     }
@@ -69,7 +70,11 @@ pub async fn stream(
     request: SendMessageRequest,
 ) -> Result<BoxStream<'static, Update>, A2AError> {
     check_request(&request)?;
+    let push = state.push.check_send(request.configuration.as_ref()).await?;
     let accepted = state.host.send(&request.message).await?;
+    if let Some(push) = push {
+        state.push.register(&state.host, &accepted.task.id, push).await?;
+    }
     Ok(streams::accepted(accepted).boxed())
 }
 
@@ -90,4 +95,51 @@ pub fn task_id(id: &str) -> Result<&str, A2AError> {
         return Err(A2AError::invalid_params("the task id is not valid"));
     }
     Ok(id)
+}
+
+/// The push-config methods of the JSON-RPC binding (`method`, its `params`).
+pub async fn push_config(
+    state: &AgentState,
+    method: &str,
+    params: Option<serde_json::Value>,
+) -> Result<serde_json::Value, A2AError> {
+    use a2a::jsonrpc::methods;
+    fn parse<T: serde::de::DeserializeOwned>(
+        params: Option<serde_json::Value>,
+    ) -> Result<T, A2AError> {
+        let params = params
+            .filter(serde_json::Value::is_object)
+            .ok_or_else(|| A2AError::invalid_params("params must be an object"))?;
+        serde_json::from_value(params)
+            .map_err(|error| A2AError::invalid_params(format!("invalid params: {error}")))
+    }
+    fn json<T: serde::Serialize>(
+        value: Result<T, A2AError>,
+    ) -> Result<serde_json::Value, A2AError> {
+        value.and_then(|v| serde_json::to_value(v).map_err(crate::tasks::internal))
+    }
+    let push = &state.push;
+    if !push.enabled() {
+        return Err(A2AError::push_notification_not_supported());
+    }
+    match method {
+        methods::CREATE_PUSH_CONFIG => {
+            let config: a2a::TaskPushNotificationConfig = parse(params)?;
+            let task = task_id(&config.task_id)?.to_owned();
+            json(push.create(&state.host, &task, config).await)
+        }
+        methods::GET_PUSH_CONFIG => {
+            let request: a2a::GetTaskPushNotificationConfigRequest = parse(params)?;
+            json(push.get(&state.host, task_id(&request.task_id)?, &request.id).await)
+        }
+        methods::LIST_PUSH_CONFIGS => {
+            let request: a2a::ListTaskPushNotificationConfigsRequest = parse(params)?;
+            json(push.list(&state.host, task_id(&request.task_id)?).await)
+        }
+        _ => {
+            let request: a2a::DeleteTaskPushNotificationConfigRequest = parse(params)?;
+            push.delete(&state.host, task_id(&request.task_id)?, &request.id).await?;
+            Ok(serde_json::json!({}))
+        }
+    }
 }

@@ -206,12 +206,17 @@ enum TaskRoute<'a> {
     Task(&'a str),
     Cancel(&'a str),
     Subscribe(&'a str),
-    PushConfigs,
+    /// `/tasks/{id}/pushNotificationConfigs[/{configId}]`.
+    PushConfigs(&'a str, Option<&'a str>),
 }
 
 fn route(rest: &str) -> Option<TaskRoute<'_>> {
-    if let Some((id, _)) = rest.split_once("/pushNotificationConfigs") {
-        return ops::task_id(id).ok().map(|_| TaskRoute::PushConfigs);
+    if let Some((id, configs)) = rest.split_once("/pushNotificationConfigs") {
+        let config = match configs {
+            "" | "/" => None,
+            _ => Some(configs.strip_prefix('/').filter(|c| !c.is_empty() && !c.contains('/'))?),
+        };
+        return Some(TaskRoute::PushConfigs(id, config));
     }
     let route = match rest.rsplit_once(':') {
         Some((id, "cancel")) => TaskRoute::Cancel(id),
@@ -248,18 +253,53 @@ pub(crate) async fn task_get(
             }
         }
         Some(TaskRoute::Subscribe(id)) => subscribe(&state, id, &headers).await,
-        Some(TaskRoute::PushConfigs) => {
-            error_response(&A2AError::push_notification_not_supported())
-        }
+        Some(TaskRoute::PushConfigs(id, None)) => match push_gate(&state, id) {
+            Ok(task) => respond(state.push.list(&state.host, task).await),
+            Err(error) => error_response(&error),
+        },
+        Some(TaskRoute::PushConfigs(id, Some(config))) => match push_gate(&state, id) {
+            Ok(task) => respond(state.push.get(&state.host, task, config).await),
+            Err(error) => error_response(&error),
+        },
         _ => not_found(),
     }
 }
 
-/// `POST /tasks/{id}:cancel`, `POST /tasks/{id}:subscribe`.
+/// The task of a push-config route: refused when push is off or the id is not valid.
+fn push_gate<'a>(state: &State, id: &'a str) -> Result<&'a str, A2AError> {
+    if !state.push.enabled() {
+        return Err(A2AError::push_notification_not_supported());
+    }
+    ops::task_id(id)
+}
+
+/// `DELETE /tasks/{id}/pushNotificationConfigs/{configId}`.
+pub(crate) async fn task_delete(
+    Extract(state): Extract<State>,
+    Path(rest): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    if let Some(response) = refusal(&state, &headers) {
+        return response;
+    }
+    match route(&rest) {
+        Some(TaskRoute::PushConfigs(id, Some(config))) => match push_gate(&state, id) {
+            Ok(task) => {
+                respond(state.push.delete(&state.host, task, config).await.map(|()| json!({})))
+            }
+            Err(error) => error_response(&error),
+        },
+        _ => not_found(),
+    }
+}
+
+/// `POST /tasks/{id}:cancel`, `POST /tasks/{id}:subscribe`,
+/// `POST /tasks/{id}/pushNotificationConfigs`.
 pub(crate) async fn task_post(
     Extract(state): Extract<State>,
     Path(rest): Path<String>,
     headers: HeaderMap,
+    raw: Bytes,
 ) -> Response {
     if let Some(response) = refusal(&state, &headers) {
         return response;
@@ -270,9 +310,13 @@ pub(crate) async fn task_post(
             Err(error) => error_response(&error),
         },
         Some(TaskRoute::Subscribe(id)) => subscribe(&state, id, &headers).await,
-        Some(TaskRoute::PushConfigs) => {
-            error_response(&A2AError::push_notification_not_supported())
-        }
+        Some(TaskRoute::PushConfigs(id, None)) => match push_gate(&state, id) {
+            Ok(task) => match body::<a2a::TaskPushNotificationConfig>(&headers, &raw) {
+                Ok(config) => respond(state.push.create(&state.host, task, config).await),
+                Err(error) => error_response(&error),
+            },
+            Err(error) => error_response(&error),
+        },
         _ => not_found(),
     }
 }
