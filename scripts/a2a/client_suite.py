@@ -1,16 +1,21 @@
 #!/usr/bin/env python3
 """The official A2A Python client (a2a-sdk 1.x) against `agentloop serve --agent echo`.
 
-usage: client_suite.py AGENT_URL [--binding JSONRPC|HTTP+JSON]
+usage: client_suite.py AGENT_URL [--binding JSONRPC|HTTP+JSON] [--push]
 
 AGENT_URL is the agent's base URL (its card is AGENT_URL/.well-known/agent-card.json).
 Runs every scenario, prints one line per scenario (PASS/FAIL and why), and exits 1 if
 any failed. The echo agent's commands drive the task states (see
-crates/agentloop-server/src/echo.rs).
+crates/agentloop-server/src/echo.rs). With --push (the server must allow 127.0.0.1 as a
+push destination), a webhook on 127.0.0.1 receives a task's updates.
 """
 import argparse
 import asyncio
+import http.server
+import json
+import queue
 import sys
+import threading
 import traceback
 
 import httpx
@@ -24,6 +29,10 @@ from a2a.helpers.proto_helpers import (
 )
 from a2a.types import (
     CancelTaskRequest,
+    DeleteTaskPushNotificationConfigRequest,
+    GetTaskPushNotificationConfigRequest,
+    ListTaskPushNotificationConfigsRequest,
+    TaskPushNotificationConfig,
     GetTaskRequest,
     ListTasksRequest,
     Role,
@@ -80,6 +89,38 @@ async def collect(events):
     return out
 
 
+class Webhook:
+    """A webhook on 127.0.0.1: every POST's token header and JSON body, in a queue."""
+
+    def __init__(self) -> None:
+        received = self.received = queue.Queue()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 - the http.server API
+                length = int(self.headers.get("Content-Length", "0"))
+                body = json.loads(self.rfile.read(length) or b"null")
+                received.put((self.headers.get("X-A2A-Notification-Token"), body))
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def states(self, until, timeout=20.0):
+        """The states of the updates received, until one is `until`."""
+        seen = []
+        while True:
+            token, body = self.received.get(timeout=timeout)
+            state = (body.get("statusUpdate") or body.get("task") or {}).get("status", {}).get("state")
+            seen.append((token, state))
+            if state == until:
+                return seen
+
+
 def expect(condition, what):
     if not condition:
         raise AssertionError(what)
@@ -89,6 +130,7 @@ async def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("url")
     ap.add_argument("--binding", default="JSONRPC")
+    ap.add_argument("--push", action="store_true")
     args = ap.parse_args()
     async with httpx.AsyncClient(timeout=60) as http:
         suite = Suite(args.url, args.binding, http)
@@ -195,7 +237,32 @@ async def main() -> int:
             except TaskNotFoundError:
                 pass
 
-        for name, scenario in [
+        async def push_to_a_webhook():
+            hook = Webhook()
+            msg = new_text_message("slow 1", role=Role.ROLE_USER)
+            cfg = SendMessageConfiguration(return_immediately=True)
+            events = await collect(blocking.send_message(SendMessageRequest(message=msg, configuration=cfg)))
+            task = payload(events[0])[1]
+            config = TaskPushNotificationConfig(task_id=task.id, url=hook.url, token="hook-secret")
+            created = await blocking.create_task_push_notification_config(config)
+            expect(created.id and created.url == hook.url, f"created {created}")
+            got = await blocking.get_task_push_notification_config(
+                GetTaskPushNotificationConfigRequest(task_id=task.id, id=created.id))
+            expect(got.url == hook.url, "get")
+            listed = await blocking.list_task_push_notification_configs(
+                ListTaskPushNotificationConfigsRequest(task_id=task.id))
+            expect([c.id for c in listed.configs] == [created.id], "list")
+            seen = await asyncio.to_thread(hook.states, "TASK_STATE_COMPLETED")
+            expect(all(token == "hook-secret" for token, _ in seen), "the token header")
+            expect(seen[-1][1] == "TASK_STATE_COMPLETED", f"{seen}")
+            await blocking.delete_task_push_notification_config(
+                DeleteTaskPushNotificationConfigRequest(task_id=task.id, id=created.id))
+            listed = await blocking.list_task_push_notification_configs(
+                ListTaskPushNotificationConfigsRequest(task_id=task.id))
+            expect(len(listed.configs) == 0, "deleted")
+            hook.server.shutdown()
+
+        scenarios = [
             ("stream in order", stream_in_order),
             ("blocking send", blocking_send),
             ("get with history", get_with_history),
@@ -206,7 +273,10 @@ async def main() -> int:
             ("approval round trip", approval_round_trip),
             ("failure", failure),
             ("unknown task", unknown_task),
-        ]:
+        ]
+        if args.push:
+            scenarios.append(("push to a webhook", push_to_a_webhook))
+        for name, scenario in scenarios:
             await suite.run(name, scenario)
         await streaming.close()
         await blocking.close()

@@ -133,6 +133,11 @@ enum Command {
         /// The largest request body, in bytes (413 beyond).
         #[arg(long, default_value_t = 1024 * 1024)]
         body_limit: usize,
+        /// Where push notifications may go, comma separated: `public`, host names,
+        /// `*.domain`, IPs or CIDRs (private and loopback addresses only when listed).
+        /// Without it, push notifications are off.
+        #[arg(long, env = "AGENTLOOP_PUSH_ALLOW")]
+        push_allow: Option<String>,
         #[command(flatten)]
         agent_flags: AgentFlags,
     },
@@ -329,6 +334,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             description,
             token,
             body_limit,
+            push_allow,
             agent_flags,
         } => {
             let mut config = with_agent_flags(&config, &agent_flags);
@@ -383,8 +389,9 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 }
                 serve::Served::Configured(agents)
             };
-            let options = serve::ServeOptions { bind, public_url, tokens: token, body_limit };
-            serve::serve(served, options).await
+            let options =
+                serve::ServeOptions { bind, public_url, tokens: token, body_limit, push_allow };
+            serve::serve(served, options, &config.store).await
         }
         Command::Runs { command } => {
             let stores = runs::open(&config.store).await?;

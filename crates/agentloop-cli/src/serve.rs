@@ -4,11 +4,17 @@
 //! Prints `listening on URL` once it accepts connections; Ctrl-C or SIGTERM stops it
 //! (runs in flight stay in the store, and the next server continues them).
 
+use crate::config::StoreSection;
+use agentloop::store::sqlite::DEFAULT_PATH;
 use agentloop::Agent;
+use agentloop_server::push::redis::RedisPushStore;
+use agentloop_server::push::sqlite::SqlitePushStore;
+use agentloop_server::push::{PushAllow, PushStore};
 use agentloop_server::{echo, Auth, ServedAgent, Server, ServerConfig};
 use anyhow::Context;
 use secrecy::SecretString;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// What `serve` was asked for.
@@ -21,6 +27,29 @@ pub struct ServeOptions {
     pub tokens: Option<String>,
     /// The largest request body.
     pub body_limit: usize,
+    /// Where push notifications may go (comma separated `PushAllow` entries; none: off).
+    pub push_allow: Option<String>,
+}
+
+/// Where push configs and their delivery cursors are kept: beside the runs (the SQLite
+/// file, or Redis under `agentloop:a2a-push:`), so deliveries resume after a restart.
+async fn push_store(store: &StoreSection) -> anyhow::Result<Option<Arc<dyn PushStore>>> {
+    Ok(match store.kind.as_deref().unwrap_or("sqlite") {
+        "sqlite" => {
+            let path = store.path.clone().unwrap_or_else(|| DEFAULT_PATH.into());
+            let push = SqlitePushStore::open(&path)
+                .with_context(|| format!("opening the push store in {}", path.display()))?;
+            Some(Arc::new(push))
+        }
+        "redis" => {
+            let url = store.url.as_deref().unwrap_or_default();
+            let push = RedisPushStore::connect(url, "agentloop:a2a-push:")
+                .await
+                .context("connecting the push store to Redis")?;
+            Some(Arc::new(push))
+        }
+        _ => None,
+    })
 }
 
 /// The agents to serve: the echo agent, or the configured one.
@@ -32,7 +61,11 @@ pub enum Served {
 }
 
 /// Serves until Ctrl-C or SIGTERM.
-pub async fn serve(served: Served, options: ServeOptions) -> anyhow::Result<i32> {
+pub async fn serve(
+    served: Served,
+    options: ServeOptions,
+    store: &StoreSection,
+) -> anyhow::Result<i32> {
     let agents = match served {
         Served::Echo(stores) => vec![echo::served_echo(stores.runs, stores.sessions)?],
         Served::Configured(agents) => agents
@@ -61,10 +94,20 @@ pub async fn serve(served: Served, options: ServeOptions) -> anyhow::Result<i32>
     if !bound.ip().is_loopback() && auth.is_none() {
         eprintln!("warning: serving on {bound} without credentials (--token)");
     }
+    let push_allow = match options.push_allow.as_deref() {
+        Some(entries) => {
+            PushAllow::parse(entries.split(',').map(str::trim).filter(|e| !e.is_empty()))
+                .map_err(|error| anyhow::anyhow!("--push-allow: {error}"))?
+        }
+        None => PushAllow::none(),
+    };
+    let push_store = if push_allow.is_empty() { None } else { push_store(store).await? };
     let config = ServerConfig {
         public_url: public_url.clone(),
         auth,
         body_limit: options.body_limit,
+        push_allow,
+        push_store,
         ..ServerConfig::default()
     };
     let names: Vec<String> = agents.iter().map(|agent| agent.name().to_owned()).collect();

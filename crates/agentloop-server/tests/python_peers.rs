@@ -1,6 +1,7 @@
 //! Real A2A peers from PyPI against our server: the official Python client (a2a-sdk 1.x,
-//! `scripts/a2a/client_suite.py`) and the a2a-proof conformance runner
-//! (`scripts/a2a/echo-proof.yaml`), over both bindings. They come from
+//! `scripts/a2a/client_suite.py`, push notifications to its webhook included) and the
+//! a2a-proof conformance runner (`scripts/a2a/echo-proof.yaml`, push delivery included),
+//! over both bindings. They come from
 //! `scripts/a2a/install.sh`, which prints `AGENTLOOP_A2A_PYTHON`; without it these tests
 //! are skipped (and fail when `AGENTLOOP_A2A_REQUIRED=1`, as in CI).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -38,13 +39,18 @@ async fn run(mut command: Command) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_official_python_client_drives_every_method_on_both_bindings() {
     let Some(python) = python() else { return };
-    let server = common::start(None).await;
+    // Webhooks on loopback allowed, for the push scenario.
+    let push_allow = agentloop_server::push::PushAllow::parse(["127.0.0.1"]).unwrap();
+    let config =
+        agentloop_server::ServerConfig { push_allow, ..agentloop_server::ServerConfig::default() };
+    let server = common::start_with(None, config).await;
     for binding in ["JSONRPC", "HTTP+JSON"] {
         let mut command = Command::new(&python);
-        command
-            .arg(scripts().join("client_suite.py"))
-            .arg(&server.url)
-            .args(["--binding", binding]);
+        command.arg(scripts().join("client_suite.py")).arg(&server.url).args([
+            "--binding",
+            binding,
+            "--push",
+        ]);
         assert!(run(command).await, "client_suite.py failed on {binding}");
     }
 }
@@ -52,7 +58,10 @@ async fn the_official_python_client_drives_every_method_on_both_bindings() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a2a_proof_passes_on_both_bindings() {
     let Some(python) = python() else { return };
-    let server = common::start(None).await;
+    let push_allow = agentloop_server::push::PushAllow::parse(["127.0.0.1"]).unwrap();
+    let config =
+        agentloop_server::ServerConfig { push_allow, ..agentloop_server::ServerConfig::default() };
+    let server = common::start_with(None, config).await;
     let contract = std::fs::read_to_string(scripts().join("echo-proof.yaml")).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("a2a-proof.yaml");
