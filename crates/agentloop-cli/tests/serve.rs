@@ -151,7 +151,7 @@ async fn several_agents_from_one_config_file_each_with_its_card_and_path() {
         .env("XDG_CONFIG_HOME", dir.path())
         .env_remove("AGENTLOOP_CONFIG")
         .env_remove("AGENTLOOP_PROVIDER")
-        .args(["serve", "--bind", "127.0.0.1:0"])
+        .args(["serve", "--bind", "127.0.0.1:0", "--push-allow", "127.0.0.1"])
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -178,6 +178,7 @@ async fn several_agents_from_one_config_file_each_with_its_card_and_path() {
             .unwrap();
         assert_eq!(card["name"], name);
         assert_eq!(card["description"], description);
+        assert_eq!(card["capabilities"]["pushNotifications"], true, "--push-allow turns push on");
         assert_eq!(card["skills"][0]["tags"], tags, "{card}");
         let message = json!({"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}]});
         let task: Value = client
