@@ -73,12 +73,15 @@ impl Server {
         &self.push
     }
 
-    /// Continues, once, the runs whose executor died (see [`Host::recover`]).
+    /// Continues, once, the runs whose executor died (see [`Host::recover`]) and the push
+    /// deliveries that are not done (for a router mounted in your own application; `serve`
+    /// does this every `recovery_interval`). Returns how many runs were resumed.
     pub async fn recover(&self) -> usize {
         let mut resumed = 0;
         for host in &self.hosts {
             resumed += host.recover().await;
         }
+        self.push.recover(&self.hosts).await;
         resumed
     }
 
