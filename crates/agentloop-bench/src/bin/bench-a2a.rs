@@ -12,8 +12,11 @@
 //!   task, its event ids never go back, its answer chunks add up to the final answer, and it
 //!   ends with `completed` (a stream that loses, reorders or repeats an event fails the
 //!   bench);
-//! - tasks per second, the added latency (server p50/p99 minus direct p50/p99), and the
-//!   resident memory each open stream adds (sampled while N streams wait on a 2 s model).
+//! - 100 tasks one at a time, through the library and through the server: the latency a
+//!   task gets without contention;
+//! - tasks per second, the added latency (server p50/p99 minus direct p50/p99, one at a
+//!   time and N at once), and the resident memory each open stream adds (sampled while N
+//!   streams wait on a 2 s model).
 
 use agentloop::store::sqlite::SqliteStore;
 use agentloop::RunOptions;
@@ -25,6 +28,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 type Result<T> = std::result::Result<T, Box<dyn Error + Send + Sync>>;
+
+/// How many tasks run one at a time, for the latency without contention.
+const SEQUENTIAL: usize = 100;
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {
@@ -158,6 +164,18 @@ async fn main() -> Result<()> {
         direct.push(run??);
     }
     let (direct_p50, direct_p99) = summary("direct (library)", direct, started.elapsed());
+    // One at a time: the cost of a task without contention.
+    let mut alone = Vec::with_capacity(SEQUENTIAL);
+    let started = Instant::now();
+    for i in 0..SEQUENTIAL {
+        let begun = Instant::now();
+        let session = agent.session(format!("alone-{i}")).await?;
+        let events = session.run_stream_with(slow.as_str(), RunOptions::default()).await?;
+        let _: Vec<_> = events.collect().await;
+        alone.push(begun.elapsed());
+    }
+    let (alone_p50, alone_p99) =
+        summary("direct (library), one at a time", alone, started.elapsed());
 
     // Server: N streams at once.
     let served = echo::served_echo(store.clone(), store.clone())?;
@@ -184,13 +202,26 @@ async fn main() -> Result<()> {
     }
     let wall = started.elapsed();
     let (p50, p99) = summary("server (A2A JSON-RPC streams)", latencies, wall);
+    let mut alone = Vec::with_capacity(SEQUENTIAL);
+    let started_alone = Instant::now();
+    for _ in 0..SEQUENTIAL {
+        alone.push(stream_once(&client, &url, &slow).await?.latency);
+    }
+    let (server_alone_p50, server_alone_p99) =
+        summary("server, one stream at a time", alone, started_alone.elapsed());
     println!(
         "every stream checked: {streams} streams, {events} events, none lost, reordered or repeated"
     );
+    let ms = |a: Duration, b: Duration| (a.as_secs_f64() - b.as_secs_f64()) * 1e3;
     println!(
-        "added latency over the library: p50 {:.1} ms, p99 {:.1} ms",
-        (p50.as_secs_f64() - direct_p50.as_secs_f64()) * 1e3,
-        (p99.as_secs_f64() - direct_p99.as_secs_f64()) * 1e3
+        "added latency over the library, one at a time: p50 {:.1} ms, p99 {:.1} ms",
+        ms(server_alone_p50, alone_p50),
+        ms(server_alone_p99, alone_p99)
+    );
+    println!(
+        "added latency over the library, {streams} at once: p50 {:.1} ms, p99 {:.1} ms",
+        ms(p50, direct_p50),
+        ms(p99, direct_p99)
     );
 
     // Memory per open stream: N streams held open by a 2 s model.
