@@ -11,6 +11,7 @@
 //! bidirectional and zero-width characters), in JSON output too.
 
 use crate::config::{Config, RemoteAgentSection};
+use crate::safe::{escape, json_safe};
 use agentloop_a2a::a2a::{
     AgentCard, Message, Part, PartContent, Role, SendMessageRequest, SendMessageResponse,
     StreamResponse, Task, TaskState,
@@ -476,44 +477,6 @@ fn parts_text(parts: &[Part]) -> String {
 
 fn message_text(message: &Message) -> String {
     parts_text(&message.parts)
-}
-
-/// Characters that may not reach a terminal as they are: controls (newline and tab
-/// apart), and bidirectional and zero-width formatting characters, which can disguise text.
-fn is_unsafe(c: char) -> bool {
-    (c.is_control() && c != '\n' && c != '\t')
-        || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
-}
-
-/// Text from a remote agent made safe for the terminal: unsafe characters escaped
-/// (`\u{1b}`).
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if is_unsafe(c) {
-            out.extend(c.escape_unicode());
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
-/// JSON text made safe for the terminal: the unsafe characters JSON leaves as they are
-/// (inside strings) written as `\uXXXX` escapes, so the JSON means the same.
-pub fn json_safe(json: &str) -> String {
-    let mut out = String::with_capacity(json.len());
-    for c in json.chars() {
-        if is_unsafe(c) {
-            let mut units = [0u16; 2];
-            for unit in c.encode_utf16(&mut units) {
-                out.push_str(&format!("\\u{unit:04x}"));
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ mod providers;
 mod remote;
 mod render;
 mod runs;
+mod safe;
 mod serve;
 mod tools;
 

@@ -2,6 +2,7 @@
 //! line (colored on a terminal, plain otherwise), a spinner while the model thinks, and a
 //! summary line; or, with `--json`, every event as a JSON line.
 
+use crate::safe::{escape, json_safe};
 use agentloop::message::FinishReason;
 use agentloop::run::CONTEXT_LIMIT_TEXT;
 use agentloop::{Event, Outcome, StopReason};
@@ -137,7 +138,7 @@ impl Renderer {
         let ending = ending_of(event);
         if self.json {
             if let Ok(line) = serde_json::to_string(event) {
-                println!("{line}");
+                println!("{}", json_safe(&line));
             }
         } else {
             self.show_human(event);
@@ -181,33 +182,42 @@ impl Renderer {
                 self.streamed_text = true;
                 self.streamed.push_str(delta);
                 let mut out = std::io::stdout().lock();
-                let _ = write!(out, "{delta}");
+                let _ = write!(out, "{}", escape(delta));
                 let _ = out.flush();
                 self.at_line_start = delta.ends_with('\n');
             }
             Event::ModelResponded { .. } | Event::ModelFailed { .. } => self.stop_spinner(),
             Event::ToolStarted { call, arguments } => {
                 self.tool_calls += 1;
-                let text = format!("→ {}({})", call.name, one_line(&arguments.to_string(), 200));
+                let text = format!(
+                    "→ {}({})",
+                    escape(&call.name),
+                    one_line(&escape(&arguments.to_string()), 200)
+                );
                 self.line(self.paint(CYAN, &text));
             }
             Event::ToolCompleted { name, result, duration_ms, .. } => {
                 let text = format!(
-                    "← {name}: {} ({duration_ms} ms)",
-                    one_line(&result.content.to_text(), 200)
+                    "← {}: {} ({duration_ms} ms)",
+                    escape(name),
+                    one_line(&escape(&result.content.to_text()), 200)
                 );
                 self.line(self.paint(GREEN, &text));
             }
             Event::ToolFailed { name, error, .. } => {
-                let text = format!("✗ {name}: {}", one_line(&error.to_string(), 200));
+                let text =
+                    format!("✗ {}: {}", escape(name), one_line(&escape(&error.to_string()), 200));
                 self.line(self.paint(RED, &text));
             }
             Event::ToolTimedOut { name, timeout_ms, .. } => {
-                self.line(self.paint(RED, &format!("✗ {name}: timed out after {timeout_ms} ms")));
+                let text = format!("✗ {}: timed out after {timeout_ms} ms", escape(name));
+                self.line(self.paint(RED, &text));
             }
             Event::ModelRetrying { attempt, delay_ms, error } => {
-                let text =
-                    format!("↻ model call failed ({error}); retry {attempt} in {delay_ms} ms");
+                let text = format!(
+                    "↻ model call failed ({}); retry {attempt} in {delay_ms} ms",
+                    escape(&error.to_string())
+                );
                 self.line(self.paint(YELLOW, &text));
             }
             Event::LimitReached { limit } => self
@@ -215,7 +225,7 @@ impl Renderer {
             Event::StallDetected { tool, count, .. } => {
                 self.line(self.paint(
                     YELLOW,
-                    &format!("! {tool} called {count} times with the same arguments"),
+                    &format!("! {} called {count} times with the same arguments", escape(tool)),
                 ));
             }
             Event::CompactionCompleted { tokens_before, tokens_after, .. } => {
@@ -225,18 +235,19 @@ impl Renderer {
                 ));
             }
             Event::HookFailed { hook, point, error, .. } => {
-                self.line(self.paint(YELLOW, &format!("! hook {hook} ({point}) failed: {error}")));
+                let text = format!("! hook {hook} ({point}) failed: {}", escape(error));
+                self.line(self.paint(YELLOW, &text));
             }
             Event::RunFinished { outcome } | Event::RunSuspended { outcome } => {
                 self.finish(outcome)
             }
             Event::RunFailed { error, outcome } => {
                 self.finish(outcome);
-                eprintln!("{}", self.paint(RED, &format!("error: {error}")));
+                eprintln!("{}", self.paint(RED, &format!("error: {}", escape(error))));
             }
             Event::RunCancelled { reason, outcome } => {
                 self.finish(outcome);
-                eprintln!("{}", self.paint(YELLOW, &format!("cancelled: {reason}")));
+                eprintln!("{}", self.paint(YELLOW, &format!("cancelled: {}", escape(reason))));
             }
             _ => {}
         }
@@ -250,10 +261,10 @@ impl Renderer {
             && (matches!(outcome.stop_reason, StopReason::Completed)
                 || self.streamed.trim() == outcome.answer.trim());
         if !streamed && !outcome.answer.is_empty() {
-            self.line(outcome.answer.clone());
+            self.line(escape(&outcome.answer));
         }
         if let StopReason::AwaitingApproval { calls } = &outcome.stop_reason {
-            let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
+            let names: Vec<String> = calls.iter().map(|c| escape(&c.name)).collect();
             self.line(
                 self.paint(YELLOW, &format!("waiting for approval of: {}", names.join(", "))),
             );

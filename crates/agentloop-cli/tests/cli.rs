@@ -294,3 +294,39 @@ async fn chat_keeps_the_conversation_in_the_session_store_across_processes() {
         sent["messages"].as_array().unwrap().iter().filter_map(|m| m["content"].as_str()).collect();
     assert_eq!(contents, ["Hello."], "{sent}");
 }
+
+#[test]
+fn model_and_tool_output_cannot_drive_the_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    // An answer that would clear the screen and a bidirectional override that would disguise
+    // text, and a tool call whose arguments carry an escape sequence.
+    let script = script(
+        dir.path(),
+        json!([
+            {"tool_calls": [{"name": "calculator", "arguments": {"expression": "1 + 1\u{1b}[8m"}}]},
+            {"text": "\u{1b}[2Jcleared \u{202e}desrever"}
+        ]),
+    );
+    let output = agentloop(dir.path())
+        .args(["--provider", "scripted", "--script", &script, "run", "hi"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    assert!(!stdout.contains('\u{1b}') && !stdout.contains('\u{202e}'), "{stdout:?}");
+    assert!(stdout.contains("\\u{1b}[2Jcleared \\u{202e}desrever"), "{stdout}");
+    assert!(stdout.contains("\\u001b[8m"), "the tool's arguments stay escaped: {stdout}");
+    // JSON lines stay JSON that means the same, with the characters as \u escapes.
+    let output = agentloop(dir.path())
+        .args(["--provider", "scripted", "--script", &script, "run", "--json", "hi"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    assert!(!stdout.contains('\u{1b}') && !stdout.contains('\u{202e}'));
+    let texts: Vec<String> = stdout
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+        .filter(|event| event["type"] == "text_delta")
+        .map(|event| event["delta"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(texts.concat(), "\u{1b}[2Jcleared \u{202e}desrever");
+}
