@@ -150,6 +150,9 @@ pub struct TaskFold {
     answer: Option<String>,
     /// The last journaled entry.
     last_seq: Option<u64>,
+    /// The calls a suspended run waits for decisions on (`run_suspended`, less those
+    /// decided since).
+    awaiting: Vec<String>,
     /// What the runs' session ids start with before the A2A `contextId` (see
     /// [`with_namespace`](Self::with_namespace)).
     namespace: String,
@@ -169,6 +172,7 @@ impl TaskFold {
             history: Vec::new(),
             answer: None,
             last_seq: None,
+            awaiting: Vec::new(),
             namespace: String::new(),
         }
     }
@@ -204,7 +208,11 @@ impl TaskFold {
                 self.push_history(message, message_id);
                 self.reopen();
             }
-            Event::ApprovalDecided { .. } | Event::Resumed => self.reopen(),
+            Event::ApprovalDecided { call_id, .. } => {
+                self.awaiting.retain(|id| id != call_id);
+                self.reopen();
+            }
+            Event::Resumed => self.reopen(),
             _ => {
                 if let Some((state, message, metadata)) =
                     terminal_status(event, &self.task_id, &self.context_id, seq)
@@ -214,6 +222,14 @@ impl TaskFold {
                             self.answer = Some(outcome.answer.clone());
                         }
                     }
+                    self.awaiting = match event.outcome().map(|o| &o.stop_reason) {
+                        Some(StopReason::AwaitingApproval { calls })
+                            if matches!(event, Event::RunSuspended { .. }) =>
+                        {
+                            calls.iter().map(|call| call.id.clone()).collect()
+                        }
+                        _ => Vec::new(),
+                    };
                     self.state = state;
                     self.status_message = message;
                     self.status_metadata = metadata;
@@ -259,12 +275,12 @@ impl TaskFold {
 
     /// Whether the run waits for approval decisions (rather than an answer).
     pub fn awaits_approval(&self) -> bool {
-        self.state == TaskState::InputRequired
-            && self
-                .status_metadata
-                .as_ref()
-                .and_then(|m| m.get(METADATA_KEY))
-                .is_some_and(|m| m.get("inputRequired").and_then(Value::as_str) == Some("approval"))
+        self.state == TaskState::InputRequired && !self.awaiting.is_empty()
+    }
+
+    /// The ids of the calls the run waits for decisions on.
+    pub fn awaiting_approval(&self) -> &[String] {
+        &self.awaiting
     }
 
     /// The task: its last `history_length` messages (all with `None`; none with 0) and,

@@ -281,7 +281,7 @@ impl Host {
             .await
             .map_err(|e| self.session_error(e))?;
         let events = if fold.awaits_approval() {
-            let decisions = parse_decisions(message, &self.awaiting_calls(task_id).await?)?;
+            let decisions = parse_decisions(message, fold.awaiting_approval())?;
             session.decide(decisions).await.map_err(|e| self.session_error(e))?
         } else {
             session.answer(task_id, user).await.map_err(|e| self.session_error(e))?
@@ -296,14 +296,6 @@ impl Host {
         task.metadata = None;
         let events = self.drive(task_id.to_owned(), events, next_seq, CancellationToken::new());
         Ok(Accepted { task, events })
-    }
-
-    /// The ids of the calls the run waits for decisions on.
-    async fn awaiting_calls(&self, task_id: &str) -> Result<Vec<String>, A2AError> {
-        let entries = self.service.store().load(task_id).await.map_err(internal)?;
-        let run = agentloop::run::Run::from_journal(entries.iter().map(|e| &*e.event))
-            .map_err(internal)?;
-        Ok(run.awaiting_approval().iter().map(|call| call.id.clone()).collect())
     }
 
     /// Drains a run's events in a task of its own (so the run goes on whatever the client
