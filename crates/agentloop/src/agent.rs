@@ -67,9 +67,19 @@ pub struct RunOptions {
     /// The run that started this one (journaled as `RunConfig::parent_run_id`; stores list
     /// a run's children with `RunFilter::parent_run_id`).
     pub parent_run_id: Option<String>,
+    /// The W3C `traceparent` of the caller's span (an incoming A2A request's, a calling
+    /// tool's): the run's trace hangs under it. Journaled as `RunConfig::trace_parent`, so a
+    /// run resumed in another process stays in the same trace.
+    pub trace_parent: Option<String>,
 }
 
 impl RunOptions {
+    /// Hangs the run's trace under the caller's span (a W3C `traceparent`).
+    pub fn trace_parent(mut self, trace_parent: impl Into<String>) -> Self {
+        self.trace_parent = Some(trace_parent.into());
+        self
+    }
+
     /// Marks the run as started by `parent_run_id` (a sub-agent's run).
     pub fn parent_run_id(mut self, parent_run_id: impl Into<String>) -> Self {
         self.parent_run_id = Some(parent_run_id.into());
@@ -100,6 +110,8 @@ pub struct Agent {
     lease_ttl: Duration,
     /// Who runs the agent's runs (the config hash is computed per run).
     identity: RunIdentity,
+    /// Sees every run's events (telemetry), if set.
+    observer: Option<Arc<dyn crate::observe::Observer>>,
 }
 
 impl std::fmt::Debug for Agent {
@@ -199,12 +211,15 @@ impl Agent {
         let control = Control::new(options.cancel.unwrap_or_default());
         let handle = RunHandle { run_id: run_id.clone(), control: control.clone() };
         self.refresh_tools();
-        let config = self.run_config(options.parent_run_id);
+        let mut config = self.run_config(options.parent_run_id);
+        config.trace_parent = options.trace_parent;
+        let observer = self.run_observer(&run_id, &config, false);
         let start =
             Start::New { run_id: run_id.clone(), config: Box::new(config), input: input.into().0 };
-        let driver = Driver { quiet, ..self.driver.clone() };
+        let driver = Driver { quiet, observer: observer.clone(), ..self.driver.clone() };
         let events = driver.drive(start, control.clone());
-        (handle, self.journal(events, &control, run_id, None, Some(0)))
+        let events = self.journal(events, &control, run_id, None, Some(0));
+        (handle, crate::observe::observed(events, observer))
     }
 
     /// Journals `events` when the agent has a store, by the holder of the run's lease
@@ -234,8 +249,11 @@ impl Agent {
         let run_id = run.run_id().to_owned();
         let handle = RunHandle { run_id: run_id.clone(), control: control.clone() };
         self.refresh_tools();
-        let events = self.driver.clone().drive(Start::Existing(Box::new(run)), control.clone());
-        (handle, self.journal(events, &control, run_id, lease, next_seq))
+        let observer = self.run_observer(&run_id, run.config(), true);
+        let driver = Driver { observer: observer.clone(), ..self.driver.clone() };
+        let events = driver.drive(Start::Existing(Box::new(run)), control.clone());
+        let events = self.journal(events, &control, run_id, lease, next_seq);
+        (handle, crate::observe::observed(events, observer))
     }
 
     /// Continues a run rebuilt from its journal ([`Run::from_journal`]): a model call without
@@ -396,6 +414,7 @@ pub struct AgentBuilder {
     lease_ttl: Duration,
     tool_protocol: crate::provider::ToolProtocol,
     step_tool_choice: Option<crate::provider::StepToolChoice>,
+    observer: Option<Arc<dyn crate::observe::Observer>>,
 }
 
 impl AgentBuilder {
@@ -416,6 +435,7 @@ impl AgentBuilder {
             lease_ttl: DEFAULT_LEASE_TTL,
             tool_protocol: crate::provider::ToolProtocol::Auto,
             step_tool_choice: None,
+            observer: None,
         }
     }
 
@@ -664,6 +684,12 @@ impl AgentBuilder {
         self
     }
 
+    /// Shows every run's events to `observer` (telemetry: see [`crate::observe`]).
+    pub fn observer(mut self, observer: Arc<dyn crate::observe::Observer>) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
     /// Keeps the conversations of multi-turn sessions ([`Agent::session`]) in this store.
     pub fn session_store(mut self, store: Arc<dyn SessionStore>) -> Self {
         self.sessions = Some(store);
@@ -744,12 +770,14 @@ impl AgentBuilder {
                 hooks: Arc::new(self.hooks),
                 concurrency: self.concurrency,
                 quiet: false,
+                observer: None,
             },
             config: Arc::new(self.config),
             store: self.store,
             sessions: self.sessions,
             lease_ttl: self.lease_ttl,
             identity,
+            observer: self.observer,
         })
     }
 }

@@ -41,6 +41,7 @@ pub mod error;
 pub mod event;
 pub mod hooks;
 pub mod message;
+pub mod observe;
 pub mod prelude;
 pub mod protocol;
 pub mod provider;

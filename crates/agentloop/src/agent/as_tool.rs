@@ -147,8 +147,12 @@ impl DynTool for AgentTool {
     async fn call_json(&self, args: Value, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
         let args = AgentToolArgs::deserialize(args)
             .map_err(|e| ToolError::InvalidArguments(e.to_string()))?;
-        let options =
-            RunOptions { run_id: None, cancel: None, parent_run_id: Some(ctx.run_id.to_string()) };
+        let options = RunOptions {
+            run_id: None,
+            cancel: None,
+            parent_run_id: Some(ctx.run_id.to_string()),
+            trace_parent: ctx.trace_parent.clone(),
+        };
         let quiet = !ctx.takes_nested_events();
         let (handle, events) = self.agent.start_inner(args.input, options, quiet);
         let run_id = handle.run_id().to_owned();

@@ -12,6 +12,7 @@ use crate::run::{Decision, Run, RunConfig, RunError, RunIdentity};
 use crate::store::lease::new_owner_id;
 use crate::store::{Lease, RemoteControl, RunStore};
 use serde_json::Value;
+use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 /// How to resume a run ([`Agent::resume_with`]).
@@ -210,6 +211,8 @@ impl Agent {
         if then.config_hash != now.config_hash {
             let mut then_config = journaled.clone();
             then_config.identity = None;
+            // Not in the hash: the trace a run hangs under is the caller's, per run.
+            then_config.trace_parent = None;
             let fields = changed_fields(&then_config, &current);
             differences.push(format!("configuration: {} changed", fields.join(", ")));
         }
@@ -286,4 +289,24 @@ fn apply_requested(
         }
     }
     Ok(applied)
+}
+
+impl Agent {
+    /// The observer of a stretch of the run `run_id` (`resumed`: continued from its journal).
+    pub(crate) fn run_observer(
+        &self,
+        run_id: &str,
+        config: &RunConfig,
+        resumed: bool,
+    ) -> Option<Arc<dyn crate::observe::RunObserver>> {
+        let observer = self.observer.as_ref()?;
+        let provider = &self.driver.provider;
+        observer.observe(&crate::observe::ObservedRun {
+            run_id,
+            config,
+            resumed,
+            provider: provider.family(),
+            model: provider.name(),
+        })
+    }
 }

@@ -47,6 +47,9 @@ pub(crate) struct Driver {
     /// Streams only the durable events (and the few the driver adds, such as retries): no
     /// deltas, no notices. For a caller that only wants the outcome ([`crate::Agent::run`]).
     pub(crate) quiet: bool,
+    /// The observer of the run being driven, asked for the trace context of the model's
+    /// requests and of the tool calls (`None`: not observed).
+    pub(crate) observer: Option<Arc<dyn crate::observe::RunObserver>>,
 }
 
 /// Where a driven run comes from.

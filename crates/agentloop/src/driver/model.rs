@@ -46,7 +46,10 @@ impl Driver {
         let ended = match request {
             // A hook answered instead of the model.
             Err(response) => ModelCall::Responded(response),
-            Ok(request) => {
+            Ok(mut request) => {
+                if let Some(observer) = &self.observer {
+                    request.trace_parent = observer.trace_parent(None);
+                }
                 // One cancellation waiter for the whole call (registering one per chunk
                 // costs a lock and an unregistration each time).
                 let mut cancelled = std::pin::pin!(scope.control.cancel.cancelled());

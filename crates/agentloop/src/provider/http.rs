@@ -535,11 +535,19 @@ fn is_json(response: &http::Response<ResponseBody>) -> bool {
 
 /// Sends a request and returns its chunks: the event stream, the chunks of a whole JSON
 /// response (a non-streamed request, or a server that ignored `stream: true`), or the error.
+/// `wire` with the request's trace context (W3C `traceparent`), if it has one.
+fn traced(mut wire: EncodedRequest, request: &ModelRequest) -> EncodedRequest {
+    if let Some(trace_parent) = &request.trace_parent {
+        wire.headers.push(("traceparent".to_owned(), trace_parent.clone()));
+    }
+    wire
+}
+
 async fn open_stream<W: WireFormat>(shared: Arc<Shared<W>>, request: ModelRequest) -> ChunkStream {
     let failed = |error| -> ChunkStream { Box::pin(futures::stream::iter([Err(error)])) };
     let streaming = shared.streaming;
     let wire = match shared.format.encode_json(&request, streaming) {
-        Ok(wire) => wire,
+        Ok(wire) => traced(wire, &request),
         Err(error) => return failed(error),
     };
     // The request (and the history it shares with the run) is not needed any more.
@@ -603,7 +611,7 @@ impl<W: WireFormat> Provider for HttpProvider<W> {
         let shared = self.shared.clone();
         // Encoded now: the boxed future holds the body, not the request (and the history it
         // shares with the run).
-        let wire = shared.format.encode_json(&request, false);
+        let wire = shared.format.encode_json(&request, false).map(|wire| traced(wire, &request));
         drop(request);
         Box::pin(async move {
             let wire = wire?;

@@ -80,6 +80,10 @@ pub struct ModelRequest {
         serialize_with = "crate::canonical::serialize_map"
     )]
     pub metadata: Map<String, Value>,
+    /// The W3C `traceparent` of the model call's span, when the run is traced: the HTTP
+    /// providers send it as the `traceparent` header. Not part of the request's content.
+    #[serde(skip)]
+    pub trace_parent: Option<String>,
 }
 
 impl ModelRequest {

@@ -567,6 +567,7 @@ impl Run {
             temperature: config.temperature,
             max_tokens: config.max_tokens,
             metadata: config.metadata.clone(),
+            trace_parent: None,
         };
         if let Some(note) = &self.note {
             // For this request only: a temporary copy of the history plus the note.

@@ -38,6 +38,11 @@ pub struct RunConfig {
     /// configuration (and its hash) of a run without a parent is unchanged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_run_id: Option<String>,
+    /// The W3C `traceparent` of the span the run's trace hangs under (an incoming A2A
+    /// request's, a calling tool's). Set per run (`RunOptions::trace_parent`) and journaled,
+    /// so a run resumed in another process stays in the same trace; left out when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_parent: Option<String>,
     /// System / developer instructions, injected at call time (never stored in the history).
     pub instructions: Option<String>,
     /// The tools offered to the model.
@@ -107,6 +112,7 @@ impl Default for RunConfig {
             agent: None,
             context_id: None,
             parent_run_id: None,
+            trace_parent: None,
             instructions: None,
             tools: Arc::default(),
             tool_choice: ToolChoice::Auto,

@@ -164,6 +164,9 @@ pub struct ToolContext {
     pub cancel: CancellationToken,
     /// The run's metadata.
     pub metadata: Arc<Map<String, Value>>,
+    /// The W3C `traceparent` of the call's span, when the run is traced: work the call
+    /// starts outside the run (a sub-agent's run, an A2A request) hangs under it.
+    pub trace_parent: Option<String>,
     /// The call's line back to the run: its nested events and usage reports.
     pub(crate) link: CallLink,
 }
@@ -178,6 +181,7 @@ impl ToolContext {
             call_id,
             cancel: CancellationToken::new(),
             metadata: Arc::new(Map::new()),
+            trace_parent: None,
             link: CallLink::default(),
         }
     }
