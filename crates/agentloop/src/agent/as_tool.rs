@@ -151,7 +151,7 @@ impl DynTool for AgentTool {
             run_id: None,
             cancel: None,
             parent_run_id: Some(ctx.run_id.to_string()),
-            trace_parent: ctx.trace_parent.clone(),
+            trace_parent: ctx.trace_parent(),
         };
         let quiet = !ctx.takes_nested_events();
         let (handle, events) = self.agent.start_inner(args.input, options, quiet);

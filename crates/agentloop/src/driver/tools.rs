@@ -255,7 +255,7 @@ impl Driver {
             call_id: call.id.clone(),
             cancel: scope.control.cancel.child_token(),
             metadata: scope.metadata.clone(),
-            trace_parent: self.observer.as_ref().and_then(|o| o.trace_parent(Some(&call.id))),
+            trace: crate::tool::TraceLink(self.observer.clone()),
             link,
         };
         let tools = self.tools.clone();

@@ -66,8 +66,8 @@ impl crate::tool::DynTool for Probe {
         _args: serde_json::Value,
         ctx: ToolContext,
     ) -> Result<ToolOutput, ToolError> {
-        self.0 .0.lock().unwrap().push(ctx.trace_parent.clone());
-        Ok(ToolOutput::text("ok"))
+        self.0 .0.lock().unwrap().push(ctx.trace_parent());
+        Ok(ToolOutput::Value(serde_json::Value::String("ok".into())))
     }
 }
 

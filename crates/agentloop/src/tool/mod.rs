@@ -164,9 +164,8 @@ pub struct ToolContext {
     pub cancel: CancellationToken,
     /// The run's metadata.
     pub metadata: Arc<Map<String, Value>>,
-    /// The W3C `traceparent` of the call's span, when the run is traced: work the call
-    /// starts outside the run (a sub-agent's run, an A2A request) hangs under it.
-    pub trace_parent: Option<String>,
+    /// The run's observer, asked for the call's trace context.
+    pub(crate) trace: TraceLink,
     /// The call's line back to the run: its nested events and usage reports.
     pub(crate) link: CallLink,
 }
@@ -181,9 +180,16 @@ impl ToolContext {
             call_id,
             cancel: CancellationToken::new(),
             metadata: Arc::new(Map::new()),
-            trace_parent: None,
+            trace: TraceLink::default(),
             link: CallLink::default(),
         }
+    }
+
+    /// The W3C `traceparent` of the call's span, when the run is traced (an observer such
+    /// as `agentloop-otel` is set): work the call starts outside the run (a sub-agent's
+    /// run, an A2A request) hangs under it.
+    pub fn trace_parent(&self) -> Option<String> {
+        self.trace.0.as_ref()?.trace_parent(Some(&self.call_id))
     }
 
     /// Whether the run passes nested events on: `false` for a detached context and for a run
@@ -372,6 +378,16 @@ pub fn parse_arguments(raw: &str) -> Result<Value, String> {
         return Ok(Value::Object(Map::new()));
     }
     serde_json::from_str(raw).map_err(|e| e.to_string())
+}
+
+/// The run's observer, for a call's trace context ([`ToolContext::trace_parent`]).
+#[derive(Clone, Default)]
+pub(crate) struct TraceLink(pub(crate) Option<Arc<dyn crate::observe::RunObserver>>);
+
+impl std::fmt::Debug for TraceLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "TraceLink(observed)" } else { "TraceLink(none)" })
+    }
 }
 
 #[cfg(test)]

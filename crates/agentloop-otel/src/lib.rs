@@ -1,0 +1,50 @@
+//! OpenTelemetry for agentloop: GenAI spans and metrics derived from each run's event
+//! stream, exported over OTLP (HTTP/protobuf, or gRPC with the `grpc` feature), with W3C
+//! trace context carried to the model's HTTP requests, to sub-agents and to A2A peers.
+//!
+//! ```no_run
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use agentloop::prelude::*;
+//! use agentloop::provider::scripted::{ScriptedModel, ScriptedTurn};
+//! use agentloop_otel::{Telemetry, TelemetryConfig};
+//!
+//! // OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_SERVICE_NAME, OTEL_TRACES_SAMPLER, … apply.
+//! let telemetry = Telemetry::new(TelemetryConfig::from_env(|k| std::env::var(k).ok())?)?;
+//! let agent = Agent::builder(ScriptedModel::new([ScriptedTurn::text("Hi")]))
+//!     .name("greeter")
+//!     .observer(telemetry.observer())
+//!     .build()?;
+//! // … run the agent …
+//! let stats = telemetry.shutdown(std::time::Duration::from_secs(5));
+//! eprintln!("{} spans dropped", stats.dropped);
+//! # Ok(()) }
+//! ```
+//!
+//! The spans, their attributes and the metrics are listed in `docs/TELEMETRY.md`.
+
+mod config;
+mod content;
+mod counting;
+mod ids;
+mod run;
+pub mod semconv;
+mod telemetry;
+
+pub use config::{Protocol, Sampling, TelemetryConfig};
+pub use counting::SpanStats;
+pub use telemetry::{ClientSpan, Telemetry};
+
+/// What can go wrong setting telemetry up.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A setting is malformed (it names the variable or field).
+    #[error("telemetry configuration: {0}")]
+    Config(String),
+    /// The OTLP exporter could not be built.
+    #[error("telemetry exporter: {0}")]
+    Exporter(String),
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,426 @@
+//! [`Telemetry`]: the tracer and meter providers, the exporters, and the [`Observer`] that
+//! agents take.
+
+use crate::config::{Protocol, Sampling, TelemetryConfig};
+use crate::counting::{Counters, CountingExporter, CountingProcessor, SpanStats};
+use crate::ids::{Ids, SharedIds};
+use crate::run::RunTrace;
+use crate::semconv as sc;
+use crate::Error;
+use agentloop::message::Usage;
+use agentloop::observe::{ObservedRun, Observer, RunObserver};
+use opentelemetry::metrics::{Counter, Histogram, Meter, MeterProvider};
+use opentelemetry::propagation::TextMapPropagator;
+use opentelemetry::trace::TracerProvider;
+use opentelemetry::{Context, KeyValue};
+use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+use opentelemetry_sdk::trace::{
+    BatchConfigBuilder, BatchSpanProcessor, Sampler, SdkTracer, SdkTracerProvider, SpanExporter,
+};
+use opentelemetry_sdk::Resource;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// OpenTelemetry for agentloop: spans and metrics derived from every run's events, exported
+/// over OTLP. Cheap to clone. Give it to agents with
+/// `Agent::builder(..).observer(telemetry.observer())`; call [`shutdown`](Self::shutdown)
+/// once at exit, which exports what is queued.
+#[derive(Clone)]
+pub struct Telemetry {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Telemetry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Telemetry").field("stats", &self.stats()).finish_non_exhaustive()
+    }
+}
+
+/// What the runs' observers share.
+pub(crate) struct Inner {
+    pub(crate) tracer: SdkTracer,
+    pub(crate) ids: Arc<Ids>,
+    pub(crate) config: TelemetryConfig,
+    tracer_provider: SdkTracerProvider,
+    meter_provider: Option<SdkMeterProvider>,
+    instruments: Option<Instruments>,
+    counters: Arc<Counters>,
+    propagator: TraceContextPropagator,
+    shut: AtomicBool,
+}
+
+struct Instruments {
+    token_usage: Histogram<u64>,
+    operation_duration: Histogram<f64>,
+    runs: Counter<u64>,
+    tool_calls: Counter<u64>,
+    iterations: Histogram<u64>,
+    cost: Counter<f64>,
+}
+
+impl Instruments {
+    fn new(meter: &Meter) -> Self {
+        Self {
+            token_usage: meter
+                .u64_histogram(sc::METRIC_TOKEN_USAGE)
+                .with_unit("{token}")
+                .with_description("Tokens used per model call, by gen_ai.token.type")
+                .with_boundaries(sc::TOKEN_BOUNDARIES.to_vec())
+                .build(),
+            operation_duration: meter
+                .f64_histogram(sc::METRIC_OPERATION_DURATION)
+                .with_unit("s")
+                .with_description("Duration of model calls")
+                .with_boundaries(sc::DURATION_BOUNDARIES.to_vec())
+                .build(),
+            runs: meter
+                .u64_counter(sc::METRIC_RUNS)
+                .with_unit("{run}")
+                .with_description("Runs (stretches of runs) that ended, by outcome")
+                .build(),
+            tool_calls: meter
+                .u64_counter(sc::METRIC_TOOL_CALLS)
+                .with_unit("{call}")
+                .with_description("Tool calls, by tool and status")
+                .build(),
+            iterations: meter
+                .u64_histogram(sc::METRIC_RUN_ITERATIONS)
+                .with_unit("{iteration}")
+                .with_description("Iterations per ended run")
+                .with_boundaries(vec![1.0, 2.0, 3.0, 5.0, 8.0, 13.0, 21.0, 34.0, 55.0, 89.0])
+                .build(),
+            cost: meter
+                .f64_counter(sc::METRIC_RUN_COST)
+                .with_unit("USD")
+                .with_description("Cost of the ended runs (agents with a price)")
+                .build(),
+        }
+    }
+}
+
+impl Telemetry {
+    /// Telemetry exported over OTLP as `config` says (HTTP/protobuf, or gRPC with the
+    /// `grpc` feature). Exports run on their own threads: a run never waits for the
+    /// collector, and spans that cannot be queued or exported are counted, not kept.
+    pub fn new(config: TelemetryConfig) -> Result<Self, Error> {
+        let traces = traces_exporter(&config)?;
+        let meter_provider = if config.metrics {
+            let exporter = metrics_exporter(&config)?;
+            let reader =
+                PeriodicReader::builder(exporter).with_interval(config.metrics_interval).build();
+            Some(
+                SdkMeterProvider::builder()
+                    .with_reader(reader)
+                    .with_resource(resource(&config))
+                    .build(),
+            )
+        } else {
+            None
+        };
+        Ok(Self::with_exporter(config, traces, meter_provider))
+    }
+
+    /// Telemetry with this span exporter (behind the same batch processor and counters) and
+    /// these metrics, if any: for tests and exporters of your own.
+    pub fn with_exporter<E: SpanExporter + 'static>(
+        config: TelemetryConfig,
+        exporter: E,
+        meter_provider: Option<SdkMeterProvider>,
+    ) -> Self {
+        let counters = Arc::new(Counters::default());
+        let batch = BatchConfigBuilder::default()
+            .with_max_queue_size(config.queue_size)
+            .with_max_export_batch_size(512.min(config.queue_size))
+            .with_scheduled_delay(config.export_delay)
+            .build();
+        let processor = BatchSpanProcessor::builder(CountingExporter {
+            inner: exporter,
+            counters: counters.clone(),
+        })
+        .with_batch_config(batch)
+        .build();
+        let ids = Arc::new(Ids::default());
+        let tracer_provider = SdkTracerProvider::builder()
+            .with_span_processor(CountingProcessor { inner: processor, counters: counters.clone() })
+            .with_id_generator(SharedIds(ids.clone()))
+            .with_sampler(sampler(config.sampling))
+            .with_resource(resource(&config))
+            .build();
+        let tracer = tracer_provider.tracer("agentloop");
+        let instruments = meter_provider.as_ref().map(|p| Instruments::new(&p.meter("agentloop")));
+        if let Some(provider) = &meter_provider {
+            let counters = counters.clone();
+            // Built and registered with the provider, which keeps it.
+            let _dropped = provider
+                .meter("agentloop")
+                .u64_observable_counter(sc::METRIC_SPANS_DROPPED)
+                .with_unit("{span}")
+                .with_description("Spans that never reached the collector")
+                .with_callback(move |observer| observer.observe(counters.stats(false).dropped, &[]))
+                .build();
+        }
+        let inner = Inner {
+            tracer,
+            ids,
+            config,
+            tracer_provider,
+            meter_provider,
+            instruments,
+            counters,
+            propagator: TraceContextPropagator::new(),
+            shut: AtomicBool::new(false),
+        };
+        Self { inner: Arc::new(inner) }
+    }
+
+    /// The observer to give agents (`AgentBuilder::observer`).
+    pub fn observer(&self) -> Arc<dyn Observer> {
+        Arc::new(self.clone())
+    }
+
+    /// What became of the spans so far (the spans still queued are not counted as dropped
+    /// until [`flush`](Self::flush) or [`shutdown`](Self::shutdown)).
+    pub fn stats(&self) -> SpanStats {
+        self.inner.counters.stats(self.inner.shut.load(Ordering::Relaxed))
+    }
+
+    /// Exports what is queued now (waits for the collector, at most ~5 s).
+    pub fn flush(&self) -> SpanStats {
+        if let Err(error) = self.inner.tracer_provider.force_flush() {
+            tracing::debug!(%error, "otel: flushing the spans failed");
+        }
+        if let Some(meters) = &self.inner.meter_provider {
+            if let Err(error) = meters.force_flush() {
+                tracing::debug!(%error, "otel: flushing the metrics failed");
+            }
+        }
+        self.inner.counters.stats(true)
+    }
+
+    /// Exports what is queued and stops the exporters (waits at most `timeout` for each).
+    /// Returns the final counts: `dropped` is exact.
+    pub fn shutdown(&self, timeout: Duration) -> SpanStats {
+        if self.inner.shut.swap(true, Ordering::Relaxed) {
+            return self.stats();
+        }
+        if let Err(error) = self.inner.tracer_provider.shutdown_with_timeout(timeout) {
+            tracing::debug!(%error, "otel: shutting the span export down failed");
+        }
+        if let Some(meters) = &self.inner.meter_provider {
+            if let Err(error) = meters.shutdown_with_timeout(timeout) {
+                tracing::debug!(%error, "otel: shutting the metrics export down failed");
+            }
+        }
+        self.stats()
+    }
+
+    /// The W3C `traceparent` of a new span of the caller's (for a request that starts
+    /// work elsewhere outside a run, such as `agentloop a2a send`): a root span named
+    /// `name`, ended by the returned guard.
+    pub fn client_span(&self, name: &str) -> ClientSpan {
+        use opentelemetry::trace::{SpanKind, TraceContextExt, Tracer};
+        let span = self
+            .inner
+            .tracer
+            .span_builder(name.to_owned())
+            .with_kind(SpanKind::Client)
+            .start_with_context(&self.inner.tracer, &Context::new());
+        ClientSpan { cx: Context::new().with_span(span) }
+    }
+}
+
+/// A span of the caller's, ended when dropped.
+pub struct ClientSpan {
+    cx: Context,
+}
+
+impl ClientSpan {
+    /// Its W3C `traceparent`.
+    pub fn trace_parent(&self) -> Option<String> {
+        use opentelemetry::trace::TraceContextExt;
+        crate::run::traceparent(self.cx.span().span_context())
+    }
+}
+
+impl Drop for ClientSpan {
+    fn drop(&mut self) {
+        use opentelemetry::trace::TraceContextExt;
+        self.cx.span().end();
+    }
+}
+
+impl Observer for Telemetry {
+    fn observe(&self, run: &ObservedRun<'_>) -> Option<Arc<dyn RunObserver>> {
+        if self.inner.shut.load(Ordering::Relaxed) {
+            return None;
+        }
+        Some(Arc::new(RunTrace::start(self.inner.clone(), run)))
+    }
+}
+
+impl Inner {
+    /// The caller's span context of a W3C `traceparent` (an invalid one gives an empty
+    /// context: the run starts its own trace).
+    pub(crate) fn extract(&self, traceparent: &str) -> Context {
+        let mut carrier = HashMap::with_capacity(1);
+        carrier.insert("traceparent".to_owned(), traceparent.to_owned());
+        self.propagator.extract(&carrier)
+    }
+
+    pub(crate) fn record_model_call(
+        &self,
+        base: [KeyValue; 3],
+        usage: Option<&Usage>,
+        duration_ms: u64,
+        error: Option<String>,
+    ) {
+        let Some(instruments) = &self.instruments else { return };
+        if let Some(usage) = usage {
+            let mut attributes = base.to_vec();
+            attributes.push(KeyValue::new(sc::TOKEN_TYPE, "input"));
+            instruments.token_usage.record(usage.input, &attributes);
+            if let Some(last) = attributes.last_mut() {
+                *last = KeyValue::new(sc::TOKEN_TYPE, "output");
+            }
+            instruments.token_usage.record(usage.output, &attributes);
+        }
+        let mut attributes = base.to_vec();
+        if let Some(error) = error {
+            attributes.push(KeyValue::new(sc::ERROR_TYPE, error));
+        }
+        instruments.operation_duration.record(duration_ms as f64 / 1000.0, &attributes);
+    }
+
+    pub(crate) fn record_tool_call(&self, tool: &str, status: &'static str) {
+        let Some(instruments) = &self.instruments else { return };
+        instruments.tool_calls.add(
+            1,
+            &[
+                KeyValue::new(sc::TOOL_NAME, tool.to_owned()),
+                KeyValue::new(sc::TOOL_STATUS, status),
+            ],
+        );
+    }
+
+    pub(crate) fn record_run(&self, outcome: &str, iterations: u32, cost_usd: f64) {
+        let Some(instruments) = &self.instruments else { return };
+        let attributes = [KeyValue::new(sc::RUN_OUTCOME, outcome.to_owned())];
+        instruments.runs.add(1, &attributes);
+        instruments.iterations.record(u64::from(iterations), &attributes);
+        if cost_usd > 0.0 {
+            instruments.cost.add(cost_usd, &attributes);
+        }
+    }
+}
+
+fn resource(config: &TelemetryConfig) -> Resource {
+    Resource::builder().with_service_name(config.service_name.clone()).build()
+}
+
+fn sampler(sampling: Sampling) -> Sampler {
+    match sampling {
+        Sampling::AlwaysOn => Sampler::AlwaysOn,
+        Sampling::AlwaysOff => Sampler::AlwaysOff,
+        Sampling::Ratio(ratio) => Sampler::TraceIdRatioBased(ratio),
+        Sampling::ParentBasedAlwaysOn => Sampler::ParentBased(Box::new(Sampler::AlwaysOn)),
+        Sampling::ParentBasedAlwaysOff => Sampler::ParentBased(Box::new(Sampler::AlwaysOff)),
+        Sampling::ParentBasedRatio(ratio) => {
+            Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(ratio)))
+        }
+    }
+}
+
+fn headers(config: &TelemetryConfig) -> HashMap<String, String> {
+    config.headers.iter().cloned().collect()
+}
+
+fn traces_exporter(config: &TelemetryConfig) -> Result<opentelemetry_otlp::SpanExporter, Error> {
+    use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
+    let built = match config.protocol {
+        Protocol::HttpProtobuf => opentelemetry_otlp::SpanExporter::builder()
+            .with_http()
+            .with_endpoint(config.traces_url())
+            .with_timeout(config.export_timeout)
+            .with_headers(headers(config))
+            .build(),
+        Protocol::Grpc => grpc_traces(config)?,
+    };
+    built.map_err(|e| Error::Exporter(e.to_string()))
+}
+
+fn metrics_exporter(config: &TelemetryConfig) -> Result<opentelemetry_otlp::MetricExporter, Error> {
+    use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
+    let built = match config.protocol {
+        Protocol::HttpProtobuf => opentelemetry_otlp::MetricExporter::builder()
+            .with_http()
+            .with_endpoint(config.metrics_url())
+            .with_timeout(config.export_timeout)
+            .with_headers(headers(config))
+            .build(),
+        Protocol::Grpc => grpc_metrics(config)?,
+    };
+    built.map_err(|e| Error::Exporter(e.to_string()))
+}
+
+#[cfg(feature = "grpc")]
+fn grpc_traces(
+    config: &TelemetryConfig,
+) -> Result<Result<opentelemetry_otlp::SpanExporter, opentelemetry_otlp::ExporterBuildError>, Error>
+{
+    use opentelemetry_otlp::{WithExportConfig, WithTonicConfig};
+    let metadata = grpc_metadata(config)?;
+    Ok(opentelemetry_otlp::SpanExporter::builder()
+        .with_tonic()
+        .with_endpoint(config.traces_url())
+        .with_timeout(config.export_timeout)
+        .with_metadata(metadata)
+        .build())
+}
+
+#[cfg(feature = "grpc")]
+fn grpc_metrics(
+    config: &TelemetryConfig,
+) -> Result<Result<opentelemetry_otlp::MetricExporter, opentelemetry_otlp::ExporterBuildError>, Error>
+{
+    use opentelemetry_otlp::{WithExportConfig, WithTonicConfig};
+    let metadata = grpc_metadata(config)?;
+    Ok(opentelemetry_otlp::MetricExporter::builder()
+        .with_tonic()
+        .with_endpoint(config.metrics_url())
+        .with_timeout(config.export_timeout)
+        .with_metadata(metadata)
+        .build())
+}
+
+#[cfg(feature = "grpc")]
+fn grpc_metadata(config: &TelemetryConfig) -> Result<tonic::metadata::MetadataMap, Error> {
+    let mut map = tonic::metadata::MetadataMap::new();
+    for (name, value) in &config.headers {
+        let key = tonic::metadata::MetadataKey::from_bytes(name.to_ascii_lowercase().as_bytes())
+            .map_err(|_| Error::Config(format!("header name {name:?} is not valid in gRPC")))?;
+        let value = value
+            .parse()
+            .map_err(|_| Error::Config(format!("the value of header {name:?} is not valid")))?;
+        map.insert(key, value);
+    }
+    Ok(map)
+}
+
+#[cfg(not(feature = "grpc"))]
+fn grpc_traces(
+    _config: &TelemetryConfig,
+) -> Result<Result<opentelemetry_otlp::SpanExporter, opentelemetry_otlp::ExporterBuildError>, Error>
+{
+    Err(Error::Config("OTLP over gRPC needs agentloop-otel's `grpc` feature".into()))
+}
+
+#[cfg(not(feature = "grpc"))]
+fn grpc_metrics(
+    _config: &TelemetryConfig,
+) -> Result<Result<opentelemetry_otlp::MetricExporter, opentelemetry_otlp::ExporterBuildError>, Error>
+{
+    Err(Error::Config("OTLP over gRPC needs agentloop-otel's `grpc` feature".into()))
+}

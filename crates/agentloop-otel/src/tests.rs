@@ -1,0 +1,274 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use super::*;
+use agentloop::prelude::*;
+use agentloop::provider::scripted::{ScriptedModel, ScriptedTurn};
+use agentloop::run::Run;
+use agentloop::tool::{DynTool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use futures::StreamExt;
+use opentelemetry::trace::{SpanId, SpanKind, Status, TraceId};
+use opentelemetry::Value;
+use opentelemetry_sdk::trace::{InMemorySpanExporter, SpanData};
+use std::sync::Arc;
+
+struct Echo;
+
+#[async_trait::async_trait]
+impl DynTool for Echo {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "echo".into(),
+            description: "echoes".into(),
+            parameters: serde_json::json!({"type": "object"}),
+        }
+    }
+    async fn call_json(
+        &self,
+        args: serde_json::Value,
+        _ctx: ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        Ok(ToolOutput::Value(serde_json::Value::String(format!("echo {args}"))))
+    }
+}
+
+fn telemetry(capture: bool) -> (Telemetry, InMemorySpanExporter) {
+    let exporter = InMemorySpanExporter::default();
+    let mut config = TelemetryConfig::default();
+    config.capture_content = capture;
+    config.content_max_bytes = 64;
+    (Telemetry::with_exporter(config, exporter.clone(), None), exporter)
+}
+
+fn spans(telemetry: &Telemetry, exporter: &InMemorySpanExporter) -> Vec<SpanData> {
+    telemetry.flush();
+    exporter.get_finished_spans().unwrap()
+}
+
+fn attr<'a>(span: &'a SpanData, key: &str) -> Option<&'a Value> {
+    span.attributes.iter().find(|kv| kv.key.as_str() == key).map(|kv| &kv.value)
+}
+
+fn named<'a>(spans: &'a [SpanData], name: &str) -> Vec<&'a SpanData> {
+    spans.iter().filter(|s| s.name == name).collect()
+}
+
+fn one<'a>(spans: &'a [SpanData], name: &str) -> &'a SpanData {
+    let found = named(spans, name);
+    assert_eq!(found.len(), 1, "{name}: {:?}", spans.iter().map(|s| &s.name).collect::<Vec<_>>());
+    found[0]
+}
+
+fn agent(telemetry: &Telemetry, turns: Vec<ScriptedTurn>) -> Agent {
+    Agent::builder(ScriptedModel::new(turns))
+        .name("helper")
+        .temperature(0.5)
+        .dyn_tool(Arc::new(Echo))
+        .observer(telemetry.observer())
+        .build()
+        .unwrap()
+}
+
+fn two_iterations() -> Vec<ScriptedTurn> {
+    vec![ScriptedTurn::tool_call("echo", serde_json::json!({"x": 1})), ScriptedTurn::text("done")]
+}
+
+#[tokio::test]
+async fn a_run_with_a_tool_call_is_one_tree() {
+    let (telemetry, exporter) = telemetry(false);
+    let agent = agent(&telemetry, two_iterations());
+    let outcome = agent.run("hi").await.unwrap();
+    let spans = spans(&telemetry, &exporter);
+    assert_eq!(spans.len(), 6, "{spans:#?}");
+    let root = one(&spans, "invoke_agent helper");
+    assert_eq!(root.parent_span_id, SpanId::INVALID);
+    assert_eq!(root.span_kind, SpanKind::Internal);
+    assert_eq!(root.status, Status::Ok);
+    let run_id = outcome.run_id.as_str();
+    assert_eq!(root.span_context.trace_id(), ids::run_trace_id(run_id));
+    assert_eq!(root.span_context.span_id(), ids::run_span_id(run_id));
+    assert_eq!(attr(root, "gen_ai.operation.name"), Some(&Value::from("invoke_agent")));
+    assert_eq!(attr(root, "gen_ai.agent.name"), Some(&Value::from("helper")));
+    assert_eq!(attr(root, "agentloop.run.id"), Some(&Value::from(run_id.to_owned())));
+    assert_eq!(attr(root, "agentloop.run.outcome"), Some(&Value::from("completed")));
+    assert_eq!(attr(root, "agentloop.run.iterations"), Some(&Value::I64(2)));
+    assert_eq!(attr(root, "agentloop.run.tool_calls"), Some(&Value::I64(1)));
+    assert!(attr(root, "gen_ai.input.messages").is_none(), "content is off by default");
+    let iterations = named(&spans, "iteration");
+    assert_eq!(iterations.len(), 2);
+    for (n, iteration) in iterations.iter().enumerate() {
+        assert_eq!(iteration.parent_span_id, root.span_context.span_id());
+        assert_eq!(attr(iteration, "agentloop.iteration"), Some(&Value::I64(n as i64 + 1)));
+    }
+    let chats = named(&spans, "chat scripted");
+    assert_eq!(chats.len(), 2);
+    for (chat, iteration) in chats.iter().zip(&iterations) {
+        assert_eq!(chat.span_kind, SpanKind::Client);
+        assert_eq!(chat.parent_span_id, iteration.span_context.span_id());
+        assert_eq!(attr(chat, "gen_ai.operation.name"), Some(&Value::from("chat")));
+        assert_eq!(attr(chat, "gen_ai.provider.name"), Some(&Value::from("scripted")));
+        assert_eq!(attr(chat, "gen_ai.request.model"), Some(&Value::from("scripted")));
+        assert_eq!(attr(chat, "gen_ai.request.temperature"), Some(&Value::F64(0.5)));
+        assert!(matches!(attr(chat, "gen_ai.usage.input_tokens"), Some(Value::I64(_))));
+        assert_eq!(chat.status, Status::Ok);
+    }
+    let finish = |chat: &SpanData| format!("{:?}", attr(chat, "gen_ai.response.finish_reasons"));
+    assert!(finish(chats[0]).contains("tool_calls"), "{}", finish(chats[0]));
+    assert!(finish(chats[1]).contains("stop"), "{}", finish(chats[1]));
+    let tool = one(&spans, "execute_tool echo");
+    assert_eq!(tool.parent_span_id, iterations[0].span_context.span_id());
+    assert_eq!(attr(tool, "gen_ai.tool.name"), Some(&Value::from("echo")));
+    assert_eq!(attr(tool, "gen_ai.tool.type"), Some(&Value::from("function")));
+    assert!(matches!(attr(tool, "gen_ai.tool.call.id"), Some(Value::String(_))));
+    assert_eq!(attr(tool, "agentloop.tool.status"), Some(&Value::from("ok")));
+    assert!(spans.iter().all(|s| s.span_context.trace_id() == root.span_context.trace_id()));
+    let stats = telemetry.shutdown(std::time::Duration::from_secs(1));
+    assert_eq!((stats.ended, stats.exported, stats.dropped), (6, 6, 0));
+}
+
+#[tokio::test]
+async fn content_is_captured_when_asked_and_cut_to_size() {
+    let (telemetry, exporter) = telemetry(true);
+    let agent = agent(&telemetry, two_iterations());
+    agent.run("a question that is long enough to be cut at sixty-four bytes").await.unwrap();
+    let spans = spans(&telemetry, &exporter);
+    let root = one(&spans, "invoke_agent helper");
+    let Some(Value::String(input)) = attr(root, "gen_ai.input.messages") else { panic!() };
+    assert!(input.as_str().starts_with(r#"[{"parts":[{"content":"a question"#), "{input}");
+    assert!(input.as_str().contains("…[truncated"), "{input}");
+    let tool = one(&spans, "execute_tool echo");
+    assert_eq!(attr(tool, "gen_ai.tool.call.arguments"), Some(&Value::from(r#"{"x":1}"#)));
+    assert_eq!(attr(tool, "gen_ai.tool.call.result"), Some(&Value::from(r#"echo {"x":1}"#)));
+    let chats = named(&spans, "chat scripted");
+    let Some(Value::String(output)) = attr(chats[1], "gen_ai.output.messages") else { panic!() };
+    assert!(output.as_str().contains(r#""content":"done""#), "{output}");
+}
+
+#[tokio::test]
+async fn a_caller_trace_parent_becomes_the_parent() {
+    let (telemetry, exporter) = telemetry(false);
+    let agent = agent(&telemetry, vec![ScriptedTurn::text("hi")]);
+    let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let events = agent.run_stream_with("hi", RunOptions::default().trace_parent(parent));
+    let _: Vec<_> = events.collect().await;
+    let spans = spans(&telemetry, &exporter);
+    let root = one(&spans, "invoke_agent helper");
+    assert_eq!(
+        root.span_context.trace_id(),
+        TraceId::from_hex("4bf92f3577b34da6a3ce929d0e0e4736").unwrap()
+    );
+    assert_eq!(root.parent_span_id, SpanId::from_hex("00f067aa0ba902b7").unwrap());
+}
+
+#[tokio::test]
+async fn a_resumed_run_keeps_its_trace_and_links_to_its_first_span() {
+    let (telemetry, exporter) = telemetry(false);
+    let agent = agent(&telemetry, two_iterations());
+    // The first stretch stops after the tool's result (the process "dies").
+    let mut events = agent.run_stream("hi");
+    let mut journal = Vec::new();
+    while let Some(event) = events.next().await {
+        let stop = matches!(event, Event::ToolCompleted { .. });
+        if event.is_durable() {
+            journal.push(event);
+        }
+        if stop {
+            break;
+        }
+    }
+    drop(events);
+    let run = Run::from_journal(journal.iter()).unwrap();
+    let run_id = run.run_id().to_owned();
+    let rest: Vec<Event> = agent.continue_run(run, None).collect().await;
+    assert!(matches!(rest.last(), Some(Event::RunFinished { .. })), "{rest:?}");
+    let spans = spans(&telemetry, &exporter);
+    let roots = named(&spans, "invoke_agent helper");
+    assert_eq!(roots.len(), 2);
+    let (first, second) = (roots[0], roots[1]);
+    assert_eq!(first.span_context.span_id(), ids::run_span_id(&run_id));
+    assert_eq!(attr(first, "error.type"), Some(&Value::from("interrupted")));
+    assert_eq!(second.span_context.trace_id(), first.span_context.trace_id());
+    assert_ne!(second.span_context.span_id(), first.span_context.span_id());
+    assert_eq!(attr(second, "agentloop.run.resumed"), Some(&Value::Bool(true)));
+    assert_eq!(second.links.links.len(), 1);
+    assert_eq!(second.links.links[0].span_context.span_id(), first.span_context.span_id());
+    assert_eq!(second.status, Status::Ok);
+}
+
+#[tokio::test]
+async fn a_sub_agent_nests_under_the_tool_call() {
+    let (telemetry, exporter) = telemetry(false);
+    let child = Agent::builder(ScriptedModel::new([ScriptedTurn::text("child answer")]))
+        .name("child")
+        .observer(telemetry.observer())
+        .build()
+        .unwrap();
+    let parent = Agent::builder(ScriptedModel::new([
+        ScriptedTurn::tool_call("ask_child", serde_json::json!({"input": "q"})),
+        ScriptedTurn::text("done"),
+    ]))
+    .name("parent")
+    .dyn_tool(Arc::new(child.as_tool("ask_child", "asks the child")))
+    .observer(telemetry.observer())
+    .build()
+    .unwrap();
+    parent.run("hi").await.unwrap();
+    let spans = spans(&telemetry, &exporter);
+    let root = one(&spans, "invoke_agent parent");
+    let tool = one(&spans, "execute_tool ask_child");
+    let child = one(&spans, "invoke_agent child");
+    assert_eq!(child.parent_span_id, tool.span_context.span_id());
+    assert_eq!(child.span_context.trace_id(), root.span_context.trace_id());
+    assert!(matches!(attr(child, "agentloop.run.parent_id"), Some(Value::String(_))));
+}
+
+#[tokio::test]
+async fn a_failed_model_call_is_an_error_span() {
+    let (telemetry, exporter) = telemetry(false);
+    let error = agentloop::provider::ProviderError::InvalidRequest { message: "bad".into() };
+    let agent = agent(&telemetry, vec![ScriptedTurn::error(error)]);
+    let _ = agent.run("hi").await;
+    let spans = spans(&telemetry, &exporter);
+    let chat = one(&spans, "chat scripted");
+    assert_eq!(attr(chat, "error.type"), Some(&Value::from("invalid_request")));
+    assert!(matches!(chat.status, Status::Error { .. }));
+    let root = one(&spans, "invoke_agent helper");
+    assert!(matches!(root.status, Status::Error { .. }));
+}
+
+#[test]
+fn the_environment_configures_telemetry() {
+    let env = |vars: &'static [(&'static str, &'static str)]| {
+        move |k: &str| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| (*v).to_owned())
+    };
+    assert!(!TelemetryConfig::wanted(env(&[])));
+    assert!(TelemetryConfig::wanted(env(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://x:4318")])));
+    assert!(!TelemetryConfig::wanted(env(&[
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://x:4318"),
+        ("OTEL_SDK_DISABLED", "true")
+    ])));
+    let config = TelemetryConfig::from_env(env(&[
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318/"),
+        ("OTEL_SERVICE_NAME", "svc"),
+        ("OTEL_TRACES_SAMPLER", "parentbased_traceidratio"),
+        ("OTEL_TRACES_SAMPLER_ARG", "0.25"),
+        ("OTEL_EXPORTER_OTLP_HEADERS", "api-key=s%3Dcret,x=y"),
+        ("AGENTLOOP_OTEL_CAPTURE_CONTENT", "true"),
+    ]))
+    .unwrap();
+    assert_eq!(config.traces_url(), "http://collector:4318/v1/traces");
+    assert_eq!(config.metrics_url(), "http://collector:4318/v1/metrics");
+    assert_eq!(config.service_name, "svc");
+    assert_eq!(config.sampling, Sampling::ParentBasedRatio(0.25));
+    assert_eq!(config.headers[0], ("api-key".to_owned(), "s=cret".to_owned()));
+    assert!(config.capture_content);
+    let bad = TelemetryConfig::from_env(env(&[("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")]));
+    assert!(bad.unwrap_err().to_string().contains("OTEL_EXPORTER_OTLP_PROTOCOL"));
+    let bad = TelemetryConfig::from_env(env(&[("OTEL_BSP_SCHEDULE_DELAY", "soon")]));
+    assert!(bad.unwrap_err().to_string().contains("OTEL_BSP_SCHEDULE_DELAY"));
+}
+
+#[test]
+fn content_is_cut_at_a_character_boundary() {
+    assert_eq!(content::cut("héllo".into(), 2), "h…[truncated 5 bytes]");
+    assert_eq!(content::cut("short".into(), 10), "short");
+}
