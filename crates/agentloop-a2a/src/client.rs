@@ -51,6 +51,8 @@ impl Binding {
 #[derive(Clone)]
 pub struct A2aClient {
     inner: Arc<Inner>,
+    /// The W3C `traceparent` this handle's requests carry ([`traced`](Self::traced)).
+    trace_parent: Option<reqwest::header::HeaderValue>,
 }
 
 struct Inner {
@@ -215,12 +217,26 @@ impl A2aClient {
         }
     }
 
+    /// This client, with requests that carry the caller's trace context (a W3C
+    /// `traceparent`, e.g. a tool call's [`ToolContext::trace_parent`](agentloop::tool::ToolContext::trace_parent)):
+    /// the remote agent's work joins the caller's trace. A malformed value is left out.
+    pub fn traced(&self, trace_parent: Option<&str>) -> Self {
+        let trace_parent =
+            trace_parent.and_then(|tp| reqwest::header::HeaderValue::from_str(tp).ok());
+        Self { inner: self.inner.clone(), trace_parent }
+    }
+
     fn request(&self, method: Method, url: Url) -> reqwest::RequestBuilder {
-        self.inner
+        let request = self
+            .inner
             .http
             .request(method, url)
             .headers(self.inner.headers.clone())
-            .header(a2a::SVC_PARAM_VERSION, a2a::VERSION)
+            .header(a2a::SVC_PARAM_VERSION, a2a::VERSION);
+        match &self.trace_parent {
+            Some(trace_parent) => request.header("traceparent", trace_parent.clone()),
+            None => request,
+        }
     }
 
     fn jsonrpc_body(

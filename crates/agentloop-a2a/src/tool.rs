@@ -118,12 +118,15 @@ impl A2aAgentTool {
         args: A2aAgentArgs,
         ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
+        // The remote agent's work joins the call's trace.
+        let trace_parent = ctx.trace_parent();
+        let client = self.client.traced(trace_parent.as_deref());
         if args.message.trim().is_empty() {
             return Err(ToolError::InvalidArguments("`message` is empty".into()));
         }
         let mut message = Message::new(Role::User, vec![Part::text(args.message)]);
         if let Some(task_id) = args.task_id.filter(|id| !id.trim().is_empty()) {
-            let task = self.client.get_task(&task_id, Some(0)).await.map_err(|e| {
+            let task = client.get_task(&task_id, Some(0)).await.map_err(|e| {
                 if e.is_task_not_found() {
                     ToolError::Failed(format!(
                         "the remote agent has no task '{}'; leave task_id out to start a new one",
@@ -149,13 +152,13 @@ impl A2aAgentTool {
 
         // Armed until the task settles: dropping the call before (cancel, timeout) cancels
         // the remote task.
-        let mut guard = CancelOnDrop { client: self.client.clone(), task_id: None };
+        let mut guard = CancelOnDrop { client: client.clone(), task_id: None };
         let mut collector =
             if continuing { TaskCollector::continuing() } else { TaskCollector::default() };
         let mut nested = NestedMapper::default();
-        if self.client.card().capabilities.streaming == Some(true) {
+        if client.card().capabilities.streaming == Some(true) {
             let mut events =
-                self.client.send_streaming_message(&request).await.map_err(|e| self.failed(&e))?;
+                client.send_streaming_message(&request).await.map_err(|e| self.failed(&e))?;
             while let Some(event) = events.next().await {
                 let event = event.map_err(|e| self.failed(&e))?;
                 collector.apply(&event);
@@ -170,14 +173,14 @@ impl A2aAgentTool {
                 }
             }
         } else {
-            let response = self.client.send_message(&request).await.map_err(|e| self.failed(&e))?;
+            let response = client.send_message(&request).await.map_err(|e| self.failed(&e))?;
             collector.apply_response(&response);
             guard.task_id = collector.task_id().map(str::to_owned);
         }
         if !collector.is_settled() {
             // The stream ended early (or a blocking send came back early): ask once.
             if let Some(id) = collector.task_id().map(str::to_owned) {
-                let task = self.client.get_task(&id, Some(1)).await.map_err(|e| self.failed(&e))?;
+                let task = client.get_task(&id, Some(1)).await.map_err(|e| self.failed(&e))?;
                 collector.apply_task(&task);
             }
         }

@@ -26,9 +26,14 @@ pub struct Config {
     pub a2a: Vec<toml::Spanned<RemoteAgentSection>>,
     /// The agents `agentloop serve` serves (`[[serve]]` tables; none: the `[agent]`).
     pub serve: Vec<toml::Spanned<ServeAgentSection>>,
+    /// OpenTelemetry export (`[telemetry]`).
+    pub telemetry: TelemetrySection,
     /// Where the file came from (not in the file).
     #[serde(skip)]
     pub source: Option<PathBuf>,
+    /// The process's telemetry, once started (not in the file).
+    #[serde(skip)]
+    pub otel: crate::telemetry::Otel,
 }
 
 /// `[agent]`.
@@ -153,6 +158,30 @@ pub struct ToolsSection {
     pub timeout_secs: Option<u64>,
     /// Tools that ask before each call (`shell` always does).
     pub require_approval: Vec<String>,
+}
+
+/// `[telemetry]`: OpenTelemetry traces and metrics over OTLP. The standard `OTEL_*`
+/// variables override it; without the table, telemetry is on when
+/// `OTEL_EXPORTER_OTLP_ENDPOINT` is set.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TelemetrySection {
+    /// On or off (default: on when an endpoint is set here or in the environment).
+    pub enabled: Option<bool>,
+    /// The collector's base URL (`http://localhost:4318` for HTTP).
+    pub endpoint: Option<String>,
+    /// `http/protobuf` (default) or `grpc`.
+    pub protocol: Option<String>,
+    /// The service name (default `agentloop`).
+    pub service_name: Option<String>,
+    /// The fraction of new traces recorded (0..1; a caller's decision is followed).
+    pub sample_ratio: Option<f64>,
+    /// Record prompts, completions, tool arguments and results (default false).
+    pub capture_content: Option<bool>,
+    /// The most bytes of content per attribute (default 16384).
+    pub content_max_bytes: Option<usize>,
+    /// Headers sent to the collector (e.g. an API key).
+    pub headers: std::collections::BTreeMap<String, String>,
 }
 
 /// `[store]`.

@@ -11,6 +11,7 @@ mod render;
 mod runs;
 mod safe;
 mod serve;
+mod telemetry;
 mod tools;
 
 use agentloop::prelude::*;
@@ -290,7 +291,15 @@ fn main() {
 }
 
 async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
-    let config = Config::load(cli.config.as_deref())?;
+    let mut config = Config::load(cli.config.as_deref())?;
+    config.otel = telemetry::Otel::start(&config.telemetry)?;
+    let otel = config.otel.clone();
+    let result = dispatch_command(cli, config).await;
+    otel.finish();
+    result
+}
+
+async fn dispatch_command(cli: Cli, config: Config) -> anyhow::Result<i32> {
     match cli.command {
         #[cfg(feature = "local")]
         Command::Model { command: ModelCommand::Fetch { name, force } } => {
@@ -341,7 +350,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             let mut config = with_agent_flags(&config, &agent_flags);
             let stores = runs::open(&config.store).await?;
             let served = if agent.as_deref() == Some("echo") {
-                serve::Served::Echo(stores)
+                serve::Served::Echo(stores, config.otel.observer())
             } else if config.serve.is_empty() {
                 let name = name.or(config.agent.name.clone()).unwrap_or_else(|| "agent".into());
                 config.agent.name = Some(name);
@@ -640,6 +649,9 @@ async fn build_agent(
     }
     if let Some(stores) = stores {
         builder = builder.store(stores.runs).session_store(stores.sessions);
+    }
+    if let Some(observer) = config.otel.observer() {
+        builder = builder.observer(observer);
     }
     builder.build().context("building the agent")
 }

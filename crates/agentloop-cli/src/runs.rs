@@ -218,7 +218,39 @@ pub async fn show(store: &dyn RunStore, run_id: &str) -> anyhow::Result<()> {
         // Model and tool text may hold control characters: shown escaped.
         println!("{at}  {}", cell(&line));
     }
+    for line in summary(&entries) {
+        println!("{}", cell(&line));
+    }
     Ok(())
+}
+
+/// The run's latency, cost and trace, under its journal.
+fn summary(entries: &[JournalEntry]) -> Vec<String> {
+    let (Some(first), Some(last)) = (entries.first(), entries.last()) else { return Vec::new() };
+    let mut lines = vec![format!(
+        "latency: {:.3} s from the first to the last entry",
+        last.at_ms.saturating_sub(first.at_ms) as f64 / 1000.0
+    )];
+    if let Some(outcome) = entries.iter().rev().find_map(|e| e.event.outcome()) {
+        let metrics = &outcome.metrics;
+        lines.push(format!(
+            "time: model {} ms in {} calls, tools {} ms in {} calls",
+            metrics.model_time_ms, metrics.model_calls, metrics.tool_time_ms, metrics.tool_calls
+        ));
+        lines.push(format!(
+            "cost: ${:.6} ({} tokens: {} in, {} out)",
+            metrics.cost_usd,
+            outcome.usage.total(),
+            outcome.usage.input,
+            outcome.usage.output
+        ));
+    }
+    #[cfg(feature = "otel")]
+    if let Event::RunStarted { run_id, config, .. } = &*first.event {
+        let trace = agentloop_otel::trace_id(run_id, config.trace_parent.as_deref());
+        lines.push(format!("trace: {trace}"));
+    }
+    lines
 }
 
 /// Renders a stream to the end.

@@ -54,8 +54,8 @@ async fn push_store(store: &StoreSection) -> anyhow::Result<Option<Arc<dyn PushS
 
 /// The agents to serve: the echo agent, or the configured one.
 pub enum Served {
-    /// `--agent echo`.
-    Echo(crate::runs::Stores),
+    /// `--agent echo` (with the telemetry observer, if on).
+    Echo(crate::runs::Stores, Option<std::sync::Arc<dyn agentloop::observe::Observer>>),
     /// The configured agents (`[agent]`, or each `[[serve]]`), with their descriptions.
     Configured(Vec<(Agent, Option<String>)>),
 }
@@ -67,7 +67,13 @@ pub async fn serve(
     store: &StoreSection,
 ) -> anyhow::Result<i32> {
     let agents = match served {
-        Served::Echo(stores) => vec![echo::served_echo(stores.runs, stores.sessions)?],
+        Served::Echo(stores, observer) => {
+            let mut builder = echo::echo_builder(stores.runs, stores.sessions);
+            if let Some(observer) = observer {
+                builder = builder.observer(observer);
+            }
+            vec![ServedAgent::new(builder.build()?, echo::ECHO_DESCRIPTION)?]
+        }
         Served::Configured(agents) => agents
             .into_iter()
             .map(|(agent, description)| {

@@ -34,6 +34,18 @@ pub use config::{Protocol, Sampling, TelemetryConfig};
 pub use counting::SpanStats;
 pub use telemetry::{ClientSpan, Telemetry};
 
+/// The trace id (32 hex digits) of the run `run_id` started under `trace_parent` (the
+/// caller's W3C `traceparent`, journaled as `RunConfig::trace_parent`): the caller's trace,
+/// or the run's own, which is derived from its id. Every process that drives the run uses
+/// it, so it finds the run's trace in a backend.
+pub fn trace_id(run_id: &str, trace_parent: Option<&str>) -> String {
+    let caller = trace_parent
+        .and_then(|tp| tp.split('-').nth(1))
+        .and_then(|hex| opentelemetry::trace::TraceId::from_hex(hex).ok())
+        .filter(|id| *id != opentelemetry::trace::TraceId::INVALID);
+    caller.unwrap_or_else(|| ids::run_trace_id(run_id)).to_string()
+}
+
 /// What can go wrong setting telemetry up.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

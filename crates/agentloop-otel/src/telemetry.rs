@@ -337,11 +337,40 @@ fn headers(config: &TelemetryConfig) -> HashMap<String, String> {
     config.headers.iter().cloned().collect()
 }
 
+/// The exporter's HTTP client: blocking (the batch processor exports from its own thread,
+/// outside any async runtime), with TLS by rustls on ring and the webpki roots. Built on a
+/// thread of its own: a blocking client cannot be built inside an async runtime.
+fn http_client() -> Result<reqwest_mcp::blocking::Client, Error> {
+    let build = || -> Result<reqwest_mcp::blocking::Client, String> {
+        let roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
+        let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS setup failed: {e}"))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        reqwest_mcp::blocking::Client::builder()
+            .tls_backend_preconfigured(tls)
+            .redirect(reqwest_mcp::redirect::Policy::none())
+            .build()
+            .map_err(|e| format!("the HTTP client could not be built: {e}"))
+    };
+    std::thread::Builder::new()
+        .name("agentloop-otel-client".into())
+        .spawn(build)
+        .map_err(|e| Error::Exporter(format!("cannot start a thread: {e}")))?
+        .join()
+        .map_err(|_| Error::Exporter("building the HTTP client panicked".into()))?
+        .map_err(Error::Exporter)
+}
+
 fn traces_exporter(config: &TelemetryConfig) -> Result<opentelemetry_otlp::SpanExporter, Error> {
     use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
     let built = match config.protocol {
         Protocol::HttpProtobuf => opentelemetry_otlp::SpanExporter::builder()
             .with_http()
+            .with_http_client(http_client()?)
             .with_endpoint(config.traces_url())
             .with_timeout(config.export_timeout)
             .with_headers(headers(config))
@@ -356,6 +385,7 @@ fn metrics_exporter(config: &TelemetryConfig) -> Result<opentelemetry_otlp::Metr
     let built = match config.protocol {
         Protocol::HttpProtobuf => opentelemetry_otlp::MetricExporter::builder()
             .with_http()
+            .with_http_client(http_client()?)
             .with_endpoint(config.metrics_url())
             .with_timeout(config.export_timeout)
             .with_headers(headers(config))

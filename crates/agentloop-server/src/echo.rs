@@ -186,6 +186,14 @@ pub fn echo_agent(
     store: Arc<dyn RunStore>,
     sessions: Arc<dyn SessionStore>,
 ) -> Result<Agent, agentloop::error::BuildError> {
+    echo_builder(store, sessions).build()
+}
+
+/// The echo agent's builder (to add an observer, say), journaled in `store`.
+pub fn echo_builder(
+    store: Arc<dyn RunStore>,
+    sessions: Arc<dyn SessionStore>,
+) -> agentloop::AgentBuilder {
     Agent::builder(EchoModel)
         .name("echo")
         .instructions("Echo the user; follow the test commands.")
@@ -196,8 +204,11 @@ pub fn echo_agent(
         .max_iterations(4)
         .store(store)
         .session_store(sessions)
-        .build()
 }
+
+/// What the echo agent's card says it does.
+pub const ECHO_DESCRIPTION: &str = "A deterministic test agent: echoes messages; `stream N`, \
+`calc EXPR`, `ask Q`, `approve`, `slow S`, `loop` and `fail` drive every task state.";
 
 /// The echo agent, ready to serve.
 pub fn served_echo(
@@ -206,11 +217,7 @@ pub fn served_echo(
 ) -> Result<ServedAgent, ServeError> {
     let agent =
         echo_agent(store, sessions).map_err(|error| ServeError::Agent(error.to_string()))?;
-    ServedAgent::new(
-        agent,
-        "A deterministic test agent: echoes messages; `stream N`, `calc EXPR`, `ask Q`, \
-         `approve`, `slow S`, `loop` and `fail` drive every task state.",
-    )
+    ServedAgent::new(agent, ECHO_DESCRIPTION)
 }
 
 #[cfg(test)]

@@ -205,11 +205,17 @@ impl Host {
 
     /// SendMessage and SendStreamingMessage: starts a task, or continues the one the
     /// message names.
-    pub async fn send(self: &Arc<Self>, message: &a2a::Message) -> Result<Accepted, A2AError> {
+    /// A new task's run hangs under the caller's span `trace_parent` (a W3C
+    /// `traceparent`); a continued one stays in the trace it began in.
+    pub async fn send(
+        self: &Arc<Self>,
+        message: &a2a::Message,
+        trace_parent: Option<String>,
+    ) -> Result<Accepted, A2AError> {
         let user = to_user_message(message, &self.served.input).map_err(convert_error)?;
         match &message.task_id {
             Some(task_id) => self.continue_task(task_id, message, user).await,
-            None => self.start(message, user).await,
+            None => self.start(message, user, trace_parent).await,
         }
     }
 
@@ -217,6 +223,7 @@ impl Host {
         self: &Arc<Self>,
         message: &a2a::Message,
         user: Message,
+        trace_parent: Option<String>,
     ) -> Result<Accepted, A2AError> {
         let context_id = match &message.context_id {
             Some(id) if id.is_empty() || id.len() > 128 => {
@@ -236,6 +243,7 @@ impl Host {
         let options = RunOptions {
             run_id: Some(run_id.clone()),
             cancel: Some(cancel.clone()),
+            trace_parent,
             ..RunOptions::default()
         };
         let events = session

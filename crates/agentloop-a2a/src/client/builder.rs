@@ -196,6 +196,7 @@ impl A2aClientBuilder {
                 max_event_bytes: self.max_event_bytes,
                 next_id: AtomicI64::new(1),
             }),
+            trace_parent: None,
         })
     }
 }

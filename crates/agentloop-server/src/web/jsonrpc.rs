@@ -101,12 +101,14 @@ pub(crate) async fn handle(
         headers.get("last-event-id").and_then(|v| v.to_str().ok()).map(str::to_owned);
     let result = match method.as_str() {
         methods::SEND_MESSAGE => match params(raw) {
-            Ok(request) => ops::send(&state, request).await.and_then(|r| to_value(&r)),
+            Ok(request) => ops::send(&state, request, ops::trace_parent(&headers))
+                .await
+                .and_then(|r| to_value(&r)),
             Err(error) => Err(error),
         },
         methods::SEND_STREAMING_MESSAGE => {
             let stream = match params(raw) {
-                Ok(request) => ops::stream(&state, request).await,
+                Ok(request) => ops::stream(&state, request, ops::trace_parent(&headers)).await,
                 Err(error) => Err(error),
             };
             return sse(&state, id, stream);

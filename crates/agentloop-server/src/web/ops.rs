@@ -31,11 +31,34 @@ fn check_request(request: &SendMessageRequest) -> Result<(), A2AError> {
     Ok(())
 }
 
+/// The caller's W3C trace context (`traceparent`), if the request has a well-formed one:
+/// a new task's run joins the caller's trace under it.
+pub fn trace_parent(headers: &http::HeaderMap) -> Option<String> {
+    let value = headers.get("traceparent")?.to_str().ok()?.trim();
+    // version-traceid-spanid-flags, lowercase hex (W3C Trace Context); the all-zero ids
+    // are invalid.
+    let parts: Vec<&str> = value.split('-').collect();
+    let hex = |s: &str, n: usize| {
+        s.len() == n && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    };
+    let valid = parts.len() >= 4
+        && hex(parts[0], 2)
+        && parts[0] != "ff"
+        && hex(parts[1], 32)
+        && parts[1].bytes().any(|b| b != b'0')
+        && hex(parts[2], 16)
+        && parts[2].bytes().any(|b| b != b'0')
+        && hex(parts[3], 2)
+        && (parts[0] != "00" || parts.len() == 4);
+    valid.then(|| value.to_owned())
+}
+
 /// SendMessage: starts or continues a task and waits until it completes, fails or asks for
 /// input (or `send_wait` passes, or `returnImmediately`), then returns the task.
 pub async fn send(
     state: &AgentState,
     request: SendMessageRequest,
+    trace_parent: Option<String>,
 ) -> Result<SendMessageResponse, A2AError> {
     check_request(&request)?;
     let push = state.push.check_send(request.configuration.as_ref()).await?;
@@ -45,7 +68,7 @@ pub async fn send(
         history_length: None,
         return_immediately: None,
     });
-    let mut accepted = state.host.send(&request.message).await?;
+    let mut accepted = state.host.send(&request.message, trace_parent).await?;
     let task_id = accepted.task.id.clone();
     if let Some(push) = push {
         state.push.register(&state.host, &task_id, push).await?;
@@ -68,10 +91,11 @@ pub async fn send(
 pub async fn stream(
     state: &AgentState,
     request: SendMessageRequest,
+    trace_parent: Option<String>,
 ) -> Result<BoxStream<'static, Update>, A2AError> {
     check_request(&request)?;
     let push = state.push.check_send(request.configuration.as_ref()).await?;
-    let accepted = state.host.send(&request.message).await?;
+    let accepted = state.host.send(&request.message, trace_parent).await?;
     if let Some(push) = push {
         state.push.register(&state.host, &accepted.task.id, push).await?;
     }

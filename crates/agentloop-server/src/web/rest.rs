@@ -86,7 +86,7 @@ pub(crate) async fn send(
         return response;
     }
     match body::<SendMessageRequest>(&headers, &raw) {
-        Ok(request) => respond(ops::send(&state, request).await),
+        Ok(request) => respond(ops::send(&state, request, ops::trace_parent(&headers)).await),
         Err(error) => error_response(&error),
     }
 }
@@ -101,7 +101,7 @@ pub(crate) async fn stream(
         return response;
     }
     let stream = match body::<SendMessageRequest>(&headers, &raw) {
-        Ok(request) => ops::stream(&state, request).await,
+        Ok(request) => ops::stream(&state, request, ops::trace_parent(&headers)).await,
         Err(error) => Err(error),
     };
     sse(&state, stream)
