@@ -1,7 +1,8 @@
 //! The attribute, span and metric names agentloop emits.
 //!
-//! The `gen_ai.*` names follow the OpenTelemetry GenAI semantic conventions **v1.38.0**
-//! (open-telemetry/semantic-conventions-genai; the `opentelemetry-semantic-conventions`
+//! The `gen_ai.*` names follow the OpenTelemetry GenAI semantic conventions
+//! as published in open-telemetry/semantic-conventions v1.41.0 (status: development; now
+//! maintained in open-telemetry/semantic-conventions-genai; the `opentelemetry-semantic-conventions`
 //! crate marks them deprecated and experimental, so they are kept here as plain strings).
 //! The `agentloop.*` names are agentloop's own.
 

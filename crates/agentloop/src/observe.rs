@@ -12,7 +12,8 @@
 //! (a sub-agent's run and a remote A2A agent nest under the call with it).
 
 use crate::event::Event;
-use crate::run::RunConfig;
+use crate::terms::RunConfig;
+use futures::stream::BoxStream;
 use futures::Stream;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -64,9 +65,9 @@ pub trait RunObserver: Send + Sync {
 
 /// A run's stream that shows each event to `observer` before passing it on.
 pub(crate) fn observed(
-    events: crate::EventStream,
+    events: BoxStream<'static, Event>,
     observer: Option<Arc<dyn RunObserver>>,
-) -> crate::EventStream {
+) -> BoxStream<'static, Event> {
     match observer {
         None => events,
         Some(observer) => Box::pin(Observed { events, observer, ended: false }),
@@ -74,7 +75,7 @@ pub(crate) fn observed(
 }
 
 struct Observed {
-    events: crate::EventStream,
+    events: BoxStream<'static, Event>,
     observer: Arc<dyn RunObserver>,
     ended: bool,
 }

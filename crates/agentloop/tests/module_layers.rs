@@ -39,6 +39,8 @@ const LAYERS: &[&[&str]] = &[
     &["terms"],
     // `Event`
     &["event"],
+    // observers of a run's events (telemetry)
+    &["observe"],
     // `Run`, the sans-IO machine
     &["run"],
     &["hooks"],

@@ -499,3 +499,45 @@ async fn streaming_and_the_instructions_role_of_a_compatible_server_can_be_chang
         serde_json::json!({"role": "developer", "content": "Be brief."})
     );
 }
+
+/// Gives the model call a fixed trace context.
+struct Traced;
+
+impl agentloop::observe::Observer for Traced {
+    fn observe(
+        &self,
+        _run: &agentloop::observe::ObservedRun<'_>,
+    ) -> Option<std::sync::Arc<dyn agentloop::observe::RunObserver>> {
+        Some(std::sync::Arc::new(Traced))
+    }
+}
+
+impl agentloop::observe::RunObserver for Traced {
+    fn on_event(&self, _event: &Event) {}
+    fn trace_parent(&self, call_id: Option<&str>) -> Option<String> {
+        call_id.is_none().then(|| TRACEPARENT.to_owned())
+    }
+}
+
+const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+#[tokio::test]
+async fn a_traced_run_sends_the_model_calls_traceparent() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .and(header("traceparent", TRACEPARENT))
+        .respond_with(sse(fixture(DIR, "text_stream.sse")))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let agent = Agent::builder(provider(&server.uri()))
+        .observer(std::sync::Arc::new(Traced))
+        .build()
+        .unwrap();
+    let outcome = agent.run("Capital of France?").await.unwrap();
+    assert!(!outcome.answer.is_empty());
+    // Untraced, no header: the request above would not match.
+    let plain = Agent::builder(provider(&server.uri())).build().unwrap();
+    assert!(plain.run("Capital of France?").await.is_err());
+}

@@ -52,6 +52,15 @@ pub(crate) struct Driver {
     pub(crate) observer: Option<Arc<dyn crate::observe::RunObserver>>,
 }
 
+/// A run's observer as the tools' source of trace context.
+struct ObserverTrace(Arc<dyn crate::observe::RunObserver>);
+
+impl crate::tool::CallTrace for ObserverTrace {
+    fn trace_parent(&self, call_id: &str) -> Option<String> {
+        self.0.trace_parent(Some(call_id))
+    }
+}
+
 /// Where a driven run comes from.
 pub(crate) enum Start {
     /// A new run (the `before_run` hooks may change its configuration).

@@ -255,7 +255,9 @@ impl Driver {
             call_id: call.id.clone(),
             cancel: scope.control.cancel.child_token(),
             metadata: scope.metadata.clone(),
-            trace: crate::tool::TraceLink(self.observer.clone()),
+            trace: crate::tool::TraceLink(self.observer.clone().map(|observer| {
+                Arc::new(super::ObserverTrace(observer)) as Arc<dyn crate::tool::CallTrace>
+            })),
             link,
         };
         let tools = self.tools.clone();

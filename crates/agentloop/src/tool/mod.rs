@@ -189,7 +189,7 @@ impl ToolContext {
     /// as `agentloop-otel` is set): work the call starts outside the run (a sub-agent's
     /// run, an A2A request) hangs under it.
     pub fn trace_parent(&self) -> Option<String> {
-        self.trace.0.as_ref()?.trace_parent(Some(&self.call_id))
+        self.trace.0.as_ref()?.trace_parent(&self.call_id)
     }
 
     /// Whether the run passes nested events on: `false` for a detached context and for a run
@@ -380,9 +380,16 @@ pub fn parse_arguments(raw: &str) -> Result<Value, String> {
     serde_json::from_str(raw).map_err(|e| e.to_string())
 }
 
+/// Where a call's trace context comes from (the run's observer, which the driver wraps:
+/// the tools lie below the observers).
+pub(crate) trait CallTrace: Send + Sync {
+    /// The W3C `traceparent` of the span of call `call_id`.
+    fn trace_parent(&self, call_id: &str) -> Option<String>;
+}
+
 /// The run's observer, for a call's trace context ([`ToolContext::trace_parent`]).
 #[derive(Clone, Default)]
-pub(crate) struct TraceLink(pub(crate) Option<Arc<dyn crate::observe::RunObserver>>);
+pub(crate) struct TraceLink(pub(crate) Option<Arc<dyn CallTrace>>);
 
 impl std::fmt::Debug for TraceLink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
