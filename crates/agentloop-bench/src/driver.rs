@@ -77,7 +77,7 @@ impl Plan {
 enum Job {
     Floor(Floor),
     /// The agent, and (history scenario) where its provider records encode times.
-    Agent(Agent, Option<via_agentloop::Encodings>),
+    Agent(Box<Agent>, Option<via_agentloop::Encodings>),
     Trivial {
         client: reqwest::Client,
         url: String,
@@ -190,13 +190,13 @@ pub async fn drive(plan: &Plan) -> Result<DriverReport, String> {
                 via_agentloop::timed_provider(&plan.url, plan.script, plan.stream)
                     .map_err(|e| e.to_string())?;
             let agent = via_agentloop::agent(provider, plan.script).map_err(|e| e.to_string())?;
-            Job::Agent(agent, Some(encodings))
+            Job::Agent(Box::new(agent), Some(encodings))
         }
         Kind::Agentloop => {
             let provider = via_agentloop::provider(&plan.url, plan.script, plan.stream)
                 .map_err(|e| e.to_string())?;
             Job::Agent(
-                via_agentloop::agent(provider, plan.script).map_err(|e| e.to_string())?,
+                Box::new(via_agentloop::agent(provider, plan.script).map_err(|e| e.to_string())?),
                 None,
             )
         }

@@ -33,9 +33,11 @@ impl DynTool for Echo {
 
 fn telemetry(capture: bool) -> (Telemetry, InMemorySpanExporter) {
     let exporter = InMemorySpanExporter::default();
-    let mut config = TelemetryConfig::default();
-    config.capture_content = capture;
-    config.content_max_bytes = 64;
+    let config = TelemetryConfig {
+        capture_content: capture,
+        content_max_bytes: 64,
+        ..TelemetryConfig::default()
+    };
     (Telemetry::with_exporter(config, exporter.clone(), None), exporter)
 }
 

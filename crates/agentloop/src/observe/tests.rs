@@ -8,10 +8,13 @@ use crate::Agent;
 use futures::StreamExt;
 use std::sync::Mutex;
 
+/// A run as the observer saw it start: id, resumed, trace parent, provider, model.
+type Seen5 = (String, bool, Option<String>, String, String);
+
 /// Records what it sees; gives out a traceparent per call.
 #[derive(Default)]
 struct Recorder {
-    runs: Mutex<Vec<(String, bool, Option<String>, String, String)>>,
+    runs: Mutex<Vec<Seen5>>,
     events: Arc<Mutex<Vec<String>>>,
     ends: Arc<Mutex<Vec<bool>>>,
 }
@@ -73,10 +76,10 @@ impl crate::tool::DynTool for Probe {
 
 #[tokio::test]
 async fn the_observer_sees_every_event_and_gives_the_trace_context() {
-    let model = ScriptedModel::new([
+    let model = Arc::new(ScriptedModel::new([
         ScriptedTurn::tool_call("probe", serde_json::json!({})),
         ScriptedTurn::text("done"),
-    ]);
+    ]));
     let recorder = Arc::new(Recorder::default());
     let seen = Seen::default();
     let agent = Agent::builder(model.clone())
