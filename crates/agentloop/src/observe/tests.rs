@@ -8,10 +8,14 @@ use crate::Agent;
 use futures::StreamExt;
 use std::sync::Mutex;
 
+/// What the recorder saw of a run: its id, whether it resumed, its trace parent, its provider
+/// and its model.
+type SeenRun = (String, bool, Option<String>, String, String);
+
 /// Records what it sees; gives out a traceparent per call.
 #[derive(Default)]
 struct Recorder {
-    runs: Mutex<Vec<(String, bool, Option<String>, String, String)>>,
+    runs: Mutex<Vec<SeenRun>>,
     events: Arc<Mutex<Vec<String>>>,
     ends: Arc<Mutex<Vec<bool>>>,
 }
@@ -67,16 +71,16 @@ impl crate::tool::DynTool for Probe {
         ctx: ToolContext,
     ) -> Result<ToolOutput, ToolError> {
         self.0 .0.lock().unwrap().push(ctx.trace_parent.clone());
-        Ok(ToolOutput::text("ok"))
+        Ok(ToolOutput::Value(serde_json::json!("ok")))
     }
 }
 
 #[tokio::test]
 async fn the_observer_sees_every_event_and_gives_the_trace_context() {
-    let model = ScriptedModel::new([
+    let model = Arc::new(ScriptedModel::new([
         ScriptedTurn::tool_call("probe", serde_json::json!({})),
         ScriptedTurn::text("done"),
-    ]);
+    ]));
     let recorder = Arc::new(Recorder::default());
     let seen = Seen::default();
     let agent = Agent::builder(model.clone())
