@@ -79,6 +79,8 @@ fn run_machine(c: &mut Criterion) {
         },
         finish_reason: FinishReason::ToolCalls,
         usage: USAGE,
+        id: None,
+        model: None,
     };
     let mut group = c.benchmark_group("run");
     group.sample_size(30);
@@ -124,6 +126,8 @@ fn context(c: &mut Criterion) {
             },
             finish_reason: FinishReason::ToolCalls,
             usage: USAGE,
+            id: None,
+            model: None,
         };
         let _ = run.model_responded(response, Duration::ZERO);
         let _ = run.tool_started(id, Some(json!({"a": 1, "b": 2})));

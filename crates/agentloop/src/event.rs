@@ -83,6 +83,14 @@ pub enum Event {
         usage: Usage,
         /// Wall time of the call.
         duration_ms: u64,
+        /// The response id the provider reported (OpenTelemetry's `gen_ai.response.id`), if
+        /// any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        response_id: Option<String>,
+        /// The model the provider reported as having answered (OpenTelemetry's
+        /// `gen_ai.response.model`), if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        response_model: Option<String>,
     },
     /// The model call failed.
     ModelFailed {

@@ -231,6 +231,8 @@ impl Hooks for Canned {
             message: Message::assistant("From the cache."),
             finish_reason: FinishReason::Stop,
             usage: Usage::default(),
+            id: None,
+            model: None,
         })))
     }
 }

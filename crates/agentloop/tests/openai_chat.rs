@@ -20,6 +20,14 @@ use wiremock::{Mock, MockServer, ResponseTemplate};
 
 const DIR: &str = "openai";
 
+/// The response id and model the streamed fixtures report, first of all chunks.
+fn info() -> StreamChunk {
+    StreamChunk::ResponseInfo {
+        id: Some("chatcmpl-AbC123".into()),
+        model: Some("gpt-4.1-2025-04-14".into()),
+    }
+}
+
 fn provider(base: &str) -> HttpProvider<OpenAiChat> {
     let config = HttpConfig::new(format!("{base}/v1"), "gpt-4.1")
         .api_key("sk-test-key")
@@ -110,6 +118,10 @@ async fn a_non_streaming_config_sends_stream_false_and_yields_the_whole_response
     assert_eq!(
         chunks,
         [
+            StreamChunk::ResponseInfo {
+                id: Some("chatcmpl-AbC124".into()),
+                model: Some("gpt-4.1-2025-04-14".into()),
+            },
             StreamChunk::ToolCallStart { id: "call_N1".into(), name: "add".into() },
             StreamChunk::ToolCallDelta { id: "call_N1".into(), delta: r#"{"a":1,"b":2}"#.into() },
             StreamChunk::ToolCallEnd { id: "call_N1".into() },
@@ -159,7 +171,8 @@ async fn one_tool_call_streams_in_pieces() {
     let (chunks, error) =
         stream_all(&provider(&server.uri()), simple_request("Add 1 and 2.")).await;
     assert_eq!(error, None);
-    assert_eq!(chunks[0], StreamChunk::ToolCallStart { id: "call_Qx1".into(), name: "add".into() });
+    assert_eq!(chunks[0], info());
+    assert_eq!(chunks[1], StreamChunk::ToolCallStart { id: "call_Qx1".into(), name: "add".into() });
     let deltas = chunks.iter().filter(|c| matches!(c, StreamChunk::ToolCallDelta { .. })).count();
     assert_eq!(deltas, 8, "every argument piece is forwarded");
     assert!(chunks.contains(&StreamChunk::ToolCallEnd { id: "call_Qx1".into() }));
@@ -303,7 +316,7 @@ async fn a_malformed_stream_is_a_protocol_error_after_what_it_delivered() {
     let server = MockServer::start().await;
     serve(&server, "malformed.sse").await;
     let (chunks, error) = stream_all(&provider(&server.uri()), simple_request("x")).await;
-    assert_eq!(chunks, [StreamChunk::TextDelta { text: "Hel".into() }]);
+    assert_eq!(chunks, [info(), StreamChunk::TextDelta { text: "Hel".into() }]);
     let Some(ProviderError::Protocol { excerpt, .. }) = error else { panic!("{error:?}") };
     assert!(excerpt.starts_with(r#"{"id":"chatcmpl-AbC123","choices""#), "{excerpt}");
 }
@@ -314,7 +327,7 @@ async fn a_connection_dropped_mid_stream_is_a_network_error() {
     let first_two: String = events.split_inclusive("\n\n").take(2).collect();
     let raw = raw_sse_server(&first_two, After::Close).await;
     let (chunks, error) = stream_all(&provider(&raw.url), simple_request("x")).await;
-    assert_eq!(chunks, [StreamChunk::TextDelta { text: "The capital".into() }]);
+    assert_eq!(chunks, [info(), StreamChunk::TextDelta { text: "The capital".into() }]);
     assert!(matches!(error, Some(ProviderError::Network { .. })), "{error:?}");
     assert!(error.unwrap().is_retryable());
 }
@@ -326,7 +339,7 @@ async fn an_idle_stream_hits_the_idle_timeout_and_dropping_it_closes_the_connect
     let raw = raw_sse_server(&first_two, After::Hang).await;
     let started = std::time::Instant::now();
     let (chunks, error) = stream_all(&provider(&raw.url), simple_request("x")).await;
-    assert_eq!(chunks, [StreamChunk::TextDelta { text: "The capital".into() }]);
+    assert_eq!(chunks, [info(), StreamChunk::TextDelta { text: "The capital".into() }]);
     assert!(
         matches!(&error, Some(ProviderError::Timeout { message }) if message.contains("idle")),
         "{error:?}"
@@ -345,7 +358,9 @@ async fn dropping_a_stream_aborts_the_request() {
         OpenAi::chat_with(HttpConfig::new(&raw.url, "m").api_key("k"), Dialect::openai()).unwrap();
     let mut stream = provider.stream(simple_request("x"));
     let first = futures::StreamExt::next(&mut stream).await.unwrap().unwrap();
-    assert_eq!(first, StreamChunk::TextDelta { text: "The capital".into() });
+    assert_eq!(first, info());
+    let second = futures::StreamExt::next(&mut stream).await.unwrap().unwrap();
+    assert_eq!(second, StreamChunk::TextDelta { text: "The capital".into() });
     drop(stream);
     tokio::time::timeout(Duration::from_secs(5), raw.client_closed).await.unwrap().unwrap();
 }

@@ -23,6 +23,14 @@ use wiremock::{Mock, MockServer};
 
 const DIR: &str = "openai_responses";
 
+/// The response id and model the streamed fixtures report, first of all chunks.
+fn info() -> StreamChunk {
+    StreamChunk::ResponseInfo {
+        id: Some("resp_68a1".into()),
+        model: Some("gpt-5-2025-08-07".into()),
+    }
+}
+
 fn provider(base: &str) -> HttpProvider<OpenAiResponses> {
     let config = HttpConfig::new(format!("{base}/v1"), "gpt-5")
         .api_key("sk-test-key")
@@ -108,7 +116,8 @@ async fn complete_posts_without_streaming_and_keeps_the_reasoning_item() {
 async fn one_tool_call_streams_in_pieces() {
     let (chunks, error) = stream_fixture("tool_call_stream.sse").await;
     assert_eq!(error, None);
-    assert_eq!(chunks[0], StreamChunk::ToolCallStart { id: "call_Qx1".into(), name: "add".into() });
+    assert_eq!(chunks[0], info());
+    assert_eq!(chunks[1], StreamChunk::ToolCallStart { id: "call_Qx1".into(), name: "add".into() });
     assert_eq!(chunks.iter().filter(|c| matches!(c, StreamChunk::ToolCallDelta { .. })).count(), 8);
     let ends = chunks.iter().filter(|c| matches!(c, StreamChunk::ToolCallEnd { .. })).count();
     assert_eq!(ends, 1, "arguments.done and output_item.done end the call once");
@@ -248,7 +257,7 @@ async fn every_error_class_is_classified() {
 #[tokio::test]
 async fn a_malformed_stream_is_a_protocol_error_after_what_it_delivered() {
     let (chunks, error) = stream_fixture("malformed.sse").await;
-    assert_eq!(chunks, [StreamChunk::TextDelta { text: "Hel".into() }]);
+    assert_eq!(chunks, [info(), StreamChunk::TextDelta { text: "Hel".into() }]);
     let Some(ProviderError::Protocol { excerpt, .. }) = error else { panic!("{error:?}") };
     assert!(excerpt.starts_with(r#"{"type":"response.output_text.delta""#), "{excerpt}");
 }
@@ -261,7 +270,7 @@ fn first_events(count: usize) -> String {
 async fn a_connection_dropped_mid_stream_is_a_network_error() {
     let raw = raw_sse_server(&first_events(5), After::Close).await;
     let (chunks, error) = stream_all(&provider(&raw.url), simple_request("x")).await;
-    assert_eq!(chunks, [StreamChunk::TextDelta { text: "The capital".into() }]);
+    assert_eq!(chunks, [info(), StreamChunk::TextDelta { text: "The capital".into() }]);
     assert!(matches!(error, Some(ProviderError::Network { .. })), "{error:?}");
 }
 
@@ -269,7 +278,7 @@ async fn a_connection_dropped_mid_stream_is_a_network_error() {
 async fn an_idle_stream_hits_the_idle_timeout() {
     let raw = raw_sse_server(&first_events(5), After::Hang).await;
     let (chunks, error) = stream_all(&provider(&raw.url), simple_request("x")).await;
-    assert_eq!(chunks, [StreamChunk::TextDelta { text: "The capital".into() }]);
+    assert_eq!(chunks, [info(), StreamChunk::TextDelta { text: "The capital".into() }]);
     assert!(
         matches!(&error, Some(ProviderError::Timeout { message }) if message.contains("idle")),
         "{error:?}"

@@ -62,6 +62,8 @@ fn journal(run_id: &str) -> Vec<Event> {
             finish_reason: agentloop::message::FinishReason::Stop,
             usage: Default::default(),
             duration_ms: 3,
+            response_id: None,
+            response_model: None,
         },
         Event::IterationCompleted { iteration: 1, duration_ms: 3 },
         Event::RunFinished { outcome: outcome(run_id) },

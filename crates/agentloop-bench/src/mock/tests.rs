@@ -54,8 +54,15 @@ async fn sse_bodies_decode_to_the_same_turns() {
         format().decode_response(json_body(7, "bench-k2-p2-l0", 2, USAGE).as_bytes()).unwrap();
     assert_eq!(streamed, whole);
 
+    assert_eq!(streamed.id.as_deref(), Some("chatcmpl-7"));
+    assert_eq!(streamed.model.as_deref(), Some("bench-k2-p2-l0"));
+
     let chunks = decode_sse(sse_body(8, "bench-k2-p2-l0", 0, USAGE)).await;
-    assert_eq!(chunks.first(), Some(&StreamChunk::TextDelta { text: FINAL_ANSWER.into() }));
+    let info = StreamChunk::ResponseInfo {
+        id: Some("chatcmpl-8".into()),
+        model: Some("bench-k2-p2-l0".into()),
+    };
+    assert_eq!(chunks[..2], [info, StreamChunk::TextDelta { text: FINAL_ANSWER.into() }]);
     assert_eq!(chunks.last(), Some(&StreamChunk::Finish { reason: FinishReason::Stop }));
 }
 

@@ -62,8 +62,22 @@ impl JournalReplay {
                 Event::RunStarted { run_id, config, input } => {
                     start = Some((run_id.clone(), (**config).clone(), input.clone()));
                 }
-                Event::ModelResponded { message, finish_reason, usage, .. } => {
-                    let mut chunks = message_chunks(message)?;
+                Event::ModelResponded {
+                    message,
+                    finish_reason,
+                    usage,
+                    response_id,
+                    response_model,
+                    ..
+                } => {
+                    let mut chunks = Vec::new();
+                    if response_id.is_some() || response_model.is_some() {
+                        chunks.push(StreamChunk::ResponseInfo {
+                            id: response_id.clone(),
+                            model: response_model.clone(),
+                        });
+                    }
+                    chunks.extend(message_chunks(message)?);
                     chunks.push(StreamChunk::Usage { usage: *usage });
                     chunks.push(StreamChunk::Finish { reason: finish_reason.clone() });
                     responses.push(Ok(chunks));

@@ -173,7 +173,7 @@ impl Driver {
 /// [`ResponseAssembler`] would have rebuilt it from them (assistant role, adjacent text parts
 /// joined, only text, reasoning and tool-call parts), without the chunks.
 fn as_streamed(response: ModelResponse, mut events: Option<&mut Vec<Event>>) -> ModelResponse {
-    let ModelResponse { message, finish_reason, usage } = response;
+    let ModelResponse { message, finish_reason, usage, id, model } = response;
     let mut parts: Vec<Part> = Vec::with_capacity(message.content.len());
     let mut emit = |event: &dyn Fn() -> Event| {
         if let Some(events) = events.as_mut() {
@@ -215,6 +215,8 @@ fn as_streamed(response: ModelResponse, mut events: Option<&mut Vec<Event>>) -> 
         message: Message { role: Role::Assistant, content: parts },
         finish_reason,
         usage,
+        id,
+        model,
     }
 }
 
@@ -240,7 +242,8 @@ fn delta_event(chunk: &StreamChunk) -> Option<Event> {
         StreamChunk::ToolCallDelta { id, delta } => {
             Some(Event::ToolArgumentsDelta { call_id: id.clone(), delta: delta.clone() })
         }
-        StreamChunk::ReasoningEnd { .. }
+        StreamChunk::ResponseInfo { .. }
+        | StreamChunk::ReasoningEnd { .. }
         | StreamChunk::ToolCallEnd { .. }
         | StreamChunk::Usage { .. }
         | StreamChunk::Finish { .. } => None,

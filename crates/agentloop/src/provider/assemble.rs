@@ -4,7 +4,8 @@ use super::{ModelResponse, ProviderError, StreamChunk};
 use crate::message::{FinishReason, Message, Part, Reasoning, Role, ToolCall, Usage};
 
 /// Builds a [`ModelResponse`] from [`StreamChunk`]s, in order. Text deltas join the current
-/// text part, reasoning deltas the current reasoning block, argument deltas their call (by id).
+/// text part, reasoning deltas the current reasoning block, argument deltas their call (by id);
+/// the first reported response id and model are kept.
 #[derive(Debug, Default)]
 pub struct ResponseAssembler {
     parts: Vec<Part>,
@@ -14,12 +15,23 @@ pub struct ResponseAssembler {
     calls: Vec<usize>,
     usage: Usage,
     finish: Option<FinishReason>,
+    /// The response id and model, as first reported.
+    id: Option<String>,
+    model: Option<String>,
 }
 
 impl ResponseAssembler {
     /// Adds one chunk. A delta for a tool call that never started is a protocol error.
     pub fn push(&mut self, chunk: StreamChunk) -> Result<(), ProviderError> {
         match chunk {
+            StreamChunk::ResponseInfo { id, model } => {
+                if self.id.is_none() {
+                    self.id = id;
+                }
+                if self.model.is_none() {
+                    self.model = model;
+                }
+            }
             StreamChunk::TextDelta { text } => {
                 self.open_reasoning = None;
                 match self.parts.last_mut() {
@@ -99,6 +111,8 @@ impl ResponseAssembler {
             message: Message { role: Role::Assistant, content: self.parts },
             finish_reason,
             usage: self.usage,
+            id: self.id,
+            model: self.model,
         }
     }
 }

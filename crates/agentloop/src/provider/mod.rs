@@ -141,6 +141,18 @@ impl ModelRequest {
 #[serde(tag = "type", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum StreamChunk {
+    /// The response's identity as the provider reports it (OpenTelemetry's
+    /// `gen_ai.response.id` and `gen_ai.response.model`): its id, and the model that actually
+    /// answered (which may name a snapshot of the requested one). A decoder sends each field
+    /// once, when the wire data first carries it; the assembler keeps the first value of each.
+    ResponseInfo {
+        /// The response id (e.g. `chatcmpl-…`, `resp_…`, `msg_…`), if reported.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        id: Option<String>,
+        /// The model name the provider reports, if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
+    },
     /// More answer text.
     TextDelta {
         /// The new text.
@@ -201,6 +213,12 @@ pub struct ModelResponse {
     pub finish_reason: FinishReason,
     /// Tokens used.
     pub usage: Usage,
+    /// The response id the provider reported, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// The model name the provider reported as having answered, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 /// Collects a streamed response into a whole one.

@@ -306,6 +306,8 @@ impl WireFormat for OpenAiChat {
             message: Message { role: Role::Assistant, content },
             finish_reason: finish_reason(choice.finish_reason.as_deref(), has_calls),
             usage: response.usage.map(WireUsage::into_usage).unwrap_or_default(),
+            id: response.id.filter(|id| !id.is_empty()),
+            model: response.model.filter(|model| !model.is_empty()),
         })
     }
 
@@ -434,6 +436,10 @@ pub(crate) fn stream_error(error: &Value) -> ProviderError {
 /// A chat completion (non-streamed), read leniently: servers leave out or null many fields.
 #[derive(Debug, Deserialize)]
 struct ChatResponse {
+    /// The completion's id (`chatcmpl-…`).
+    id: Option<String>,
+    /// The model that answered.
+    model: Option<String>,
     choices: Option<Vec<ChatChoice>>,
     usage: Option<WireUsage>,
     error: Option<Value>,

@@ -238,6 +238,10 @@ impl WireFormat for OpenAiResponses {
 /// A response object (the body of a non-streamed response, and of `response.completed`).
 #[derive(Debug, Default, Deserialize)]
 pub(crate) struct WireResponse {
+    /// The response id (`resp_…`).
+    id: Option<String>,
+    /// The model that answered.
+    model: Option<String>,
     status: Option<String>,
     output: Option<Vec<Value>>,
     usage: Option<ResponsesUsage>,
@@ -299,6 +303,8 @@ impl WireResponse {
             finish_reason: self.finish_reason(has_calls),
             message: Message { role: Role::Assistant, content },
             usage: self.usage.map(ResponsesUsage::into_usage).unwrap_or_default(),
+            id: self.id.filter(|id| !id.is_empty()),
+            model: self.model.filter(|model| !model.is_empty()),
         })
     }
 }

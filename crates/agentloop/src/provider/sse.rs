@@ -178,6 +178,9 @@ fn not_utf8(bytes: &[u8]) -> ProviderError {
 /// request with one JSON body).
 pub fn response_chunks(response: ModelResponse) -> Vec<StreamChunk> {
     let mut chunks = Vec::new();
+    if response.id.is_some() || response.model.is_some() {
+        chunks.push(StreamChunk::ResponseInfo { id: response.id, model: response.model });
+    }
     for part in response.message.content {
         match part {
             Part::Text { text } => chunks.push(StreamChunk::TextDelta { text }),

@@ -98,3 +98,31 @@ pub trait WireFormat: Send + Sync + 'static {
         generic
     }
 }
+
+/// What a decoder has reported of the response's id and model: each is sent once, in a
+/// [`StreamChunk::ResponseInfo`], the first time the wire data carries it (some servers send
+/// the id up front and the model only at the end).
+#[derive(Debug, Default)]
+pub(crate) struct ResponseInfoOnce {
+    id: bool,
+    model: bool,
+}
+
+impl ResponseInfoOnce {
+    /// Reports what of `id` and `model` (empty strings do not count) was not reported yet.
+    pub(crate) fn report(
+        &mut self,
+        id: Option<&str>,
+        model: Option<&str>,
+        out: &mut Vec<StreamChunk>,
+    ) {
+        let id = id.filter(|id| !self.id && !id.is_empty()).map(str::to_owned);
+        let model = model.filter(|model| !self.model && !model.is_empty()).map(str::to_owned);
+        if id.is_none() && model.is_none() {
+            return;
+        }
+        self.id |= id.is_some();
+        self.model |= model.is_some();
+        out.push(StreamChunk::ResponseInfo { id, model });
+    }
+}

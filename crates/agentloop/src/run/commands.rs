@@ -42,6 +42,8 @@ impl Run {
             finish_reason: response.finish_reason,
             usage: response.usage,
             duration_ms: millis(duration),
+            response_id: response.id,
+            response_model: response.model,
         });
         if let Some((reasoning, text)) = notices {
             if !reasoning.is_empty() {

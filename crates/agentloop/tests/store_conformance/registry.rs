@@ -33,6 +33,8 @@ pub(super) async fn registry(store: Stores) {
         finish_reason: FinishReason::Stop,
         usage,
         duration_ms: 1,
+        response_id: None,
+        response_model: None,
     };
     let first = Usage { input: 1_000, output: 100, cached_input: 400, reasoning: 20 };
     let second = Usage { input: 2_000, output: 50, cached_input: 0, reasoning: 0 };

@@ -47,15 +47,18 @@ fn a_whole_response_gives_what_its_chunks_would() {
         vec![],
     ];
     for content in contents {
-        for (role, finish_reason) in [
-            (Role::Assistant, FinishReason::Stop),
-            (Role::User, FinishReason::ToolCalls),
-            (Role::Assistant, FinishReason::Other("x".into())),
+        for (role, finish_reason, id, model) in [
+            (Role::Assistant, FinishReason::Stop, None, None),
+            (Role::User, FinishReason::ToolCalls, Some("resp_1"), Some("gpt-test-2025")),
+            (Role::Assistant, FinishReason::Other("x".into()), Some("msg_1"), None),
+            (Role::Assistant, FinishReason::Stop, None, Some("gemini-test")),
         ] {
             let response = ModelResponse {
                 message: Message { role, content: content.clone() },
                 finish_reason,
                 usage: Usage { input: 3, output: 2, cached_input: 1, reasoning: 0 },
+                id: id.map(str::to_owned),
+                model: model.map(str::to_owned),
             };
             let (expected_events, expected) = through_chunks(response.clone());
             let mut events = Vec::new();
@@ -65,5 +68,66 @@ fn a_whole_response_gives_what_its_chunks_would() {
             // Quiet: the same response, no events built.
             assert_eq!(as_streamed(response, None), expected);
         }
+    }
+}
+
+/// Answers "done" with a response id and model, streamed (chunks) or whole.
+struct Identified {
+    whole: bool,
+}
+
+fn identified_response() -> ModelResponse {
+    ModelResponse {
+        message: Message::assistant("done"),
+        finish_reason: FinishReason::Stop,
+        usage: Usage { input: 3, output: 1, ..Usage::default() },
+        id: Some("resp_42".into()),
+        model: Some("test-model-2025".into()),
+    }
+}
+
+impl crate::provider::Provider for Identified {
+    fn stream(&self, _request: crate::provider::ModelRequest) -> crate::provider::ChunkStream {
+        Box::pin(futures::stream::iter(response_chunks(identified_response()).into_iter().map(Ok)))
+    }
+    fn complete(
+        &self,
+        _request: crate::provider::ModelRequest,
+    ) -> futures::future::BoxFuture<'static, Result<ModelResponse, crate::provider::ProviderError>>
+    {
+        Box::pin(futures::future::ready(Ok(identified_response())))
+    }
+    fn streams(&self) -> bool {
+        !self.whole
+    }
+}
+
+/// The `model_responded` event's response id and model.
+fn responded(events: &[Event]) -> Vec<(Option<String>, Option<String>)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::ModelResponded { response_id, response_model, .. } => {
+                Some((response_id.clone(), response_model.clone()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn the_response_id_and_model_reach_model_responded() {
+    use futures::StreamExt;
+    let want = vec![(Some("resp_42".to_owned()), Some("test-model-2025".to_owned()))];
+    for whole in [false, true] {
+        let agent = crate::Agent::builder(Identified { whole }).build().unwrap();
+        let events: Vec<Event> = agent.run_stream("hi").collect().await;
+        assert_eq!(responded(&events), want, "whole: {whole}");
+
+        // A run replayed from its journal journals them again.
+        let journal: Vec<Event> = events.into_iter().filter(Event::is_durable).collect();
+        let replay = crate::agent::JournalReplay::from_journal(&journal).unwrap();
+        let replayed: Vec<Event> = replay.run().unwrap().collect().await;
+        assert_eq!(responded(&replayed), want, "replayed, whole: {whole}");
     }
 }

@@ -2,7 +2,7 @@
 
 use super::error::{stream_error, ApiError};
 use crate::message::{FinishReason, Message, Part, Reasoning, Role, ToolCall, Usage};
-use crate::provider::wire::StreamDecoder;
+use crate::provider::wire::{ResponseInfoOnce, StreamDecoder};
 use crate::provider::{ModelResponse, ProviderError, StreamChunk};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
@@ -80,6 +80,12 @@ enum Event {
 
 #[derive(Debug, Deserialize)]
 struct StartedMessage {
+    /// The message id (`msg_…`).
+    #[serde(default)]
+    id: Option<String>,
+    /// The model that answers.
+    #[serde(default)]
+    model: Option<String>,
     #[serde(default)]
     usage: Option<WireUsage>,
 }
@@ -163,6 +169,8 @@ pub(crate) struct AnthropicDecoder {
     blocks: Vec<(u64, OpenBlock)>,
     usage: WireUsage,
     stopped: bool,
+    /// The message's id and model, reported once.
+    info: ResponseInfoOnce,
 }
 
 /// Parses one JSON document, or explains what was wrong with an excerpt.
@@ -322,6 +330,7 @@ impl StreamDecoder for AnthropicDecoder {
         }
         match parse::<Event>("event", data)? {
             Event::MessageStart { message } => {
+                self.info.report(message.id.as_deref(), message.model.as_deref(), out);
                 if let Some(usage) = message.usage {
                     self.usage.merge(usage);
                     out.push(StreamChunk::Usage { usage: self.usage.to_usage() });
@@ -364,6 +373,12 @@ impl StreamDecoder for AnthropicDecoder {
 #[serde(tag = "type", rename_all = "snake_case")]
 enum Body {
     Message {
+        /// The message id (`msg_…`).
+        #[serde(default)]
+        id: Option<String>,
+        /// The model that answered.
+        #[serde(default)]
+        model: Option<String>,
         content: Vec<ResponseBlock>,
         #[serde(default)]
         stop_reason: Option<String>,
@@ -403,8 +418,10 @@ enum ResponseBlock {
 /// Decodes the body of a non-streamed `/v1/messages` response.
 pub(super) fn decode_response(body: &[u8]) -> Result<ModelResponse, ProviderError> {
     let text = String::from_utf8_lossy(body);
-    let (content, stop_reason, usage) = match parse::<Body>("response", &text)? {
-        Body::Message { content, stop_reason, usage } => (content, stop_reason, usage),
+    let (id, model, content, stop_reason, usage) = match parse::<Body>("response", &text)? {
+        Body::Message { id, model, content, stop_reason, usage } => {
+            (id, model, content, stop_reason, usage)
+        }
         Body::Error { error } => return Err(stream_error(&error)),
     };
     let mut parts = Vec::with_capacity(content.len());
@@ -441,5 +458,7 @@ pub(super) fn decode_response(body: &[u8]) -> Result<ModelResponse, ProviderErro
         message: Message { role: Role::Assistant, content: parts },
         finish_reason,
         usage: usage.to_usage(),
+        id: id.filter(|id| !id.is_empty()),
+        model: model.filter(|model| !model.is_empty()),
     })
 }

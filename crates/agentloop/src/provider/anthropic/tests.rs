@@ -720,3 +720,29 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn the_message_id_and_model_reach_the_response() {
+    let chunks = decode_chunks(format().stream_decoder(), &fx("text_stream.sse")).unwrap();
+    let info = StreamChunk::ResponseInfo {
+        id: Some("msg_01XFDUDYJgAACzvnptvVoYEL".into()),
+        model: Some("claude-sonnet-4-5".into()),
+    };
+    assert_eq!(chunks.first(), Some(&info));
+    assert_eq!(chunks.iter().filter(|c| matches!(c, StreamChunk::ResponseInfo { .. })).count(), 1);
+    let streamed = assemble(chunks).unwrap();
+    assert_eq!(streamed.id.as_deref(), Some("msg_01XFDUDYJgAACzvnptvVoYEL"));
+    assert_eq!(streamed.model.as_deref(), Some("claude-sonnet-4-5"));
+    let whole = format().decode_response(fx("response_text.json").as_bytes()).unwrap();
+    assert_eq!(whole.id.as_deref(), Some("msg_013Zva2CMHLNnXjNJJKqJ2EF"));
+    assert_eq!(whole.model.as_deref(), Some("claude-sonnet-4-5"));
+
+    // llama.cpp: its own ids (`chatcmpl-…`) and the model file.
+    let llama = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+    let streamed = decode("llama_text_stream.sse");
+    assert_eq!(streamed.id.as_deref(), Some("chatcmpl-AJScKF1eK88HpBJQtPj7EdyXYyjKQp5X"));
+    assert_eq!(streamed.model.as_deref(), Some(llama));
+    let whole = format().decode_response(fx("llama_response_text.json").as_bytes()).unwrap();
+    assert_eq!(whole.id.as_deref(), Some("chatcmpl-9ujttrIL8G9xJ5ZeZb6trcEiS2ouLsOs"));
+    assert_eq!(whole.model.as_deref(), Some(llama));
+}

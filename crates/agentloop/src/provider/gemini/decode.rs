@@ -4,7 +4,7 @@
 use super::error::{from_api_error, ApiError};
 use super::SYNTHETIC_ID_PREFIX;
 use crate::message::{FinishReason, Usage};
-use crate::provider::wire::StreamDecoder;
+use crate::provider::wire::{ResponseInfoOnce, StreamDecoder};
 use crate::provider::{ModelResponse, ProviderError, ResponseAssembler, StreamChunk};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -20,6 +20,9 @@ struct Chunk {
     prompt_feedback: Option<PromptFeedback>,
     #[serde(default)]
     response_id: Option<String>,
+    /// The model that answers (e.g. `gemini-2.5-flash`).
+    #[serde(default)]
+    model_version: Option<String>,
     #[serde(default)]
     error: Option<ApiError>,
 }
@@ -120,6 +123,8 @@ pub(crate) struct GeminiDecoder {
     /// Whether thought text is streaming (a reasoning block is open).
     thinking: bool,
     finished: bool,
+    /// The response's id (`responseId`, as sent) and model (`modelVersion`), reported once.
+    info: ResponseInfoOnce,
 }
 
 impl GeminiDecoder {
@@ -187,6 +192,7 @@ impl GeminiDecoder {
         if let Some(error) = chunk.error {
             return Err(from_api_error(&error, None));
         }
+        self.info.report(chunk.response_id.as_deref(), chunk.model_version.as_deref(), out);
         if self.response_id.is_none() {
             self.response_id =
                 chunk.response_id.map(|id| sanitize(&id)).filter(|id| !id.is_empty());

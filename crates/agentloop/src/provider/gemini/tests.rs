@@ -262,6 +262,10 @@ fn one_tool_call_arrives_whole() {
     assert_eq!(
         chunks,
         vec![
+            StreamChunk::ResponseInfo {
+                id: Some("GFyKaOHqEauPz7IPxfDc4Qs".into()),
+                model: Some("gemini-2.5-flash".into()),
+            },
             StreamChunk::ReasoningEnd {
                 opaque: Some(
                     json!({"thoughtSignature": "CiwBVKhc7ohiDX0Ypn1+3mG3fzU8ZXMn8AHsJ0aWQ9DKb+Ekg=="})
@@ -597,4 +601,31 @@ fn arb_part() -> impl Strategy<Value = Part> {
         (".{0,8}", proptest::option::of(arb_json()))
             .prop_map(|(text, opaque)| Part::Reasoning(Reasoning { text, opaque })),
     ]
+}
+
+#[test]
+fn the_response_id_and_model_version_reach_the_response() {
+    // Every chunk repeats them: reported once, as sent (the synthetic call ids use the id
+    // cleaned up; the response keeps it as Gemini wrote it).
+    let chunks = decode_chunks(format().stream_decoder(), &fx("text_stream.sse")).unwrap();
+    let infos: Vec<_> =
+        chunks.iter().filter(|c| matches!(c, StreamChunk::ResponseInfo { .. })).collect();
+    let info = StreamChunk::ResponseInfo {
+        id: Some("mEnxaJ2lLYqz1MkPqLLZqQU".into()),
+        model: Some("gemini-2.5-flash".into()),
+    };
+    assert_eq!(infos, [&info]);
+    let streamed = assemble(chunks).unwrap();
+    assert_eq!(streamed.id.as_deref(), Some("mEnxaJ2lLYqz1MkPqLLZqQU"));
+    assert_eq!(streamed.model.as_deref(), Some("gemini-2.5-flash"));
+
+    let whole = format().decode_response(fx("response_text.json").as_bytes()).unwrap();
+    assert_eq!(whole.id.as_deref(), Some("aBcDeFgHiJkLmNoPqRsTuV"));
+    assert_eq!(whole.model.as_deref(), Some("gemini-2.5-flash"));
+
+    // Neither sent: nothing reported.
+    let bare =
+        r#"{"candidates": [{"content": {"parts": [{"text": "Hi"}]}, "finishReason": "STOP"}]}"#;
+    let whole = format().decode_response(bare.as_bytes()).unwrap();
+    assert_eq!((whole.id, whole.model), (None, None));
 }

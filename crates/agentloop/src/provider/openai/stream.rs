@@ -2,13 +2,20 @@
 
 use super::{finish_reason, stream_error, ChatMessage, WireUsage};
 use crate::message::FinishReason;
-use crate::provider::wire::StreamDecoder;
+use crate::provider::wire::{ResponseInfoOnce, StreamDecoder};
 use crate::provider::{ProviderError, StreamChunk};
 use serde::Deserialize;
 use serde_json::Value;
+use std::borrow::Cow;
 
 #[derive(Debug, Deserialize)]
-struct ChatChunk {
+struct ChatChunk<'a> {
+    /// The completion's id (`chatcmpl-…`), repeated in every chunk.
+    #[serde(borrow, default)]
+    id: Option<Cow<'a, str>>,
+    /// The model that answers, repeated in every chunk.
+    #[serde(borrow, default)]
+    model: Option<Cow<'a, str>>,
     choices: Option<Vec<ChunkChoice>>,
     usage: Option<WireUsage>,
     error: Option<Value>,
@@ -45,6 +52,8 @@ pub(super) struct ChatDecoder {
     /// Tool calls and reasoning were closed (at the finish reason).
     closed: bool,
     done: bool,
+    /// The completion's id and model, reported once.
+    info: ResponseInfoOnce,
 }
 
 impl ChatDecoder {
@@ -170,6 +179,7 @@ impl StreamDecoder for ChatDecoder {
         if let Some(error) = chunk.error {
             return Err(stream_error(&error));
         }
+        self.info.report(chunk.id.as_deref(), chunk.model.as_deref(), out);
         for choice in chunk.choices.unwrap_or_default() {
             if choice.index.unwrap_or(0) != 0 {
                 continue;

@@ -477,3 +477,55 @@ fn a_tool_result_with_json_content_is_sent_as_compact_json() {
     assert_eq!(body["messages"][2]["content"], "Let me.");
     assert_eq!(body["messages"][3]["content"], r#"{"sum":3}"#);
 }
+
+/// The `ResponseInfo` chunks of a stream.
+fn infos(chunks: &[StreamChunk]) -> Vec<&StreamChunk> {
+    chunks.iter().filter(|c| matches!(c, StreamChunk::ResponseInfo { .. })).collect()
+}
+
+#[test]
+fn the_completion_id_and_model_reach_the_response() {
+    use crate::provider::anthropic::testutil::{decode_chunks, fixture};
+    // Every chunk repeats them: they are reported once, before the content.
+    let chunks =
+        decode_chunks(openai().stream_decoder(), &fixture("openai", "text_stream.sse")).unwrap();
+    let info = StreamChunk::ResponseInfo {
+        id: Some("chatcmpl-AbC123".into()),
+        model: Some("gpt-4.1-2025-04-14".into()),
+    };
+    assert_eq!(infos(&chunks), [&info]);
+    assert_eq!(chunks.first(), Some(&info));
+    let streamed = assemble(chunks);
+    assert_eq!(streamed.id.as_deref(), Some("chatcmpl-AbC123"));
+    assert_eq!(streamed.model.as_deref(), Some("gpt-4.1-2025-04-14"));
+
+    let whole = openai().decode_response(fixture("openai", "text.json").as_bytes()).unwrap();
+    assert_eq!(whole.id.as_deref(), Some("chatcmpl-AbC124"));
+    assert_eq!(whole.model.as_deref(), Some("gpt-4.1-2025-04-14"));
+
+    // llama.cpp, streamed and whole.
+    let llama = "llama_cpp_tool_call_stream.sse";
+    let streamed =
+        assemble(decode_chunks(openai().stream_decoder(), &fixture("openai", llama)).unwrap());
+    assert_eq!(streamed.id.as_deref(), Some("chatcmpl-GSU4Lb4Hyp3FQPKrS3O7CPtGaX0bFNF1"));
+    assert_eq!(streamed.model.as_deref(), Some("models/SmolLM2-135M-Instruct.Q4_1.gguf"));
+    let body = fixture("openai", "llama_cpp_tool_call.json");
+    let whole = openai().decode_response(body.as_bytes()).unwrap();
+    assert_eq!(whole.id.as_deref(), Some("chatcmpl-6JTGwLdbwmXcTMfWIczBMpJqwnUth3oe"));
+    assert_eq!(whole.model.as_deref(), Some("models/SmolLM2-135M-Instruct.Q4_1.gguf"));
+
+    // Servers that send neither (or empty strings): nothing reported.
+    let chunks = decode_all(&[
+        r#"{"id":"","model":"","choices":[{"index":0,"delta":{"content":"Hi"}}]}"#,
+        r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
+        "[DONE]",
+    ])
+    .unwrap();
+    assert!(infos(&chunks).is_empty());
+    let response = assemble(chunks);
+    assert_eq!((response.id, response.model), (None, None));
+    let whole = openai()
+        .decode_response(br#"{"choices":[{"index":0,"message":{"content":"Hi"}}]}"#)
+        .unwrap();
+    assert_eq!((whole.id, whole.model), (None, None));
+}

@@ -2,7 +2,7 @@
 //! `response.incomplete` or `response.failed`.
 
 use super::{function_call, message_text, reasoning_text, stream_error, WireResponse};
-use crate::provider::wire::StreamDecoder;
+use crate::provider::wire::{ResponseInfoOnce, StreamDecoder};
 use crate::provider::{ProviderError, StreamChunk};
 use serde_json::Value;
 use std::collections::HashSet;
@@ -34,6 +34,8 @@ pub(super) struct ResponsesDecoder {
     /// Message items whose text arrived as deltas.
     text_items: HashSet<String>,
     terminal: bool,
+    /// The response's id and model, reported once.
+    info: ResponseInfoOnce,
 }
 
 fn str_field<'a>(value: &'a Value, name: &str) -> Option<&'a str> {
@@ -110,6 +112,7 @@ impl ResponsesDecoder {
                 )
             })?
             .unwrap_or_default();
+        self.info.report(response.id.as_deref(), response.model.as_deref(), out);
         if let Some(usage) = response.usage.take() {
             out.push(StreamChunk::Usage { usage: usage.into_usage() });
         }
@@ -135,6 +138,14 @@ impl StreamDecoder for ResponsesDecoder {
         let kind = str_field(&value, "type").unwrap_or(event);
         let output_index = value.get("output_index").and_then(Value::as_u64);
         match kind {
+            // The response object up front: its id (and, from OpenAI, its model; llama.cpp
+            // names the model only in `response.completed`).
+            "response.created" | "response.in_progress" => {
+                if let Some(response) = value.get("response") {
+                    let id = str_field(response, "id");
+                    self.info.report(id, str_field(response, "model"), out);
+                }
+            }
             "response.output_item.added" => {
                 let item = value.get("item").unwrap_or(&Value::Null);
                 match str_field(item, "type") {

@@ -235,6 +235,7 @@ fn parallel_calls_stream_in_pieces_with_or_without_arguments_done() {
     assert_eq!(
         chunks,
         vec![
+            StreamChunk::ResponseInfo { id: Some("resp_1".into()), model: None },
             StreamChunk::ToolCallStart { id: "call_a".into(), name: "add".into() },
             delta("call_a", "{\"a\":"),
             delta("call_a", "1}"),
@@ -342,4 +343,56 @@ fn incomplete_failed_error_and_cut_short_streams() {
         &mut Vec::new(),
     );
     assert!(matches!(bad, Err(ProviderError::Protocol { .. })));
+}
+
+#[test]
+fn the_response_id_and_model_reach_the_response() {
+    use crate::provider::anthropic::testutil::{decode_chunks, fixture};
+    let fx = |name: &str| fixture("openai_responses", name);
+    let infos = |chunks: &[StreamChunk]| -> Vec<StreamChunk> {
+        chunks.iter().filter(|c| matches!(c, StreamChunk::ResponseInfo { .. })).cloned().collect()
+    };
+    // OpenAI: both in `response.created`, reported once.
+    let chunks = decode_chunks(format().stream_decoder(), &fx("text_stream.sse")).unwrap();
+    let info = StreamChunk::ResponseInfo {
+        id: Some("resp_68a1".into()),
+        model: Some("gpt-5-2025-08-07".into()),
+    };
+    assert_eq!(chunks.first(), Some(&info));
+    assert_eq!(infos(&chunks), [info]);
+    let streamed = assemble(chunks);
+    assert_eq!(streamed.id.as_deref(), Some("resp_68a1"));
+    assert_eq!(streamed.model.as_deref(), Some("gpt-5-2025-08-07"));
+
+    // llama.cpp: the id up front, the model only in `response.completed`.
+    let chunks =
+        decode_chunks(format().stream_decoder(), &fx("llama_cpp_text_stream.sse")).unwrap();
+    let id = "resp_YmiF0h9D8KBIyYxOvzXvdpHhjvnvd7IH";
+    let model = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+    assert_eq!(
+        infos(&chunks),
+        [
+            StreamChunk::ResponseInfo { id: Some(id.into()), model: None },
+            StreamChunk::ResponseInfo { id: None, model: Some(model.into()) },
+        ]
+    );
+    let streamed = assemble(chunks);
+    assert_eq!((streamed.id.as_deref(), streamed.model.as_deref()), (Some(id), Some(model)));
+
+    // Whole responses.
+    let whole = format().decode_response(fx("tool_call.json").as_bytes()).unwrap();
+    assert_eq!(whole.id.as_deref(), Some("resp_68a1"));
+    assert_eq!(whole.model.as_deref(), Some("gpt-5-2025-08-07"));
+    let whole = format().decode_response(fx("llama_cpp_tool_call.json").as_bytes()).unwrap();
+    assert_eq!(whole.id.as_deref(), Some("resp_VZe7ExEWCD8lmdoNUpii3XG0CH2tifl5"));
+    assert_eq!(whole.model.as_deref(), Some(model));
+
+    // Only in `response.completed` (no `response.created`): taken from there.
+    let chunks = decode_all(&[
+        json!({"type": "response.output_text.delta", "item_id": "m", "delta": "Hi"}),
+        json!({"type": "response.completed", "response": {"id": "resp_2", "model": "m-1", "status": "completed"}}),
+    ])
+    .unwrap();
+    let response = assemble(chunks);
+    assert_eq!((response.id.as_deref(), response.model.as_deref()), (Some("resp_2"), Some("m-1")));
 }

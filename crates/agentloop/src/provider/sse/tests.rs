@@ -156,6 +156,8 @@ fn a_whole_response_streams_back_into_itself() {
         },
         finish_reason: FinishReason::ToolCalls,
         usage: Usage { input: 3, output: 4, cached_input: 1, reasoning: 2 },
+        id: Some("resp_1".into()),
+        model: Some("gpt-test-2025".into()),
     };
     let mut assembler = ResponseAssembler::default();
     for chunk in response_chunks(response.clone()) {

@@ -52,6 +52,8 @@ impl Provider for Probe {
             message: Message::assistant("completed"),
             finish_reason: FinishReason::Stop,
             usage: Usage { input: 7, output: 1, ..Usage::default() },
+            id: None,
+            model: None,
         })))
     }
 
@@ -230,6 +232,8 @@ async fn prompted_complete_parses_calls_out_of_the_whole_text() {
                 message: Message::assistant(text),
                 finish_reason: FinishReason::Stop,
                 usage: Usage::default(),
+                id: None,
+                model: None,
             })))
         }
         fn streams(&self) -> bool {

@@ -76,3 +76,39 @@ fn every_event_reads_back_to_the_same_json() {
     let run = Run::from_journal(&durable).unwrap();
     assert!(run.is_finished());
 }
+
+#[test]
+fn the_response_id_and_model_are_journaled_when_reported() {
+    let mut run = Run::new("r", config(), vec![Message::user("x")]);
+    let _ = expect_model(&mut run);
+    let response = ModelResponse {
+        id: Some("chatcmpl-1".into()),
+        model: Some("gpt-test-2025".into()),
+        ..text_response("done")
+    };
+    run.model_responded(response, ms(2)).unwrap();
+    let responded = run
+        .drain_events()
+        .find(|e| matches!(e, Event::ModelResponded { .. }))
+        .expect("a model_responded event");
+    let Event::ModelResponded { response_id, response_model, .. } = &responded else {
+        panic!("not model_responded: {responded:?}")
+    };
+    assert_eq!(response_id.as_deref(), Some("chatcmpl-1"));
+    assert_eq!(response_model.as_deref(), Some("gpt-test-2025"));
+    let json = serde_json::to_value(&responded).unwrap();
+    assert_eq!(json["response_id"], "chatcmpl-1");
+    assert_eq!(json["response_model"], "gpt-test-2025");
+    let read: Event = serde_json::from_value(json.clone()).unwrap();
+    assert_eq!(read, responded);
+
+    // Without them (a provider that does not report them, a journal written before): no
+    // keys, and the old JSON reads back with none.
+    let mut old = json;
+    let object = old.as_object_mut().unwrap();
+    object.remove("response_id");
+    object.remove("response_model");
+    let read: Event = serde_json::from_value(old.clone()).unwrap();
+    assert!(matches!(&read, Event::ModelResponded { response_id: None, response_model: None, .. }));
+    assert_eq!(serde_json::to_value(&read).unwrap(), old);
+}

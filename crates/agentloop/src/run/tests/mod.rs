@@ -30,6 +30,8 @@ pub(super) fn text_response(text: &str) -> ModelResponse {
         message: Message::assistant(text),
         finish_reason: FinishReason::Stop,
         usage: Usage { input: 10, output: 2, ..Usage::default() },
+        id: None,
+        model: None,
     }
 }
 
@@ -48,6 +50,8 @@ pub(super) fn calls_response(calls: &[(&str, &str, &str)]) -> ModelResponse {
         message: Message { role: Role::Assistant, content },
         finish_reason: FinishReason::ToolCalls,
         usage: Usage { input: 10, output: 5, ..Usage::default() },
+        id: None,
+        model: None,
     }
 }
 

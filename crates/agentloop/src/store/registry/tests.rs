@@ -29,6 +29,8 @@ fn responded(input: u64, output: u64) -> Event {
         finish_reason: FinishReason::Stop,
         usage: Usage { input, output, ..Usage::default() },
         duration_ms: 1,
+        response_id: None,
+        response_model: None,
     }
 }
 

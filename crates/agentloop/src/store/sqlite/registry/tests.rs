@@ -13,6 +13,8 @@ fn responded(usage: Usage) -> Event {
         finish_reason: FinishReason::Stop,
         usage,
         duration_ms: 1,
+        response_id: None,
+        response_model: None,
     }
 }
 
