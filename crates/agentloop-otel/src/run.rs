@@ -209,9 +209,23 @@ impl RunTrace {
                     ],
                 );
             }
-            Event::ModelResponded { message, finish_reason, usage, duration_ms, .. } => {
+            Event::ModelResponded {
+                message,
+                finish_reason,
+                usage,
+                duration_ms,
+                response_id,
+                response_model,
+                ..
+            } => {
                 let Some((cx, _)) = state.chat.take() else { return };
                 let span = cx.span();
+                if let Some(id) = response_id {
+                    span.set_attribute(KeyValue::new(sc::RESPONSE_ID, id.clone()));
+                }
+                if let Some(model) = response_model {
+                    span.set_attribute(KeyValue::new(sc::RESPONSE_MODEL, model.clone()));
+                }
                 span.set_attribute(KeyValue::new(
                     sc::RESPONSE_FINISH_REASONS,
                     Value::Array(vec![StringValue::from(finish_name(finish_reason))].into()),

@@ -274,3 +274,45 @@ fn content_is_cut_at_a_character_boundary() {
     assert_eq!(content::cut("héllo".into(), 2), "h…[truncated 5 bytes]");
     assert_eq!(content::cut("short".into(), 10), "short");
 }
+
+/// A model that reports its response id and model, as the HTTP wire formats do.
+struct Reporting;
+
+impl agentloop::provider::Provider for Reporting {
+    fn stream(
+        &self,
+        _request: agentloop::provider::ModelRequest,
+    ) -> agentloop::provider::ChunkStream {
+        use agentloop::provider::StreamChunk;
+        Box::pin(futures::stream::iter([
+            Ok(StreamChunk::ResponseInfo {
+                id: Some("chatcmpl-42".into()),
+                model: Some("gpt-test-2026-01-01".into()),
+            }),
+            Ok(StreamChunk::TextDelta { text: "hi".into() }),
+            Ok(StreamChunk::Finish { reason: agentloop::message::FinishReason::Stop }),
+        ]))
+    }
+
+    fn name(&self) -> &str {
+        "gpt-test"
+    }
+
+    fn family(&self) -> &str {
+        "openai"
+    }
+}
+
+#[tokio::test]
+async fn the_chat_span_names_the_response_and_the_model_that_answered() {
+    let (telemetry, exporter) = telemetry(false);
+    let agent = Agent::builder(Reporting).observer(telemetry.observer()).build().unwrap();
+    agent.run("hi").await.unwrap();
+    let spans = spans(&telemetry, &exporter);
+    let chat = one(&spans, "chat gpt-test");
+    assert_eq!(attr(chat, "gen_ai.provider.name"), Some(&Value::from("openai")));
+    assert_eq!(attr(chat, "gen_ai.request.model"), Some(&Value::from("gpt-test")));
+    assert_eq!(attr(chat, "gen_ai.response.id"), Some(&Value::from("chatcmpl-42")));
+    assert_eq!(attr(chat, "gen_ai.response.model"), Some(&Value::from("gpt-test-2026-01-01")));
+    assert_eq!(one(&spans, "invoke_agent").parent_span_id, SpanId::INVALID);
+}
