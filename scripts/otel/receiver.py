@@ -5,7 +5,7 @@ It decodes real OTLP/HTTP protobuf with the OpenTelemetry project's own generate
 (PyPI `opentelemetry-proto`, installed by scripts/otel/install.sh), so what the tests see is
 what a collector would see. No OTLP decoding is written here.
 
-    python receiver.py --out spans.jsonl [--metrics-out metrics.jsonl] [--port 0]
+    python receiver.py --out spans.jsonl [--metrics-out metrics.jsonl] [--port 0] [--grpc]
 
 Prints `READY http://127.0.0.1:PORT` on stdout once listening; point
 OTEL_EXPORTER_OTLP_ENDPOINT at that URL (the exporters append /v1/traces, /v1/metrics).
@@ -18,6 +18,8 @@ OTEL_EXPORTER_OTLP_ENDPOINT at that URL (the exporters append /v1/traces, /v1/me
 - POST /v1/logs: decoded and counted, nothing written; answers ExportLogsServiceResponse.
 - Anything else: 404; other content types: 415; undecodable bodies: 400.
 - GET /stats: JSON counts of requests, spans and metric points received so far.
+- `--grpc`: OTLP over gRPC instead (the TraceService and MetricsService that
+  opentelemetry-proto generates, on grpcio), written to the same files.
 
 Span line: {"trace_id", "span_id", "parent_span_id" (hex, "" for a root), "trace_state",
 "name", "kind" ("SPAN_KIND_CLIENT" ...), "start_time_unix_nano", "end_time_unix_nano",
@@ -197,38 +199,73 @@ class Handler(BaseHTTPRequestHandler):
 
     def traces(self, body):
         req = trace_service_pb2.ExportTraceServiceRequest.FromString(body)
-        traceparent = self.headers.get("traceparent")
-        lines = []
-        for rs in req.resource_spans:
-            resource = attrs(rs.resource.attributes)
-            for ss in rs.scope_spans:
-                for span in ss.spans:
-                    lines.append(json.dumps(span_json(span, resource, ss.scope, traceparent)))
-        with LOCK:
-            STATS["trace_requests"] += 1
-            STATS["spans"] += len(lines)
-            if lines:
-                with open(self.server.out, "a", encoding="utf-8") as f:
-                    f.write("\n".join(lines) + "\n")
+        record_traces(self.server.out, req, self.headers.get("traceparent"))
 
     def metrics(self, body):
         req = metrics_service_pb2.ExportMetricsServiceRequest.FromString(body)
-        lines = []
-        for rm in req.resource_metrics:
-            resource = attrs(rm.resource.attributes)
-            for sm in rm.scope_metrics:
-                for m in sm.metrics:
-                    kind, points = metric_points(m)
-                    for p in points:
-                        p.update(name=m.name, unit=m.unit, type=kind, resource=resource,
-                                 scope={"name": sm.scope.name, "version": sm.scope.version})
-                        lines.append(json.dumps(p))
-        with LOCK:
-            STATS["metric_requests"] += 1
-            STATS["metric_points"] += len(lines)
-            if lines and self.server.metrics_out:
-                with open(self.server.metrics_out, "a", encoding="utf-8") as f:
-                    f.write("\n".join(lines) + "\n")
+        record_metrics(self.server.metrics_out, req)
+
+
+def record_traces(out, req, traceparent):
+    lines = []
+    for rs in req.resource_spans:
+        resource = attrs(rs.resource.attributes)
+        for ss in rs.scope_spans:
+            for span in ss.spans:
+                lines.append(json.dumps(span_json(span, resource, ss.scope, traceparent)))
+    with LOCK:
+        STATS["trace_requests"] += 1
+        STATS["spans"] += len(lines)
+        if lines:
+            with open(out, "a", encoding="utf-8") as f:
+                f.write("\n".join(lines) + "\n")
+
+
+def record_metrics(metrics_out, req):
+    lines = []
+    for rm in req.resource_metrics:
+        resource = attrs(rm.resource.attributes)
+        for sm in rm.scope_metrics:
+            for m in sm.metrics:
+                kind, points = metric_points(m)
+                for p in points:
+                    p.update(name=m.name, unit=m.unit, type=kind, resource=resource,
+                             scope={"name": sm.scope.name, "version": sm.scope.version})
+                    lines.append(json.dumps(p))
+    with LOCK:
+        STATS["metric_requests"] += 1
+        STATS["metric_points"] += len(lines)
+        if lines and metrics_out:
+            with open(metrics_out, "a", encoding="utf-8") as f:
+                f.write("\n".join(lines) + "\n")
+
+
+def serve_grpc(a):
+    """OTLP over gRPC (grpcio and the services generated in opentelemetry-proto)."""
+    from concurrent import futures
+
+    import grpc
+    from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2_grpc
+    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
+
+    class Traces(trace_service_pb2_grpc.TraceServiceServicer):
+        def Export(self, request, context):
+            meta = dict(context.invocation_metadata())
+            record_traces(a.out, request, meta.get("traceparent"))
+            return trace_service_pb2.ExportTraceServiceResponse()
+
+    class Metrics(metrics_service_pb2_grpc.MetricsServiceServicer):
+        def Export(self, request, context):
+            record_metrics(a.metrics_out, request)
+            return metrics_service_pb2.ExportMetricsServiceResponse()
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Traces(), server)
+    metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(Metrics(), server)
+    port = server.add_insecure_port(f"{a.host}:{a.port}")
+    server.start()
+    print(f"READY http://{a.host}:{port}", flush=True)
+    server.wait_for_termination()
 
 
 def main():
@@ -237,7 +274,12 @@ def main():
     ap.add_argument("--metrics-out", default=None, help="JSON-lines file for metric data points")
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--grpc", action="store_true", help="serve OTLP over gRPC instead of HTTP")
     a = ap.parse_args()
+    open(a.out, "a").close()
+    if a.grpc:
+        serve_grpc(a)
+        return
     srv = ThreadingHTTPServer((a.host, a.port), Handler)
     srv.daemon_threads = True
     srv.out, srv.metrics_out = a.out, a.metrics_out

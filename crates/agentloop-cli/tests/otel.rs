@@ -17,6 +17,7 @@ struct Receiver {
     child: Child,
     url: String,
     spans: PathBuf,
+    metrics: PathBuf,
 }
 
 impl Drop for Receiver {
@@ -28,6 +29,11 @@ impl Drop for Receiver {
 
 impl Receiver {
     fn start(dir: &Path) -> Option<Self> {
+        Self::start_with(dir, false)
+    }
+
+    /// `grpc`: OTLP over gRPC instead of HTTP/protobuf.
+    fn start_with(dir: &Path, grpc: bool) -> Option<Self> {
         let python = match std::env::var("AGENTLOOP_OTEL_PYTHON") {
             Ok(python) => python,
             Err(_) if std::env::var("AGENTLOOP_OTEL_REQUIRED").as_deref() == Ok("1") => {
@@ -40,22 +46,28 @@ impl Receiver {
         };
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/otel/receiver.py");
         let spans = dir.join("spans.jsonl");
-        let mut child = Command::new(python)
-            .arg(script)
-            .arg("--out")
-            .arg(&spans)
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let metrics = dir.join("metrics.jsonl");
+        let mut command = Command::new(python);
+        command.arg(script).arg("--out").arg(&spans).arg("--metrics-out").arg(&metrics);
+        if grpc {
+            command.arg("--grpc");
+        }
+        let mut child = command.stdout(Stdio::piped()).spawn().unwrap();
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
         let url = line.trim().strip_prefix("READY ").unwrap().to_owned();
-        Some(Self { child, url, spans })
+        Some(Self { child, url, spans, metrics })
     }
 
     /// The spans received so far.
     fn spans(&self) -> Vec<Value> {
         let text = std::fs::read_to_string(&self.spans).unwrap_or_default();
+        text.lines().map(|line| serde_json::from_str(line).unwrap()).collect()
+    }
+
+    /// The metric data points received so far.
+    fn metrics(&self) -> Vec<Value> {
+        let text = std::fs::read_to_string(&self.metrics).unwrap_or_default();
         text.lines().map(|line| serde_json::from_str(line).unwrap()).collect()
     }
 
@@ -192,12 +204,66 @@ fn a_run_with_a_tool_call_is_exported_as_exactly_this_tree() {
                 && end <= root["end_time_unix_nano"].as_u64()
         );
     }
+    // The metrics, exported at exit too.
+    let metrics = receiver.metrics();
+    let point = |name: &str, key: &str, value: &str| {
+        metrics
+            .iter()
+            .find(|m| m["name"] == name && (key.is_empty() || m["attributes"][key] == value))
+            .unwrap_or_else(|| panic!("no {name} {key}={value} in {metrics:?}"))
+    };
+    let input = point("gen_ai.client.token.usage", "gen_ai.token.type", "input");
+    assert_eq!(input["type"], "histogram");
+    assert_eq!(input["unit"], "{token}");
+    assert_eq!(input["count"], 2);
+    assert_eq!(input["sum"], input_total as f64);
+    assert_eq!(input["attributes"]["gen_ai.provider.name"], "scripted");
+    assert_eq!(input["explicit_bounds"][1], 4.0);
+    assert_eq!(point("gen_ai.client.token.usage", "gen_ai.token.type", "output")["count"], 2);
+    let duration = point("gen_ai.client.operation.duration", "", "");
+    assert_eq!((duration["unit"].as_str(), duration["count"].as_u64()), (Some("s"), Some(2)));
+    assert_eq!(point("agentloop.runs", "agentloop.run.outcome", "completed")["value"], 1);
+    let calls = point("agentloop.tool.calls", "gen_ai.tool.name", "calculator");
+    assert_eq!(
+        (calls["value"].as_i64(), &calls["attributes"]["agentloop.tool.status"]),
+        (Some(1), &json!("ok"))
+    );
+    assert_eq!(point("agentloop.run.iterations", "", "")["sum"], 2.0);
+    assert_eq!(point("agentloop.otel.spans.dropped", "", "")["value"], 0);
+
     // `runs show` names the trace, the run's latency and cost.
     let show =
         agentloop(dir.path(), &receiver.url).args(["runs", "show", run_id]).output().unwrap();
     let show = String::from_utf8_lossy(&show.stdout);
     assert!(show.contains(&format!("trace: {}", root["trace_id"].as_str().unwrap())), "{show}");
     assert!(show.contains("latency: ") && show.contains("cost: $0.000000"), "{show}");
+}
+
+#[test]
+fn spans_and_metrics_go_over_grpc_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(receiver) = Receiver::start_with(dir.path(), true) else { return };
+    let script = calculator(dir.path());
+    let output = agentloop(dir.path(), &receiver.url)
+        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+        .args(["--provider", "scripted", "--script", &script, "run", "What is 17*23?"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(output.stderr.is_empty(), "{}", String::from_utf8_lossy(&output.stderr));
+    let spans = receiver.spans();
+    let mut names: Vec<&str> = spans.iter().map(|s| s["name"].as_str().unwrap()).collect();
+    names.sort_unstable();
+    let expected = [
+        "chat scripted",
+        "chat scripted",
+        "execute_tool calculator",
+        "invoke_agent calc",
+        "iteration",
+        "iteration",
+    ];
+    assert_eq!(names, expected);
+    assert!(receiver.metrics().iter().any(|m| m["name"] == "gen_ai.client.token.usage"));
 }
 
 #[test]
