@@ -316,3 +316,28 @@ async fn the_chat_span_names_the_response_and_the_model_that_answered() {
     assert_eq!(attr(chat, "gen_ai.response.model"), Some(&Value::from("gpt-test-2026-01-01")));
     assert_eq!(one(&spans, "invoke_agent").parent_span_id, SpanId::INVALID);
 }
+
+/// An exporter whose collector is always down.
+#[derive(Debug)]
+struct Down;
+
+impl opentelemetry_sdk::trace::SpanExporter for Down {
+    async fn export(&self, _batch: Vec<SpanData>) -> opentelemetry_sdk::error::OTelSdkResult {
+        Err(opentelemetry_sdk::error::OTelSdkError::InternalFailure("connection refused".into()))
+    }
+}
+
+#[tokio::test]
+async fn with_the_collector_down_every_span_is_counted_as_dropped() {
+    let config = TelemetryConfig { queue_size: 4, ..TelemetryConfig::default() };
+    let telemetry = Telemetry::with_exporter(config, Down, None);
+    let agent = agent(&telemetry, two_iterations());
+    let outcome = agent.run("hi").await.unwrap();
+    assert_eq!(outcome.answer, "done");
+    let stats = telemetry.shutdown(std::time::Duration::from_secs(2));
+    // Six spans: some failed to export, the rest did not fit the queue of four.
+    assert_eq!(stats.ended, 6);
+    assert_eq!(stats.exported, 0);
+    assert_eq!(stats.dropped, 6, "{stats:?}");
+    assert!(stats.failed >= 1 && stats.failed <= 4, "{stats:?}");
+}
