@@ -4,12 +4,13 @@
 //! signature, encrypted content) is never recorded.
 
 use agentloop::message::{MediaSource, Message, Part, Role};
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::Value;
 
 /// `messages` as the conventions' JSON text, at most `max` bytes.
 pub(crate) fn messages(messages: &[Message], max: usize) -> String {
-    let value = Value::Array(messages.iter().map(message).collect());
-    cut(value.to_string(), max)
+    let out: Vec<MessageOut<'_>> = messages.iter().map(message).collect();
+    cut(serde_json::to_string(&out).unwrap_or_default(), max)
 }
 
 /// `text`, at most `max` bytes: cut at a character boundary and marked `…[truncated N bytes]`.
@@ -27,35 +28,52 @@ pub(crate) fn cut(mut text: String, max: usize) -> String {
     text
 }
 
-fn message(message: &Message) -> Value {
+/// A message in the conventions' shape; the fields in the conventions' order whatever
+/// serde_json's features (its maps sort their keys unless `preserve_order` is on).
+#[derive(Serialize)]
+struct MessageOut<'a> {
+    role: &'static str,
+    parts: Vec<PartOut<'a>>,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum PartOut<'a> {
+    Text { content: &'a str },
+    Image { source: Value },
+    File { source: Value, filename: Option<&'a str> },
+    ToolCall { id: &'a str, name: &'a str, arguments: Value },
+    ToolCallResponse { id: &'a str, response: String },
+    Reasoning { content: &'a str },
+}
+
+fn message(message: &Message) -> MessageOut<'_> {
     let role = match message.role {
         Role::System | Role::Developer => "system",
         Role::User => "user",
         Role::Assistant => "assistant",
         Role::Tool => "tool",
     };
-    let parts: Vec<Value> = message.content.iter().map(part).collect();
-    json!({ "role": role, "parts": parts })
+    MessageOut { role, parts: message.content.iter().map(part).collect() }
 }
 
-fn part(part: &Part) -> Value {
+fn part(part: &Part) -> PartOut<'_> {
     match part {
-        Part::Text { text } => json!({ "type": "text", "content": text }),
-        Part::Image { source } => json!({ "type": "image", "source": source_name(source) }),
+        Part::Text { text } => PartOut::Text { content: text },
+        Part::Image { source } => PartOut::Image { source: source_name(source) },
         Part::File { source, filename } => {
-            json!({ "type": "file", "source": source_name(source), "filename": filename })
+            PartOut::File { source: source_name(source), filename: filename.as_deref() }
         }
-        Part::ToolCall(call) => {
-            let arguments = serde_json::from_str::<Value>(&call.arguments)
-                .unwrap_or_else(|_| Value::String(call.arguments.clone()));
-            json!({ "type": "tool_call", "id": call.id, "name": call.name, "arguments": arguments })
+        Part::ToolCall(call) => PartOut::ToolCall {
+            id: &call.id,
+            name: &call.name,
+            arguments: serde_json::from_str::<Value>(&call.arguments)
+                .unwrap_or_else(|_| Value::String(call.arguments.clone())),
+        },
+        Part::ToolResult(result) => {
+            PartOut::ToolCallResponse { id: &result.call_id, response: result.content.to_text() }
         }
-        Part::ToolResult(result) => json!({
-            "type": "tool_call_response",
-            "id": result.call_id,
-            "response": result.content.to_text(),
-        }),
-        Part::Reasoning(reasoning) => json!({ "type": "reasoning", "content": reasoning.text }),
+        Part::Reasoning(reasoning) => PartOut::Reasoning { content: &reasoning.text },
     }
 }
 

@@ -135,7 +135,8 @@ async fn content_is_captured_when_asked_and_cut_to_size() {
     let spans = spans(&telemetry, &exporter);
     let root = one(&spans, "invoke_agent helper");
     let Some(Value::String(input)) = attr(root, "gen_ai.input.messages") else { panic!() };
-    assert!(input.as_str().starts_with(r#"[{"parts":[{"content":"a question"#), "{input}");
+    let expected = r#"[{"role":"user","parts":[{"type":"text","content":"a question"#;
+    assert!(input.as_str().starts_with(expected), "{input}");
     assert!(input.as_str().contains("…[truncated"), "{input}");
     let tool = one(&spans, "execute_tool echo");
     assert_eq!(attr(tool, "gen_ai.tool.call.arguments"), Some(&Value::from(r#"{"x":1}"#)));
