@@ -74,6 +74,9 @@ impl Plan {
     }
 }
 
+// One job per driver process, matched once per run: its size does not matter, and boxing
+// the agent would add an indirection to the measured loop.
+#[allow(clippy::large_enum_variant)]
 enum Job {
     Floor(Floor),
     /// The agent, and (history scenario) where its provider records encode times.

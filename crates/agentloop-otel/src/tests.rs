@@ -33,9 +33,11 @@ impl DynTool for Echo {
 
 fn telemetry(capture: bool) -> (Telemetry, InMemorySpanExporter) {
     let exporter = InMemorySpanExporter::default();
-    let mut config = TelemetryConfig::default();
-    config.capture_content = capture;
-    config.content_max_bytes = 64;
+    let config = TelemetryConfig {
+        capture_content: capture,
+        content_max_bytes: 64,
+        ..TelemetryConfig::default()
+    };
     (Telemetry::with_exporter(config, exporter.clone(), None), exporter)
 }
 
@@ -271,4 +273,17 @@ fn the_environment_configures_telemetry() {
 fn content_is_cut_at_a_character_boundary() {
     assert_eq!(content::cut("héllo".into(), 2), "h…[truncated 5 bytes]");
     assert_eq!(content::cut("short".into(), 10), "short");
+}
+
+#[test]
+fn the_outcome_kind_without_json_is_the_serde_tag() {
+    use agentloop::run::StopReason;
+    for reason in [
+        StopReason::Completed,
+        StopReason::ContextLimit,
+        StopReason::DoneTool { tool: "done".into() },
+    ] {
+        assert_eq!(run::stop_kind(&reason), run::kind_of(&reason), "{reason:?}");
+    }
+    assert_eq!(run::stop_kind(&StopReason::Completed), "completed");
 }
