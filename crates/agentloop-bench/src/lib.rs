@@ -8,14 +8,16 @@
 //! - [`via_agentloop`]: the same task through [`agentloop::Agent`].
 //! - [`measure`]: CPU time and peak memory of the current process.
 //! - [`report`]: what a driver run prints, and the markdown table of the runner.
+//! - [`otel`]: the cost of OpenTelemetry per loop round, on and off (issue 20).
 //!
 //! The binaries `mockllm`, `bench-driver` and `bench-overhead` (the runner) put them together;
-//! see `docs/PERFORMANCE.md`.
+//! `bench-otel` runs [`otel`]. See `docs/PERFORMANCE.md`.
 
 pub mod driver;
 pub mod floor;
 pub mod measure;
 pub mod mock;
+pub mod otel;
 pub mod report;
 pub mod runner;
 pub mod scenario;

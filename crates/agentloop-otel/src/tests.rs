@@ -342,3 +342,16 @@ async fn with_the_collector_down_every_span_is_counted_as_dropped() {
     assert_eq!(stats.dropped, 6, "{stats:?}");
     assert!(stats.failed >= 1 && stats.failed <= 4, "{stats:?}");
 }
+
+#[test]
+fn the_outcome_kind_without_json_is_the_serde_tag() {
+    use agentloop::run::StopReason;
+    for reason in [
+        StopReason::Completed,
+        StopReason::ContextLimit,
+        StopReason::DoneTool { tool: "done".into() },
+    ] {
+        assert_eq!(run::stop_kind(&reason), run::kind_of(&reason), "{reason:?}");
+    }
+    assert_eq!(run::stop_kind(&StopReason::Completed), "completed");
+}

@@ -1,0 +1,569 @@
+//! The cost of OpenTelemetry per loop round (issue 20; the binary `bench-otel`, see
+//! `docs/PERFORMANCE.md`, "OpenTelemetry overhead").
+//!
+//! The workload is the common loop round of `run_overhead`, without HTTP: a scripted model
+//! (instant, turns streamed in 16-character chunks) that calls the `add` tool once and then
+//! answers, so one run is two iterations — two model calls and one tool call — and, with
+//! telemetry on, six spans (`invoke_agent`, two `iteration`, two `chat`, one
+//! `execute_tool`). The runs are sequential, on a current-thread tokio runtime, with every
+//! event streamed and consumed. Each [`Variant`] runs the same workload:
+//!
+//! - [`Variant::Off`]: no observer;
+//! - [`Variant::SpansOnly`]: telemetry at 100 % sampling into an exporter that discards
+//!   every batch, metrics off;
+//! - [`Variant::Discard`]: the same with metrics on (recorded, aggregated and collected,
+//!   then discarded): span and metric building, the batch queue and its thread, without
+//!   encoding or HTTP;
+//! - [`Variant::Otlp`]: telemetry at 100 % sampling exported over OTLP/HTTP protobuf to a
+//!   receiver (`scripts/otel/receiver.py`, another process), metrics on.
+//!
+//! A repetition of a variant builds its telemetry and its agent, warms up, then measures
+//! the process's CPU time (user + system, all threads: the batch export thread and the HTTP
+//! client's thread included) over `runs` runs *and* the export of their spans (it flushes
+//! and waits until every span ended has been exported), and the wall time of the runs alone.
+//! It then shuts the telemetry down and checks that every span was exported and none was
+//! dropped (and, with the receiver, that the receiver got exactly that many spans): a
+//! repetition that loses spans fails the bench.
+
+use crate::measure;
+use crate::report::median;
+use crate::via_agentloop::Add;
+use agentloop::message::Usage;
+use agentloop::prelude::*;
+use agentloop::provider::scripted::{ScriptedModel, ScriptedTurn};
+use agentloop_otel::{Sampling, SpanStats, Telemetry, TelemetryConfig};
+use futures::StreamExt;
+use opentelemetry_sdk::error::OTelSdkResult;
+use opentelemetry_sdk::metrics::data::ResourceMetrics;
+use opentelemetry_sdk::metrics::exporter::PushMetricExporter;
+use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider, Temporality};
+use opentelemetry_sdk::trace::{SpanData, SpanExporter};
+use serde::Serialize;
+use std::error::Error;
+use std::time::{Duration, Instant};
+
+/// What can go wrong: setup, a run, or a check.
+pub type BenchError = Box<dyn Error + Send + Sync>;
+
+/// Spans one run makes with telemetry on.
+pub const SPANS_PER_RUN: u64 = 6;
+/// Iterations (model calls) one run makes.
+pub const ITERATIONS_PER_RUN: u64 = 2;
+
+const USAGE: Usage = Usage { input: 100, output: 10, cached_input: 0, reasoning: 0 };
+
+/// How long a repetition waits for its spans to be exported before it gives up.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// What is measured (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Variant {
+    /// No telemetry.
+    Off,
+    /// Spans into a discarding exporter, no metrics.
+    SpansOnly,
+    /// Spans into a discarding exporter, metrics recorded in memory.
+    Discard,
+    /// Spans and metrics over OTLP/HTTP protobuf to a receiver.
+    Otlp,
+}
+
+impl Variant {
+    /// Every variant, in the order a repetition runs them.
+    pub const ALL: [Variant; 4] =
+        [Variant::Off, Variant::SpansOnly, Variant::Discard, Variant::Otlp];
+
+    /// Its short name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Variant::Off => "off",
+            Variant::SpansOnly => "spans-only",
+            Variant::Discard => "discard",
+            Variant::Otlp => "otlp",
+        }
+    }
+
+    /// What it runs, in a few words.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Variant::Off => "telemetry off",
+            Variant::SpansOnly => "on, spans discarded in process, metrics off",
+            Variant::Discard => "on, spans and metrics discarded in process",
+            Variant::Otlp => "on, OTLP/HTTP protobuf to the receiver, metrics on",
+        }
+    }
+}
+
+/// What a `bench-otel` invocation measures.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Measured runs per repetition.
+    pub runs: u64,
+    /// Unmeasured runs before them.
+    pub warmup: u64,
+    /// Repetitions of every variant (interleaved: off, spans-only, discard, otlp, off, …).
+    pub repetitions: u32,
+    /// The variants.
+    pub variants: Vec<Variant>,
+    /// The OTLP base URL (`/v1/traces` and `/v1/metrics` are appended); needed for
+    /// [`Variant::Otlp`].
+    pub endpoint: Option<String>,
+    /// The span queue (`None`: large enough for a whole repetition, so that a receiver slower
+    /// than the loop costs no spans).
+    pub queue: Option<usize>,
+}
+
+/// An exporter that drops every batch.
+#[derive(Debug, Default)]
+pub struct Discard;
+
+impl SpanExporter for Discard {
+    async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+        drop(std::hint::black_box(batch));
+        Ok(())
+    }
+}
+
+/// A metric exporter that drops every export (the metrics are still recorded, aggregated
+/// and collected).
+#[derive(Debug, Default)]
+pub struct DiscardMetrics;
+
+impl PushMetricExporter for DiscardMetrics {
+    async fn export(&self, metrics: &ResourceMetrics) -> OTelSdkResult {
+        std::hint::black_box(metrics);
+        Ok(())
+    }
+
+    fn force_flush(&self) -> OTelSdkResult {
+        Ok(())
+    }
+
+    fn shutdown_with_timeout(&self, _timeout: Duration) -> OTelSdkResult {
+        Ok(())
+    }
+
+    fn temporality(&self) -> Temporality {
+        Temporality::Cumulative
+    }
+}
+
+/// What became of a repetition's spans ([`SpanStats`] after the shutdown).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Spans {
+    /// Spans ended.
+    pub ended: u64,
+    /// Spans the exporter accepted.
+    pub exported: u64,
+    /// Spans in failed exports.
+    pub failed: u64,
+    /// Spans that never reached the exporter's destination.
+    pub dropped: u64,
+    /// Spans the receiver counted (its `GET /stats`), when it answers one.
+    pub received: Option<u64>,
+}
+
+/// One repetition of one variant.
+#[derive(Debug, Clone, Serialize)]
+pub struct Sample {
+    /// The variant.
+    pub variant: Variant,
+    /// The repetition (0-based).
+    pub repetition: u32,
+    /// Measured runs.
+    pub runs: u64,
+    /// CPU time of the process (user + system, all threads) over the runs and the export of
+    /// their spans, µs.
+    pub cpu_us: f64,
+    /// Of which user time, µs (`/proc/self/stat`, clock-tick resolution).
+    pub user_us: f64,
+    /// Of which system time, µs (same).
+    pub sys_us: f64,
+    /// Wall time of the runs, µs (without the wait for the last export).
+    pub wall_us: f64,
+    /// Wall time until the last span was exported, µs.
+    pub settled_us: f64,
+    /// The spans, with telemetry on.
+    pub spans: Option<Spans>,
+}
+
+impl Sample {
+    /// CPU µs per run.
+    pub fn cpu_per_run(&self) -> f64 {
+        self.cpu_us / self.runs.max(1) as f64
+    }
+
+    /// Wall µs per run.
+    pub fn wall_per_run(&self) -> f64 {
+        self.wall_us / self.runs.max(1) as f64
+    }
+}
+
+/// Median, lowest and highest of some values.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Spread {
+    /// The median.
+    pub median: f64,
+    /// The lowest.
+    pub min: f64,
+    /// The highest.
+    pub max: f64,
+}
+
+impl Spread {
+    /// Of `values` (`None` when empty).
+    pub fn of(values: impl IntoIterator<Item = f64>) -> Option<Self> {
+        let mut values: Vec<f64> = values.into_iter().collect();
+        let median = median(&mut values)?;
+        let (min, max) = (values.first().copied()?, values.last().copied()?);
+        Some(Self { median, min, max })
+    }
+}
+
+/// A variant over all repetitions.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    /// The variant.
+    pub variant: Variant,
+    /// CPU µs per run.
+    pub cpu_per_run: Spread,
+    /// User CPU µs per run (median).
+    pub user_per_run: f64,
+    /// System CPU µs per run (median).
+    pub sys_per_run: f64,
+    /// Wall µs per run.
+    pub wall_per_run: Spread,
+    /// CPU over `off` − 1, from the medians, in %.
+    pub overhead_pct: Option<f64>,
+    /// The same per repetition (each against the `off` run of the same repetition), in %.
+    pub paired_overhead_pct: Option<Spread>,
+    /// Spans ended in all repetitions.
+    pub spans_ended: u64,
+    /// Spans exported in all repetitions.
+    pub spans_exported: u64,
+    /// Spans dropped in all repetitions.
+    pub spans_dropped: u64,
+}
+
+/// Summarises `samples` by variant, in `variants` order.
+pub fn summarise(samples: &[Sample], variants: &[Variant]) -> Vec<Summary> {
+    let of = |variant: Variant| samples.iter().filter(move |s| s.variant == variant);
+    let per_run = |variant: Variant, f: fn(&Sample) -> f64| Spread::of(of(variant).map(f));
+    let off = per_run(Variant::Off, Sample::cpu_per_run);
+    variants
+        .iter()
+        .filter_map(|&variant| {
+            let cpu_per_run = per_run(variant, Sample::cpu_per_run)?;
+            let wall_per_run = per_run(variant, Sample::wall_per_run)?;
+            let user = per_run(variant, |s| s.user_us / s.runs.max(1) as f64)?;
+            let sys = per_run(variant, |s| s.sys_us / s.runs.max(1) as f64)?;
+            let overhead_pct = off
+                .filter(|_| variant != Variant::Off)
+                .map(|off| (cpu_per_run.median / off.median - 1.0) * 100.0);
+            let paired = of(variant).filter_map(|sample| {
+                let off = of(Variant::Off).find(|o| o.repetition == sample.repetition)?;
+                Some((sample.cpu_per_run() / off.cpu_per_run() - 1.0) * 100.0)
+            });
+            let paired_overhead_pct =
+                if variant == Variant::Off { None } else { Spread::of(paired) };
+            let spans = |f: fn(&Spans) -> u64| {
+                of(variant).filter_map(|s| s.spans.as_ref()).map(f).sum::<u64>()
+            };
+            Some(Summary {
+                variant,
+                cpu_per_run,
+                user_per_run: user.median,
+                sys_per_run: sys.median,
+                wall_per_run,
+                overhead_pct,
+                paired_overhead_pct,
+                spans_ended: spans(|s| s.ended),
+                spans_exported: spans(|s| s.exported),
+                spans_dropped: spans(|s| s.dropped),
+            })
+        })
+        .collect()
+}
+
+/// The markdown table of `summaries`.
+pub fn table(summaries: &[Summary]) -> String {
+    let mut out = String::from(
+        "| variant | what runs | CPU µs / run: median (min–max) | CPU µs / iteration | user / sys µs / run | CPU over off: medians (per repetition) | wall µs / run | spans ended / exported / dropped |\n\
+         | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+    );
+    for s in summaries {
+        let overhead = match (s.overhead_pct, s.paired_overhead_pct) {
+            (Some(pct), Some(paired)) => {
+                format!("{pct:+.1} % ({:+.1} to {:+.1} %)", paired.min, paired.max)
+            }
+            _ => "—".to_owned(),
+        };
+        let spans = if s.variant == Variant::Off {
+            "—".to_owned()
+        } else {
+            format!("{} / {} / {}", s.spans_ended, s.spans_exported, s.spans_dropped)
+        };
+        out.push_str(&format!(
+            "| `{}` | {} | {:.2} ({:.2}–{:.2}) | {:.2} | {:.1} / {:.1} | {} | {:.2} | {} |\n",
+            s.variant.name(),
+            s.variant.describe(),
+            s.cpu_per_run.median,
+            s.cpu_per_run.min,
+            s.cpu_per_run.max,
+            s.cpu_per_run.median / ITERATIONS_PER_RUN as f64,
+            s.user_per_run,
+            s.sys_per_run,
+            overhead,
+            s.wall_per_run.median,
+            spans,
+        ));
+    }
+    out
+}
+
+/// Runs every repetition of every variant (interleaved), checking each.
+/// `progress` gets each sample as it is taken.
+pub async fn run(
+    plan: &Plan,
+    mut progress: impl FnMut(&Sample),
+) -> Result<Vec<Sample>, BenchError> {
+    if plan.variants.contains(&Variant::Otlp) && plan.endpoint.is_none() {
+        return Err("the otlp variant needs an endpoint".into());
+    }
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(10)).build()?;
+    let mut samples = Vec::new();
+    for repetition in 0..plan.repetitions {
+        for &variant in &plan.variants {
+            let sample = repeat(plan, variant, repetition, &client).await?;
+            progress(&sample);
+            samples.push(sample);
+        }
+    }
+    Ok(samples)
+}
+
+/// The agent: `runs` runs' worth of turns (each run: a streamed `add` call, then the answer).
+fn agent(runs: u64, telemetry: Option<&Telemetry>) -> Result<Agent, BenchError> {
+    let call = || ScriptedTurn::tool_call("add", serde_json::json!({"a": 1, "b": 2}));
+    let answer = || ScriptedTurn::text("3").with_usage(USAGE);
+    let turns = (0..runs).flat_map(|_| [call().with_usage(USAGE), answer()]);
+    let model = ScriptedModel::new(turns).without_recording().with_chunk_chars(16);
+    let mut builder = Agent::builder(model).name("bench").tool(Add).max_iterations(3);
+    if let Some(telemetry) = telemetry {
+        builder = builder.observer(telemetry.observer());
+    }
+    Ok(builder.build()?)
+}
+
+/// One run, checked: it finishes, completed, after two iterations.
+async fn one_run(agent: &Agent) -> Result<(), BenchError> {
+    let mut events = agent.run_stream("go");
+    let mut finished = None;
+    while let Some(event) = events.next().await {
+        if let Some(outcome) = event.outcome() {
+            finished = Some((outcome.stop_reason.clone(), outcome.iterations));
+        }
+    }
+    match finished {
+        Some((StopReason::Completed, 2)) => Ok(()),
+        other => {
+            Err(format!("a run ended with {other:?}, not completed after 2 iterations").into())
+        }
+    }
+}
+
+/// The telemetry of `variant` (`None` for [`Variant::Off`]), its queue sized for `runs`.
+fn telemetry(plan: &Plan, variant: Variant, runs: u64) -> Result<Option<Telemetry>, BenchError> {
+    let mut config = match (&plan.endpoint, variant) {
+        (Some(endpoint), Variant::Otlp) => TelemetryConfig::new(endpoint.clone()),
+        _ => TelemetryConfig::default(),
+    };
+    config.sampling = Sampling::AlwaysOn;
+    let spans = usize::try_from(runs * SPANS_PER_RUN).unwrap_or(usize::MAX);
+    config.queue_size = plan.queue.unwrap_or(spans.max(2048));
+    Ok(match variant {
+        Variant::Off => None,
+        Variant::SpansOnly => {
+            config.metrics = false;
+            Some(Telemetry::with_exporter(config, Discard, None))
+        }
+        Variant::Discard => {
+            config.metrics = true;
+            // As `Telemetry::new` builds it, with the exporter that discards.
+            let reader = PeriodicReader::builder(DiscardMetrics)
+                .with_interval(config.metrics_interval)
+                .build();
+            let meters = SdkMeterProvider::builder().with_reader(reader).build();
+            Some(Telemetry::with_exporter(config, Discard, Some(meters)))
+        }
+        Variant::Otlp => {
+            config.metrics = true;
+            Some(Telemetry::new(config)?)
+        }
+    })
+}
+
+/// Flushes until every span ended so far has been exported (or failed), at most
+/// [`SETTLE_TIMEOUT`]; a span the full queue dropped never settles (the check after the
+/// shutdown reports it).
+fn settle(telemetry: &Telemetry) -> SpanStats {
+    let deadline = Instant::now() + SETTLE_TIMEOUT;
+    loop {
+        let stats = telemetry.flush();
+        if stats.exported + stats.failed >= stats.ended || Instant::now() > deadline {
+            return stats;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// The spans the receiver at `endpoint` has counted (`None`: it does not answer `/stats`).
+async fn received(client: &reqwest::Client, endpoint: Option<&str>) -> Option<u64> {
+    let url = format!("{}/stats", endpoint?.trim_end_matches('/'));
+    let response = client.get(url).send().await.ok()?.error_for_status().ok()?;
+    let stats: serde_json::Value = response.json().await.ok()?;
+    stats.get("spans")?.as_u64()
+}
+
+/// User and system CPU time of the process so far, µs (`/proc/self/stat`).
+fn user_sys_us() -> (f64, f64) {
+    let ticks = rustix::param::clock_ticks_per_second() as f64;
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // The fields after the command (which may hold spaces) start with the state (field 3);
+    // utime and stime are fields 14 and 15.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let field = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
+    (field(11) / ticks * 1e6, field(12) / ticks * 1e6)
+}
+
+async fn repeat(
+    plan: &Plan,
+    variant: Variant,
+    repetition: u32,
+    client: &reqwest::Client,
+) -> Result<Sample, BenchError> {
+    let total = plan.warmup + plan.runs;
+    let endpoint = plan.endpoint.as_deref().filter(|_| variant == Variant::Otlp);
+    let received_before = received(client, endpoint).await;
+    let telemetry = telemetry(plan, variant, total)?;
+    let agent = agent(total, telemetry.as_ref())?;
+    for _ in 0..plan.warmup {
+        one_run(&agent).await?;
+    }
+    if let Some(telemetry) = &telemetry {
+        settle(telemetry);
+    }
+
+    let (cpu, (user, sys)) = (measure::process_cpu(), user_sys_us());
+    let started = Instant::now();
+    for _ in 0..plan.runs {
+        one_run(&agent).await?;
+    }
+    let wall = started.elapsed();
+    if let Some(telemetry) = &telemetry {
+        settle(telemetry);
+    }
+    let cpu = measure::process_cpu().saturating_sub(cpu);
+    let settled = started.elapsed();
+    let (user_after, sys_after) = user_sys_us();
+
+    let spans = match &telemetry {
+        None => None,
+        Some(telemetry) => {
+            let stats = telemetry.shutdown(Duration::from_secs(10));
+            let received = match (received_before, received(client, endpoint).await) {
+                (Some(before), Some(after)) => Some(after.saturating_sub(before)),
+                _ => None,
+            };
+            let spans = Spans {
+                ended: stats.ended,
+                exported: stats.exported,
+                failed: stats.failed,
+                dropped: stats.dropped,
+                received,
+            };
+            check(&spans, total)
+                .map_err(|e| format!("{} repetition {repetition}: {e}", variant.name()))?;
+            Some(spans)
+        }
+    };
+    Ok(Sample {
+        variant,
+        repetition,
+        runs: plan.runs,
+        cpu_us: cpu.as_secs_f64() * 1e6,
+        user_us: user_after - user,
+        sys_us: sys_after - sys,
+        wall_us: wall.as_secs_f64() * 1e6,
+        settled_us: settled.as_secs_f64() * 1e6,
+        spans,
+    })
+}
+
+/// Every span of `runs` runs ended, was exported and (if the receiver counts) received.
+fn check(spans: &Spans, runs: u64) -> Result<(), String> {
+    let expected = runs * SPANS_PER_RUN;
+    if spans.ended != expected {
+        return Err(format!("{} spans ended, expected {expected}", spans.ended));
+    }
+    if spans.dropped != 0 || spans.failed != 0 || spans.exported != spans.ended {
+        return Err(format!(
+            "spans lost: {} ended, {} exported, {} failed, {} dropped (a larger --queue?)",
+            spans.ended, spans.exported, spans.failed, spans.dropped
+        ));
+    }
+    match spans.received {
+        Some(received) if received != spans.exported => Err(format!(
+            "the receiver counted {received} spans, the exporter {} exported",
+            spans.exported
+        )),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+    use super::*;
+
+    #[test]
+    fn a_spread_is_median_min_max() {
+        let spread = Spread::of([3.0, 1.0, 2.0, 10.0]).unwrap();
+        assert_eq!(spread, Spread { median: 2.5, min: 1.0, max: 10.0 });
+        assert!(Spread::of([]).is_none());
+    }
+
+    #[test]
+    fn a_lost_span_fails_the_check() {
+        let ok = Spans { ended: 12, exported: 12, failed: 0, dropped: 0, received: Some(12) };
+        assert!(check(&ok, 2).is_ok());
+        assert!(check(&Spans { dropped: 1, exported: 11, ..ok }, 2).is_err());
+        assert!(check(&Spans { received: Some(11), ..ok }, 2).is_err());
+        assert!(check(&ok, 3).is_err());
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn every_span_of_the_workload_reaches_the_exporter() {
+        let plan = Plan {
+            runs: 20,
+            warmup: 5,
+            repetitions: 1,
+            variants: vec![Variant::Off, Variant::SpansOnly, Variant::Discard],
+            endpoint: None,
+            queue: None,
+        };
+        let samples = run(&plan, |_| {}).await.unwrap();
+        assert_eq!(samples.len(), 3);
+        let discard = samples.iter().find(|s| s.variant == Variant::Discard).unwrap();
+        assert_eq!(discard.spans.unwrap().exported, 25 * SPANS_PER_RUN);
+        let summaries = summarise(&samples, &plan.variants);
+        assert!(summaries[0].overhead_pct.is_none());
+        assert!(summaries[2].overhead_pct.is_some());
+        assert!(table(&summaries).contains("| `discard` |"));
+    }
+}
