@@ -112,6 +112,10 @@ pub struct Plan {
     /// The span queue (`None`: large enough for a whole repetition, so that a receiver slower
     /// than the loop costs no spans).
     pub queue: Option<usize>,
+    /// The base URL of the bench's mock OpenAI-compatible server (`mockllm`, in its own
+    /// process): the model is called over HTTP and streams its turns as SSE, as a real one
+    /// does (`None`: the scripted model, in process, no HTTP).
+    pub model_url: Option<String>,
 }
 
 /// An exporter that drops every batch.
@@ -343,13 +347,27 @@ pub async fn run(
     Ok(samples)
 }
 
-/// The agent: `runs` runs' worth of turns (each run: a streamed `add` call, then the answer).
-fn agent(runs: u64, telemetry: Option<&Telemetry>) -> Result<Agent, BenchError> {
-    let call = || ScriptedTurn::tool_call("add", serde_json::json!({"a": 1, "b": 2}));
-    let answer = || ScriptedTurn::text("3").with_usage(USAGE);
-    let turns = (0..runs).flat_map(|_| [call().with_usage(USAGE), answer()]);
-    let model = ScriptedModel::new(turns).without_recording().with_chunk_chars(16);
-    let mut builder = Agent::builder(model).name("bench").tool(Add).max_iterations(3);
+/// The agent: `runs` runs' worth of turns (each run: a streamed `add` call, then the answer),
+/// from the scripted model, or over HTTP from the mock server at `model_url` (script
+/// `bench-k1-p1-l0`: one `add` call, then the answer, at once).
+fn agent(
+    runs: u64,
+    telemetry: Option<&Telemetry>,
+    model_url: Option<&str>,
+) -> Result<Agent, BenchError> {
+    let mut builder = match model_url {
+        Some(url) => {
+            let script = crate::scenario::Script::new(1, 1, 0);
+            Agent::builder(crate::via_agentloop::provider(url, script, true)?)
+        }
+        None => {
+            let call = || ScriptedTurn::tool_call("add", serde_json::json!({"a": 1, "b": 2}));
+            let answer = || ScriptedTurn::text("3").with_usage(USAGE);
+            let turns = (0..runs).flat_map(|_| [call().with_usage(USAGE), answer()]);
+            Agent::builder(ScriptedModel::new(turns).without_recording().with_chunk_chars(16))
+        }
+    };
+    builder = builder.name("bench").tool(Add).max_iterations(3);
     if let Some(telemetry) = telemetry {
         builder = builder.observer(telemetry.observer());
     }
@@ -450,7 +468,7 @@ async fn repeat(
     let endpoint = plan.endpoint.as_deref().filter(|_| variant == Variant::Otlp);
     let received_before = received(client, endpoint).await;
     let telemetry = telemetry(plan, variant, total)?;
-    let agent = agent(total, telemetry.as_ref())?;
+    let agent = agent(total, telemetry.as_ref(), plan.model_url.as_deref())?;
     for _ in 0..plan.warmup {
         one_run(&agent).await?;
     }
@@ -556,6 +574,7 @@ mod tests {
             variants: vec![Variant::Off, Variant::SpansOnly, Variant::Discard],
             endpoint: None,
             queue: None,
+            model_url: None,
         };
         let samples = run(&plan, |_| {}).await.unwrap();
         assert_eq!(samples.len(), 3);

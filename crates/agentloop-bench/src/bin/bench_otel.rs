@@ -4,7 +4,7 @@
 //! ```sh
 //! eval "$(scripts/otel/install.sh | tail -n 1 | sed 's/^/export /')"   # the receiver's venv
 //! cargo run --release -p agentloop-bench --bin bench-otel
-//! # options: --runs 10000 --warmup 1000 --reps 5 (defaults), --endpoint URL (an OTLP/HTTP
+//! # options: --http (the model over HTTP from mockllm), --runs 10000 --warmup 1000 --reps 5 (defaults), --endpoint URL (an OTLP/HTTP
 //! # receiver already running; otherwise scripts/otel/receiver.py is started with
 //! # $AGENTLOOP_OTEL_PYTHON), --variants off,spans-only,discard,otlp (all by default),
 //! # --queue N, --json FILE, --smoke
@@ -103,6 +103,17 @@ fn main() -> Result<()> {
         },
         endpoint: value("--endpoint").cloned(),
         queue: value("--queue").map(|v| v.parse()).transpose().context("--queue")?,
+        model_url: None,
+    };
+    // `--http`: the model over HTTP, from `mockllm` in a process of its own (its CPU is not
+    // the bench's), started from beside this binary.
+    let mut mock = None;
+    let plan = if args.iter().any(|a| a == "--http") {
+        let (child, url) = start_mockllm()?;
+        mock = Some(child);
+        Plan { model_url: Some(url), ..plan }
+    } else {
+        plan
     };
     let mut receiver = None;
     let plan = if plan.endpoint.is_some() || !plan.variants.contains(&Variant::Otlp) {
@@ -118,11 +129,12 @@ fn main() -> Result<()> {
         Plan { endpoint, ..plan }
     };
     eprintln!(
-        "bench-otel: {} runs (+{} warm-up) x {} repetitions x {} variants; OTLP endpoint {}{}",
+        "bench-otel: {} runs (+{} warm-up) x {} repetitions x {} variants; model {}; OTLP endpoint {}{}",
         plan.runs,
         plan.warmup,
         plan.repetitions,
         plan.variants.len(),
+        plan.model_url.as_deref().map_or("scripted, in process".to_owned(), |u| format!("mockllm over HTTP at {u}")),
         plan.endpoint.as_deref().unwrap_or("-"),
         if receiver.is_some() { " (receiver.py, started here)" } else { "" },
     );
@@ -149,6 +161,7 @@ fn main() -> Result<()> {
     }))
     .map_err(|e| anyhow::anyhow!(e))?;
     drop(receiver);
+    drop(mock);
     let summaries = otel::summarise(&samples, &plan.variants);
     println!("{}", machine_line());
     println!("load average before: {load_before}, after: {}", load());
@@ -174,4 +187,34 @@ fn main() -> Result<()> {
             .with_context(|| format!("writing {path}"))?;
     }
     Ok(())
+}
+
+/// Starts `mockllm` (built beside this binary) on a free loopback port: the process and its
+/// base URL (from its `listening http://ADDR/v1` line).
+fn start_mockllm() -> Result<(KillOnDrop, String)> {
+    use std::io::BufRead;
+    let exe = std::env::current_exe()?;
+    let path = exe.with_file_name("mockllm");
+    let mut child = std::process::Command::new(&path)
+        .args(["--listen", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .with_context(|| {
+            format!("starting {} (cargo build --release -p agentloop-bench)", path.display())
+        })?;
+    let stdout = child.stdout.take().context("mockllm's stdout")?;
+    let mut line = String::new();
+    std::io::BufReader::new(stdout).read_line(&mut line)?;
+    let url = line.trim().strip_prefix("listening ").context("mockllm did not start")?.to_owned();
+    Ok((KillOnDrop(child), url))
+}
+
+/// A child process killed when dropped.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
