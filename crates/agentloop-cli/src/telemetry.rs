@@ -4,7 +4,6 @@
 
 use crate::config::TelemetrySection;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// The process's telemetry, if it is on.
 #[derive(Clone, Default)]
@@ -85,7 +84,8 @@ impl Otel {
     pub fn finish(&self) {
         #[cfg(feature = "otel")]
         if let Some(telemetry) = &self.telemetry {
-            let stats = tokio::task::block_in_place(|| telemetry.shutdown(Duration::from_secs(2)));
+            let timeout = std::time::Duration::from_secs(2);
+            let stats = tokio::task::block_in_place(|| telemetry.shutdown(timeout));
             if stats.dropped > 0 {
                 eprintln!(
                     "telemetry: {} of {} spans were not exported (is the OTLP collector reachable?)",
@@ -93,6 +93,5 @@ impl Otel {
                 );
             }
         }
-        let _ = Duration::ZERO;
     }
 }
