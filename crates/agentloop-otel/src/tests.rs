@@ -336,11 +336,12 @@ async fn with_the_collector_down_every_span_is_counted_as_dropped() {
     let outcome = agent.run("hi").await.unwrap();
     assert_eq!(outcome.answer, "done");
     let stats = telemetry.shutdown(std::time::Duration::from_secs(2));
-    // Six spans: some failed to export, the rest did not fit the queue of four.
+    // Six spans, all lost: in failed exports, or (when the export thread is slower than the
+    // run) for want of room in the queue of four.
     assert_eq!(stats.ended, 6);
     assert_eq!(stats.exported, 0);
     assert_eq!(stats.dropped, 6, "{stats:?}");
-    assert!(stats.failed >= 1 && stats.failed <= 4, "{stats:?}");
+    assert!((1..=6).contains(&stats.failed), "{stats:?}");
 }
 
 #[test]
