@@ -184,6 +184,31 @@ pub struct TelemetrySection {
     pub headers: std::collections::BTreeMap<String, String>,
 }
 
+impl TelemetrySection {
+    /// Why the table's values are wrong, if they are.
+    fn validate(&self) -> Result<(), String> {
+        if let Some(protocol) = &self.protocol {
+            if !matches!(protocol.as_str(), "http/protobuf" | "http" | "grpc") {
+                return Err(format!(
+                    "protocol {protocol:?} is not supported (use \"http/protobuf\" or \"grpc\")"
+                ));
+            }
+        }
+        if let Some(ratio) = self.sample_ratio {
+            if !(0.0..=1.0).contains(&ratio) {
+                return Err(format!("sample_ratio {ratio} is not in 0..1"));
+            }
+        }
+        if self.content_max_bytes == Some(0) {
+            return Err("content_max_bytes must be at least 1".into());
+        }
+        if let Some(endpoint) = &self.endpoint {
+            validate_url(endpoint).map_err(|problem| format!("endpoint: {problem}"))?;
+        }
+        Ok(())
+    }
+}
+
 /// `[store]`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -278,6 +303,13 @@ impl Config {
         }
         config.source = Some(path.to_owned());
         config.validate()?;
+        let telemetry_line = text
+            .lines()
+            .position(|line| line.trim_start().starts_with("[telemetry]"))
+            .map_or(1, |n| n + 1);
+        config.telemetry.validate().map_err(|problem| {
+            anyhow::anyhow!("{}:{telemetry_line}: [telemetry] {problem}", path.display())
+        })?;
         for remote in &config.a2a {
             let url = &remote.get_ref().url;
             let line = line_at(url.span().start);

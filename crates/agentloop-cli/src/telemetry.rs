@@ -43,10 +43,8 @@ impl Otel {
         if let Some(name) = &section.service_name {
             config.service_name = name.clone();
         }
+        // (The table's values were checked when the file was read.)
         if let Some(ratio) = section.sample_ratio {
-            if !(0.0..=1.0).contains(&ratio) {
-                anyhow::bail!("[telemetry] sample_ratio {ratio} is not in 0..1");
-            }
             config.sampling = agentloop_otel::Sampling::ParentBasedRatio(ratio);
         }
         if let Some(capture) = section.capture_content {

@@ -147,3 +147,26 @@ fn served_agents_are_read_with_their_lines_and_bad_ones_refused() {
     let missing = error("[[serve]]\ndescription = \"x\"\n");
     assert!(missing.starts_with("agentloop.toml:1: ") && missing.contains("name"), "{missing}");
 }
+
+#[test]
+fn the_telemetry_table_is_read_and_bad_values_name_the_line() {
+    let text = "[agent]\nname = \"a\"\n\n[telemetry]\nendpoint = \"http://localhost:4318\"\nprotocol = \"grpc\"\nsample_ratio = 0.5\nheaders = { \"x-key\" = \"v\" }\n";
+    let config = parse(text).unwrap();
+    assert_eq!(config.telemetry.endpoint.as_deref(), Some("http://localhost:4318"));
+    assert_eq!(config.telemetry.protocol.as_deref(), Some("grpc"));
+    assert_eq!(config.telemetry.sample_ratio, Some(0.5));
+    assert_eq!(config.telemetry.headers.get("x-key").map(String::as_str), Some("v"));
+    let error = |text: &str| parse(text).unwrap_err().to_string();
+    assert_eq!(
+        error("\n[telemetry]\nprotocol = \"http/json\"\n"),
+        "agentloop.toml:2: [telemetry] protocol \"http/json\" is not supported (use \"http/protobuf\" or \"grpc\")"
+    );
+    assert_eq!(
+        error("[telemetry]\nsample_ratio = 2.0\n"),
+        "agentloop.toml:1: [telemetry] sample_ratio 2 is not in 0..1"
+    );
+    assert!(error("[telemetry]\nendpoint = \"localhost\"\n")
+        .starts_with("agentloop.toml:1: [telemetry] endpoint: "));
+    assert!(error("[telemetry]\ncapture = true\n")
+        .starts_with("agentloop.toml:2: unknown field `capture`"));
+}
