@@ -272,8 +272,14 @@ fn lease_child() {
         match agent.resume(&run_id).await {
             Ok(events) => {
                 let events = collect(events).await;
-                let ran = events.len() > 1;
-                println!("@@ {}", if ran { "executed" } else { "over" });
+                // A process that stalls past its lease (a loaded machine) is fenced: its next
+                // append fails and it stops; another finishes the run.
+                let verdict = match events.last() {
+                    Some(Event::JournalFailed { .. }) => "fenced",
+                    _ if events.len() > 1 => "executed",
+                    _ => "over",
+                };
+                println!("@@ {verdict}");
             }
             Err(ResumeError::Store(StoreError::LeaseHeld { .. })) => println!("@@ refused"),
             Err(other) => println!("@@ error {other}"),
@@ -320,7 +326,10 @@ async fn fifty_processes_run_the_in_flight_tool_once() {
         let lines = std::fs::read_to_string(&effects).unwrap_or_default();
         assert_eq!(lines.lines().count(), 1, "round {round}: {verdicts:?}\n{lines}");
         assert_eq!(verdicts.get("executed"), Some(&1), "round {round}: {verdicts:?}");
-        let others = verdicts.get("refused").unwrap_or(&0) + verdicts.get("over").unwrap_or(&0);
+        let others = ["refused", "over", "fenced"]
+            .iter()
+            .map(|v| verdicts.get(*v).unwrap_or(&0))
+            .sum::<usize>();
         assert_eq!(others, PROCESSES - 1, "round {round}: {verdicts:?}");
     }
     eprintln!(
