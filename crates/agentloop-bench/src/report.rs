@@ -64,6 +64,25 @@ impl History {
     }
 }
 
+/// One line naming the machine and the commit a result was measured on.
+pub fn machine_line() -> String {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name").and_then(|r| r.split(':').nth(1)))
+        .unwrap_or("unknown CPU")
+        .trim()
+        .to_owned();
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    let commit = std::process::Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default();
+    format!("machine: {model}, {cores} cores; commit {commit}")
+}
+
 /// The median of `values` (sorted in place); `None` when empty.
 pub fn median(values: &mut [f64]) -> Option<f64> {
     if values.is_empty() {

@@ -54,7 +54,7 @@ impl Otel {
             config.content_max_bytes = max;
         }
         config.headers.extend(section.headers.iter().map(|(k, v)| (k.clone(), v.clone())));
-        config.apply_env(env).context("telemetry")?;
+        config.apply_env(env)?;
         let telemetry = agentloop_otel::Telemetry::new(config).context("starting telemetry")?;
         Ok(Self { telemetry: Some(telemetry) })
     }

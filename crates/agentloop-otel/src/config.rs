@@ -183,8 +183,11 @@ impl TelemetryConfig {
         if let Some(v) =
             get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL").or_else(|| get("OTEL_EXPORTER_OTLP_PROTOCOL"))
         {
-            self.protocol = Protocol::parse(&v)
-                .map_err(|e| Error::Config(format!("OTEL_EXPORTER_OTLP_PROTOCOL: {e}")))?;
+            self.protocol = Protocol::parse(&v).map_err(|_| {
+                Error::Config(format!(
+                    "OTEL_EXPORTER_OTLP_PROTOCOL={v:?} is not supported (use \"http/protobuf\" or \"grpc\")"
+                ))
+            })?;
         }
         if let Some(v) = get("OTEL_EXPORTER_OTLP_HEADERS") {
             self.headers.extend(parse_headers(&v)?);
@@ -194,7 +197,12 @@ impl TelemetryConfig {
         }
         if let Some(v) = get("OTEL_TRACES_SAMPLER") {
             self.sampling = Sampling::parse(&v, get("OTEL_TRACES_SAMPLER_ARG").as_deref())
-                .map_err(|e| Error::Config(format!("OTEL_TRACES_SAMPLER: {e}")))?;
+                .map_err(|e| match e {
+                    Error::Config(problem) => {
+                        Error::Config(format!("OTEL_TRACES_SAMPLER: {problem}"))
+                    }
+                    other => other,
+                })?;
         }
         if let Some(v) = get("AGENTLOOP_OTEL_CAPTURE_CONTENT") {
             self.capture_content = parse_bool("AGENTLOOP_OTEL_CAPTURE_CONTENT", &v)?;

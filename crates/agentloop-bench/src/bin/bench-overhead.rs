@@ -29,7 +29,7 @@ fn main() -> ExitCode {
     match runtime.block_on(agentloop_bench::runner::run(&options)) {
         Ok(results) => {
             let load_after = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-            println!("{}", machine_line());
+            println!("{}", agentloop_bench::report::machine_line());
             println!("load average before: {}, after: {}", load_before.trim(), load_after.trim());
             println!();
             for line in &results.capacity {
@@ -55,22 +55,4 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-fn machine_line() -> String {
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let model = cpuinfo
-        .lines()
-        .find_map(|l| l.strip_prefix("model name").and_then(|r| r.split(':').nth(1)))
-        .unwrap_or("unknown CPU")
-        .trim()
-        .to_owned();
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
-    let commit = std::process::Command::new("git")
-        .args(["rev-parse", "--short", "HEAD"])
-        .output()
-        .ok()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-        .unwrap_or_default();
-    format!("machine: {model}, {cores} cores; commit {commit}")
 }

@@ -56,24 +56,6 @@ impl Drop for Receiver {
     }
 }
 
-fn machine_line() -> String {
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let model = cpuinfo
-        .lines()
-        .find_map(|l| l.strip_prefix("model name").and_then(|r| r.split(':').nth(1)))
-        .unwrap_or("unknown CPU")
-        .trim()
-        .to_owned();
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
-    let commit = Command::new("git")
-        .args(["rev-parse", "--short", "HEAD"])
-        .output()
-        .ok()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-        .unwrap_or_default();
-    format!("machine: {model}, {cores} cores; commit {commit}")
-}
-
 fn load() -> String {
     std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim().to_owned()
 }
@@ -163,7 +145,7 @@ fn main() -> Result<()> {
     drop(receiver);
     drop(mock);
     let summaries = otel::summarise(&samples, &plan.variants);
-    println!("{}", machine_line());
+    println!("{}", agentloop_bench::report::machine_line());
     println!("load average before: {load_before}, after: {}", load());
     println!(
         "{} runs a repetition ({} iterations, {} tool call and {} spans a run), {} repetitions, variants interleaved",
