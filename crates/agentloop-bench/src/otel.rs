@@ -31,13 +31,12 @@ use crate::via_agentloop::Add;
 use agentloop::message::Usage;
 use agentloop::prelude::*;
 use agentloop::provider::scripted::{ScriptedModel, ScriptedTurn};
-use agentloop_otel::{Sampling, SpanStats, Telemetry, TelemetryConfig};
+use agentloop_otel::{Sampling, SpanSink, SpanStats, Telemetry, TelemetryConfig};
 use futures::StreamExt;
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::metrics::data::ResourceMetrics;
 use opentelemetry_sdk::metrics::exporter::PushMetricExporter;
 use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider, Temporality};
-use opentelemetry_sdk::trace::{SpanData, SpanExporter};
 use serde::Serialize;
 use std::error::Error;
 use std::time::{Duration, Instant};
@@ -118,13 +117,13 @@ pub struct Plan {
     pub model_url: Option<String>,
 }
 
-/// An exporter that drops every batch.
+/// A span sink that drops every request (encoded as OTLP protobuf, as for a collector).
 #[derive(Debug, Default)]
 pub struct Discard;
 
-impl SpanExporter for Discard {
-    async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
-        drop(std::hint::black_box(batch));
+impl SpanSink for Discard {
+    fn export(&mut self, request: &[u8], _spans: usize) -> Result<(), String> {
+        std::hint::black_box(request);
         Ok(())
     }
 }
@@ -404,7 +403,7 @@ fn telemetry(plan: &Plan, variant: Variant, runs: u64) -> Result<Option<Telemetr
         Variant::Off => None,
         Variant::SpansOnly => {
             config.metrics = false;
-            Some(Telemetry::with_exporter(config, Discard, None))
+            Some(Telemetry::with_sink(config, Discard, None))
         }
         Variant::Discard => {
             config.metrics = true;
@@ -413,7 +412,7 @@ fn telemetry(plan: &Plan, variant: Variant, runs: u64) -> Result<Option<Telemetr
                 .with_interval(config.metrics_interval)
                 .build();
             let meters = SdkMeterProvider::builder().with_reader(reader).build();
-            Some(Telemetry::with_exporter(config, Discard, Some(meters)))
+            Some(Telemetry::with_sink(config, Discard, Some(meters)))
         }
         Variant::Otlp => {
             config.metrics = true;

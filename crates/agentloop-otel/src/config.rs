@@ -46,6 +46,32 @@ pub enum Sampling {
 }
 
 impl Sampling {
+    /// Whether a trace with `trace_id` is recorded, given the caller's sampled flag (`None`:
+    /// the trace starts here). A ratio compares the trace id's low 63 bits against it, as
+    /// the OpenTelemetry `TraceIdRatioBased` sampler does, so that every process that sees
+    /// the trace decides alike.
+    pub(crate) fn sampled(self, caller: Option<bool>, trace_id: &[u8; 16]) -> bool {
+        let ratio = |ratio: f64| {
+            if ratio >= 1.0 {
+                return true;
+            }
+            let bound = (ratio.max(0.0) * (1u64 << 63) as f64) as u64;
+            let mut low = [0u8; 8];
+            low.copy_from_slice(&trace_id[8..]);
+            (u64::from_be_bytes(low) >> 1) < bound
+        };
+        match (self, caller) {
+            (Self::AlwaysOn, _) => true,
+            (Self::AlwaysOff, _) => false,
+            (Self::Ratio(r), _) => ratio(r),
+            (Self::ParentBasedAlwaysOn | Self::ParentBasedAlwaysOff, Some(sampled))
+            | (Self::ParentBasedRatio(_), Some(sampled)) => sampled,
+            (Self::ParentBasedAlwaysOn, None) => true,
+            (Self::ParentBasedAlwaysOff, None) => false,
+            (Self::ParentBasedRatio(r), None) => ratio(r),
+        }
+    }
+
     /// Parses the standard sampler names (`always_on`, `parentbased_traceidratio`, …) with
     /// the ratio argument where one is needed (default 1.0).
     pub fn parse(name: &str, arg: Option<&str>) -> Result<Self, Error> {

@@ -25,13 +25,21 @@
 mod config;
 mod content;
 mod counting;
+mod export;
+#[cfg(feature = "grpc")]
+mod grpc;
 mod ids;
+mod otlp;
 mod run;
 pub mod semconv;
+mod span;
 mod telemetry;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 
 pub use config::{Protocol, Sampling, TelemetryConfig};
 pub use counting::SpanStats;
+pub use export::SpanSink;
 pub use telemetry::{ClientSpan, Telemetry};
 
 /// The trace id (32 hex digits) of the run `run_id` started under `trace_parent` (the
@@ -39,11 +47,10 @@ pub use telemetry::{ClientSpan, Telemetry};
 /// or the run's own, which is derived from its id. Every process that drives the run uses
 /// it, so it finds the run's trace in a backend.
 pub fn trace_id(run_id: &str, trace_parent: Option<&str>) -> String {
-    let caller = trace_parent
-        .and_then(|tp| tp.split('-').nth(1))
-        .and_then(|hex| opentelemetry::trace::TraceId::from_hex(hex).ok())
-        .filter(|id| *id != opentelemetry::trace::TraceId::INVALID);
-    caller.unwrap_or_else(|| ids::run_trace_id(run_id)).to_string()
+    let caller = trace_parent.and_then(span::SpanContext::parse).map(|c| c.trace_id);
+    let mut out = String::with_capacity(32);
+    span::hex(&mut out, &caller.unwrap_or_else(|| ids::run_trace_id(run_id)));
+    out
 }
 
 /// What can go wrong setting telemetry up.

@@ -12,137 +12,135 @@
 //! Approvals, limits, stalls, continuations, answers and hook failures are span events.
 
 use crate::semconv as sc;
+use crate::span::{attr, now, Attr, Kind, SpanContext, SpanRecord, Status, Text, Value};
 use crate::telemetry::Inner;
 use crate::{content, ids};
 use agentloop::event::{Event, ModelPurpose};
 use agentloop::message::{FinishReason, ToolResultContent, Usage};
 use agentloop::observe::{ObservedRun, RunObserver};
 use agentloop::run::{Outcome, StopReason};
-use opentelemetry::trace::{
-    Link, SpanContext, SpanKind, Status, TraceContextExt, TraceFlags, TraceState, Tracer,
-};
-use opentelemetry::{Context, KeyValue, StringValue, Value};
+use opentelemetry::KeyValue;
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant};
 
 /// The spans of one stretch of a run.
 pub(crate) struct RunTrace {
     telemetry: Arc<Inner>,
     /// The attributes every model call shares (provider, model, sampling).
-    chat_base: Vec<KeyValue>,
+    chat_base: Vec<Attr>,
     /// `chat {model}`.
-    chat_name: String,
+    chat_name: Arc<str>,
     /// Shared (reference-counted): every span and metric point that names them clones them.
-    provider: StringValue,
-    model: StringValue,
+    provider: Arc<str>,
+    model: Arc<str>,
+    /// Whether the trace is recorded (an unsampled one still propagates its context and
+    /// records metrics, but captures no content).
+    sampled: bool,
     state: Mutex<State>,
 }
 
 /// Room for the attributes a model call's span gets when it ends (finish reasons, usage,
-/// duration, output), so that setting them does not grow the vector.
-const CHAT_END_ATTRIBUTES: usize = 6;
+/// duration, response id and model, output).
+const CHAT_END_ATTRIBUTES: usize = 8;
 /// Room for the attributes the run's span gets when it ends (elapsed time, tool calls,
-/// outcome, iterations, cost, usage).
-const ROOT_END_ATTRIBUTES: usize = 9;
+/// outcome, iterations, cost, usage, error).
+const ROOT_END_ATTRIBUTES: usize = 10;
 
-#[derive(Default)]
 struct State {
-    root: Context,
-    iteration: Option<Context>,
-    chat: Option<(Context, SystemTime)>,
-    tools: HashMap<String, Context>,
-    compaction: Option<Context>,
-    pause: Option<Context>,
+    root: SpanRecord,
+    iteration: Option<SpanRecord>,
+    chat: Option<(SpanRecord, Instant)>,
+    tools: HashMap<String, SpanRecord>,
+    compaction: Option<SpanRecord>,
+    pause: Option<SpanRecord>,
     /// `IterationStarted.at_ms` of the last iteration and its duration once it ended.
     elapsed_ms: u64,
     tool_calls: u32,
     ended: bool,
 }
 
+impl State {
+    /// The span new model calls and tool calls go under: the iteration's, else the run's.
+    fn parent(&self) -> &SpanContext {
+        self.iteration.as_ref().map_or(&self.root.context, |span| &span.context)
+    }
+}
+
 impl RunTrace {
     /// Starts the stretch's `invoke_agent` span.
     pub(crate) fn start(telemetry: Arc<Inner>, run: &ObservedRun<'_>) -> Self {
         let config = run.config;
-        let provider = StringValue::from(Arc::<str>::from(sc::provider_name(run.provider)));
-        let model = StringValue::from(Arc::<str>::from(run.model));
+        let provider: Arc<str> = Arc::from(sc::provider_name(run.provider));
+        let model: Arc<str> = Arc::from(run.model);
         let mut chat_base = vec![
-            KeyValue::new(sc::OPERATION_NAME, "chat"),
-            KeyValue::new(sc::PROVIDER_NAME, provider.clone()),
-            KeyValue::new(sc::REQUEST_MODEL, model.clone()),
+            attr(sc::OPERATION_NAME, "chat"),
+            attr(sc::PROVIDER_NAME, Text::Shared(provider.clone())),
+            attr(sc::REQUEST_MODEL, Text::Shared(model.clone())),
         ];
         if let Some(temperature) = config.temperature {
-            chat_base.push(KeyValue::new(sc::REQUEST_TEMPERATURE, f64::from(temperature)));
+            chat_base.push(attr(sc::REQUEST_TEMPERATURE, f64::from(temperature)));
         }
         if let Some(max_tokens) = config.max_tokens {
-            chat_base.push(KeyValue::new(sc::REQUEST_MAX_TOKENS, i64::from(max_tokens)));
+            chat_base.push(attr(sc::REQUEST_MAX_TOKENS, i64::from(max_tokens)));
         }
         let agent = config.agent.as_deref();
         let name = agent.map_or_else(|| "invoke_agent".to_owned(), |a| format!("invoke_agent {a}"));
-        let optional = [
-            agent.is_some(),
-            config.context_id.is_some(),
-            config.parent_run_id.is_some(),
-            run.resumed,
-        ];
-        let optional = optional.into_iter().filter(|set| *set).count();
-        // Room for exactly what the span will hold: a vector that grows is copied, and one
-        // larger than needed was measurably slower to allocate (`bench-otel`, callgrind).
-        let mut attributes = Vec::with_capacity(4 + optional + ROOT_END_ATTRIBUTES);
+        let mut attributes = Vec::with_capacity(8 + ROOT_END_ATTRIBUTES);
         attributes.extend([
-            KeyValue::new(sc::OPERATION_NAME, "invoke_agent"),
-            KeyValue::new(sc::PROVIDER_NAME, provider.clone()),
-            KeyValue::new(sc::REQUEST_MODEL, model.clone()),
-            KeyValue::new(sc::RUN_ID, run.run_id.to_owned()),
+            attr(sc::OPERATION_NAME, "invoke_agent"),
+            attr(sc::PROVIDER_NAME, Text::Shared(provider.clone())),
+            attr(sc::REQUEST_MODEL, Text::Shared(model.clone())),
+            attr(sc::RUN_ID, run.run_id.to_owned()),
         ]);
         if let Some(agent) = agent {
-            attributes.push(KeyValue::new(sc::AGENT_NAME, agent.to_owned()));
+            attributes.push(attr(sc::AGENT_NAME, agent.to_owned()));
         }
         if let Some(context) = &config.context_id {
-            attributes.push(KeyValue::new(sc::CONVERSATION_ID, context.clone()));
+            attributes.push(attr(sc::CONVERSATION_ID, context.clone()));
         }
         if let Some(parent) = &config.parent_run_id {
-            attributes.push(KeyValue::new(sc::PARENT_RUN_ID, parent.clone()));
+            attributes.push(attr(sc::PARENT_RUN_ID, parent.clone()));
         }
         if run.resumed {
-            attributes.push(KeyValue::new(sc::RUN_RESUMED, true));
+            attributes.push(attr(sc::RUN_RESUMED, true));
         }
-        let caller = config.trace_parent.as_deref().map(|tp| telemetry.extract(tp));
-        let caller = caller.filter(|cx| cx.span().span_context().is_valid());
-        let own_trace = ids::run_trace_id(run.run_id);
-        let trace_id = caller.as_ref().map_or(own_trace, |cx| cx.span().span_context().trace_id());
+        let caller = config.trace_parent.as_deref().and_then(SpanContext::parse);
+        let trace_id = caller.map_or_else(|| ids::run_trace_id(run.run_id), |c| c.trace_id);
+        let sampled = telemetry.config.sampling.sampled(caller.map(|c| c.sampled), &trace_id);
         let first_span = ids::run_span_id(run.run_id);
-        let parent = caller.unwrap_or_default();
-        let mut builder = telemetry
-            .tracer
-            .span_builder(name)
-            .with_kind(SpanKind::Internal)
-            .with_attributes(attributes);
+        let mut links = Vec::new();
         if run.resumed {
             // The stretch that began the run (its span id is the run's): the one this
             // continues.
-            let first = SpanContext::new(
-                trace_id,
-                first_span,
-                TraceFlags::SAMPLED,
-                true,
-                TraceState::default(),
-            );
-            builder = builder.with_links(vec![Link::with_context(first)]);
+            links.push(SpanContext { trace_id, span_id: first_span, sampled: true });
         }
-        let planned_span = (!run.resumed).then_some(first_span);
-        let span = telemetry.ids.plan(Some(own_trace), planned_span, || {
-            builder.start_with_context(&telemetry.tracer, &parent)
-        });
-        let root = parent.with_span(span);
+        let span_id = if run.resumed { telemetry.ids.span_id() } else { first_span };
+        let context = SpanContext { trace_id, span_id, sampled };
+        let mut root = SpanRecord::new(context, Text::Owned(name), Kind::Internal);
+        root.parent = caller.map(|c| c.span_id);
+        root.remote_parent = caller.is_some();
+        root.attributes = attributes;
+        root.links = links;
         Self {
-            chat_name: format!("chat {}", run.model),
+            chat_name: Arc::from(format!("chat {}", run.model)),
             telemetry,
             chat_base,
             provider,
             model,
-            state: Mutex::new(State { root, ..State::default() }),
+            sampled,
+            state: Mutex::new(State {
+                root,
+                iteration: None,
+                chat: None,
+                tools: HashMap::new(),
+                compaction: None,
+                pause: None,
+                elapsed_ms: 0,
+                tool_calls: 0,
+                ended: false,
+            }),
         }
     }
 
@@ -151,77 +149,90 @@ impl RunTrace {
     }
 
     fn capture(&self) -> Option<usize> {
-        self.telemetry.config.capture_content.then_some(self.telemetry.config.content_max_bytes)
+        let config = &self.telemetry.config;
+        (self.sampled && config.capture_content).then_some(config.content_max_bytes)
     }
 
-    /// A child span of `parent`, started now (or at `start`).
+    /// A child span of `parent`, started now (or `ago` before now).
     fn child(
         &self,
-        parent: &Context,
-        name: impl Into<Cow<'static, str>>,
-        kind: SpanKind,
-        attributes: Vec<KeyValue>,
-        start: Option<SystemTime>,
-    ) -> Context {
-        let mut builder =
-            self.telemetry.tracer.span_builder(name).with_kind(kind).with_attributes(attributes);
-        if let Some(start) = start {
-            builder = builder.with_start_time(start);
+        parent: &SpanContext,
+        name: impl Into<Text>,
+        kind: Kind,
+        attributes: Vec<Attr>,
+        ago: Option<Duration>,
+    ) -> SpanRecord {
+        let context = SpanContext { span_id: self.telemetry.ids.span_id(), ..*parent };
+        let mut span = SpanRecord::new(context, name.into(), kind);
+        span.parent = Some(parent.span_id);
+        span.attributes = attributes;
+        if let Some(ago) = ago {
+            let ago = u64::try_from(ago.as_nanos()).unwrap_or(u64::MAX);
+            span.start = span.start.saturating_sub(ago);
         }
-        parent.with_span(builder.start_with_context(&self.telemetry.tracer, parent))
+        span
+    }
+
+    /// Ends `span` now: it goes to the export queue if its trace is sampled.
+    fn end(&self, span: Option<SpanRecord>) {
+        if let Some(mut span) = span {
+            if span.context.sampled {
+                span.end = now();
+                self.telemetry.queue.end(span);
+            }
+        }
     }
 
     fn handle(&self, state: &mut State, event: &Event) {
         match event {
             Event::RunStarted { config, input, .. } => {
                 if let Some(max) = self.capture() {
-                    let span = state.root.span();
+                    let span = &mut state.root;
                     if let Some(instructions) = &config.instructions {
-                        let text = content::cut(instructions.clone(), max);
-                        span.set_attribute(KeyValue::new(sc::SYSTEM_INSTRUCTIONS, text));
+                        span.set(sc::SYSTEM_INSTRUCTIONS, content::cut(instructions.clone(), max));
                     }
-                    span.set_attribute(KeyValue::new(
-                        sc::INPUT_MESSAGES,
-                        content::messages(input, max),
-                    ));
+                    span.set(sc::INPUT_MESSAGES, content::messages(input, max));
                 }
             }
             Event::IterationStarted { iteration, at_ms } => {
-                end(state.iteration.take());
+                self.end(state.iteration.take());
                 state.elapsed_ms = *at_ms;
-                let attributes = vec![KeyValue::new(sc::ITERATION, i64::from(*iteration))];
-                let root = state.root.clone();
+                let attributes = vec![attr(sc::ITERATION, i64::from(*iteration))];
+                let root = state.root.context;
                 state.iteration =
-                    Some(self.child(&root, "iteration", SpanKind::Internal, attributes, None));
+                    Some(self.child(&root, "iteration", Kind::Internal, attributes, None));
             }
             Event::IterationCompleted { duration_ms, .. } => {
                 state.elapsed_ms += duration_ms;
-                end(state.iteration.take());
+                self.end(state.iteration.take());
             }
             Event::ModelRequested { iteration, purpose } => {
                 let mut attributes =
                     Vec::with_capacity(self.chat_base.len() + 2 + CHAT_END_ATTRIBUTES);
                 attributes.extend_from_slice(&self.chat_base);
-                attributes.push(KeyValue::new(sc::ITERATION, i64::from(*iteration)));
+                attributes.push(attr(sc::ITERATION, i64::from(*iteration)));
                 if let ModelPurpose::WindDown { .. } = purpose {
-                    attributes.push(KeyValue::new(sc::MODEL_PURPOSE, "wind_down"));
+                    attributes.push(attr(sc::MODEL_PURPOSE, "wind_down"));
                 }
-                let parent = state.iteration.clone().unwrap_or_else(|| state.root.clone());
-                let chat =
-                    self.child(&parent, self.chat_name.clone(), SpanKind::Client, attributes, None);
-                if let Some((old, _)) = state.chat.replace((chat, SystemTime::now())) {
-                    end(Some(old));
+                let parent = *state.parent();
+                let name = Text::Shared(self.chat_name.clone());
+                let chat = self.child(&parent, name, Kind::Client, attributes, None);
+                if let Some((old, _)) = state.chat.replace((chat, Instant::now())) {
+                    self.end(Some(old));
                 }
             }
             Event::ModelRetrying { attempt, delay_ms, error } => {
-                let cx = state.chat.as_ref().map_or(&state.root, |(cx, _)| cx);
-                cx.span().add_event(
+                let span = match state.chat.as_mut() {
+                    Some((span, _)) => span,
+                    None => &mut state.root,
+                };
+                span.event(
                     "agentloop.model.retry",
                     vec![
-                        KeyValue::new("agentloop.retry.attempt", i64::from(*attempt)),
-                        KeyValue::new("agentloop.retry.delay_ms", millis(*delay_ms)),
-                        KeyValue::new(sc::ERROR_TYPE, kind_of(error)),
-                        KeyValue::new("exception.message", error.to_string()),
+                        attr("agentloop.retry.attempt", i64::from(*attempt)),
+                        attr("agentloop.retry.delay_ms", millis(*delay_ms)),
+                        attr(sc::ERROR_TYPE, kind_of(error)),
+                        attr("exception.message", error.to_string()),
                     ],
                 );
             }
@@ -234,26 +245,22 @@ impl RunTrace {
                 response_model,
                 ..
             } => {
-                let Some((cx, _)) = state.chat.take() else { return };
-                let span = cx.span();
+                let Some((mut span, _)) = state.chat.take() else { return };
                 if let Some(id) = response_id {
-                    span.set_attribute(KeyValue::new(sc::RESPONSE_ID, id.clone()));
+                    span.set(sc::RESPONSE_ID, id.clone());
                 }
                 if let Some(model) = response_model {
-                    span.set_attribute(KeyValue::new(sc::RESPONSE_MODEL, model.clone()));
+                    span.set(sc::RESPONSE_MODEL, model.clone());
                 }
-                let finish = KeyValue::new(
-                    sc::RESPONSE_FINISH_REASONS,
-                    Value::Array(vec![StringValue::from(finish_name(finish_reason))].into()),
-                );
-                let duration = KeyValue::new(sc::MODEL_DURATION_MS, millis(*duration_ms));
-                span.set_attributes([finish, duration].into_iter().chain(usage_attributes(usage)));
+                span.set(sc::RESPONSE_FINISH_REASONS, Value::TextList(finish_name(finish_reason)));
+                span.set(sc::MODEL_DURATION_MS, millis(*duration_ms));
+                usage_attributes(&mut span.attributes, usage);
                 if let Some(max) = self.capture() {
                     let text = content::messages(std::slice::from_ref(message), max);
-                    span.set_attribute(KeyValue::new(sc::OUTPUT_MESSAGES, text));
+                    span.set(sc::OUTPUT_MESSAGES, text);
                 }
-                span.set_status(Status::Ok);
-                span.end();
+                span.status = Status::Ok;
+                self.end(Some(span));
                 self.telemetry.record_model_call(
                     self.metric_base(),
                     Some(usage),
@@ -264,10 +271,10 @@ impl RunTrace {
             Event::ModelFailed { error, .. } => {
                 let kind = kind_of(error);
                 let duration = match state.chat.take() {
-                    Some((cx, started)) => {
-                        fail(&cx, &kind, &error.to_string());
-                        cx.span().end();
-                        started.elapsed().unwrap_or_default()
+                    Some((mut span, started)) => {
+                        span.fail(kind.clone(), error.to_string());
+                        self.end(Some(span));
+                        started.elapsed()
                     }
                     None => Duration::ZERO,
                 };
@@ -279,137 +286,129 @@ impl RunTrace {
                 let mut attributes = tool_attributes(&call.name, &call.id);
                 if let Some(max) = self.capture() {
                     let text = content::cut(arguments.to_string(), max);
-                    attributes.push(KeyValue::new(sc::TOOL_CALL_ARGUMENTS, text));
+                    attributes.push(attr(sc::TOOL_CALL_ARGUMENTS, text));
                 }
-                let parent = state.iteration.clone().unwrap_or_else(|| state.root.clone());
+                let parent = *state.parent();
                 let name = format!("execute_tool {}", call.name);
-                let cx = self.child(&parent, name, SpanKind::Internal, attributes, None);
-                state.tools.insert(call.id.clone(), cx);
+                let span = self.child(&parent, name, Kind::Internal, attributes, None);
+                state.tools.insert(call.id.clone(), span);
             }
             Event::ToolCompleted { name, result, duration_ms, .. } => {
-                let cx = self.tool_span(state, name, &result.call_id, *duration_ms);
-                self.tool_result(&cx, &result.content);
-                cx.span().set_attribute(KeyValue::new(sc::TOOL_STATUS, "ok"));
-                cx.span().set_status(Status::Ok);
-                cx.span().end();
+                let mut span = self.tool_span(state, name, &result.call_id, *duration_ms);
+                self.tool_result(&mut span, &result.content);
+                span.set(sc::TOOL_STATUS, "ok");
+                span.status = Status::Ok;
+                self.end(Some(span));
                 self.telemetry.record_tool_call(name, "ok");
             }
             Event::ToolFailed { name, result, error, duration_ms, .. } => {
-                let cx = self.tool_span(state, name, &result.call_id, *duration_ms);
-                self.tool_result(&cx, &result.content);
-                cx.span().set_attribute(KeyValue::new(sc::TOOL_STATUS, "error"));
-                fail(&cx, &kind_of(error), &error.to_string());
-                cx.span().end();
+                let mut span = self.tool_span(state, name, &result.call_id, *duration_ms);
+                self.tool_result(&mut span, &result.content);
+                span.set(sc::TOOL_STATUS, "error");
+                span.fail(kind_of(error), error.to_string());
+                self.end(Some(span));
                 self.telemetry.record_tool_call(name, "error");
             }
             Event::ToolTimedOut { name, result, timeout_ms, .. } => {
-                let cx = self.tool_span(state, name, &result.call_id, *timeout_ms);
-                cx.span().set_attribute(KeyValue::new(sc::TOOL_STATUS, "timeout"));
-                fail(&cx, "timeout", &format!("no result within {timeout_ms} ms"));
-                cx.span().end();
+                let mut span = self.tool_span(state, name, &result.call_id, *timeout_ms);
+                span.set(sc::TOOL_STATUS, "timeout");
+                span.fail("timeout", format!("no result within {timeout_ms} ms"));
+                self.end(Some(span));
                 self.telemetry.record_tool_call(name, "timeout");
             }
             Event::ApprovalRequested { call, .. } => {
                 let mut attributes = tool_attributes(&call.name, &call.id);
                 attributes.truncate(2);
-                state.root.span().add_event("agentloop.approval.requested", attributes);
+                state.root.event("agentloop.approval.requested", attributes);
             }
             Event::ApprovalDecided { call_id, decision } => {
-                state.root.span().add_event(
+                state.root.event(
                     "agentloop.approval.decided",
                     vec![
-                        KeyValue::new(sc::TOOL_CALL_ID, call_id.clone()),
-                        KeyValue::new("agentloop.approval.decision", kind_of(decision)),
+                        attr(sc::TOOL_CALL_ID, call_id.clone()),
+                        attr("agentloop.approval.decision", kind_of(decision)),
                     ],
                 );
             }
             Event::LimitReached { limit } => {
-                let attributes = vec![KeyValue::new("agentloop.limit", kind_of(limit))];
-                state.root.span().add_event("agentloop.limit_reached", attributes);
+                let attributes = vec![attr("agentloop.limit", kind_of(limit))];
+                state.root.event("agentloop.limit_reached", attributes);
             }
             Event::StallDetected { tool, count, .. } => {
-                state.root.span().add_event(
+                state.root.event(
                     "agentloop.stall_detected",
                     vec![
-                        KeyValue::new(sc::TOOL_NAME, tool.clone()),
-                        KeyValue::new("agentloop.stall.count", i64::from(*count)),
+                        attr(sc::TOOL_NAME, tool.clone()),
+                        attr("agentloop.stall.count", i64::from(*count)),
                     ],
                 );
             }
             Event::Paused { reason } => {
-                let attributes = vec![KeyValue::new("agentloop.pause.reason", reason.clone())];
-                let root = state.root.clone();
-                end(state.pause.take());
-                state.pause =
-                    Some(self.child(&root, "pause", SpanKind::Internal, attributes, None));
+                let attributes = vec![attr("agentloop.pause.reason", reason.clone())];
+                let root = state.root.context;
+                self.end(state.pause.take());
+                state.pause = Some(self.child(&root, "pause", Kind::Internal, attributes, None));
             }
-            Event::Resumed => end(state.pause.take()),
+            Event::Resumed => self.end(state.pause.take()),
             Event::ContinuationRequested { .. } => {
-                state.root.span().add_event("agentloop.continuation", Vec::new());
+                state.root.event("agentloop.continuation", Vec::new());
             }
             Event::InputProvided { message } => {
                 let mut attributes = Vec::new();
                 if let Some(max) = self.capture() {
                     let text = content::messages(std::slice::from_ref(message), max);
-                    attributes.push(KeyValue::new(sc::INPUT_MESSAGES, text));
+                    attributes.push(attr(sc::INPUT_MESSAGES, text));
                 }
-                state.root.span().add_event("agentloop.input_provided", attributes);
+                state.root.event("agentloop.input_provided", attributes);
             }
             Event::CompactionStarted { tokens_before, cut, .. } => {
                 let attributes = vec![
-                    KeyValue::new("agentloop.compaction.tokens_before", millis(*tokens_before)),
-                    KeyValue::new("agentloop.compaction.cut", millis(*cut as u64)),
+                    attr("agentloop.compaction.tokens_before", millis(*tokens_before)),
+                    attr("agentloop.compaction.cut", millis(*cut as u64)),
                 ];
-                let root = state.root.clone();
-                end(state.compaction.take());
+                let root = state.root.context;
+                self.end(state.compaction.take());
                 state.compaction =
-                    Some(self.child(&root, "compaction", SpanKind::Internal, attributes, None));
+                    Some(self.child(&root, "compaction", Kind::Internal, attributes, None));
             }
             Event::CompactionCompleted { tokens_after, usage, .. } => {
-                if let Some(cx) = state.compaction.take() {
-                    let span = cx.span();
-                    span.set_attribute(KeyValue::new(
-                        "agentloop.compaction.tokens_after",
-                        millis(*tokens_after),
-                    ));
-                    for kv in usage_attributes(usage) {
-                        span.set_attribute(kv);
-                    }
-                    span.set_status(Status::Ok);
-                    span.end();
+                if let Some(mut span) = state.compaction.take() {
+                    span.set("agentloop.compaction.tokens_after", millis(*tokens_after));
+                    usage_attributes(&mut span.attributes, usage);
+                    span.status = Status::Ok;
+                    self.end(Some(span));
                 }
             }
             Event::CompactionFailed { error } => {
-                if let Some(cx) = state.compaction.take() {
-                    fail(&cx, "compaction_failed", error);
-                    cx.span().end();
+                if let Some(mut span) = state.compaction.take() {
+                    span.fail("compaction_failed", error.clone());
+                    self.end(Some(span));
                 }
             }
             Event::HookFailed { hook, point, error, critical } => {
-                state.root.span().add_event(
+                state.root.event(
                     "agentloop.hook_failed",
                     vec![
-                        KeyValue::new("agentloop.hook.name", hook.clone()),
-                        KeyValue::new("agentloop.hook.point", point.clone()),
-                        KeyValue::new("agentloop.hook.critical", *critical),
-                        KeyValue::new("exception.message", error.clone()),
+                        attr("agentloop.hook.name", hook.clone()),
+                        attr("agentloop.hook.point", point.clone()),
+                        attr("agentloop.hook.critical", *critical),
+                        attr("exception.message", error.clone()),
                     ],
                 );
             }
             Event::JournalFailed { error } => {
-                fail(&state.root, "journal_failed", error);
+                state.root.fail("journal_failed", error.clone());
                 self.finish(state, None);
             }
             _ => {
                 if let Some(outcome) = event.outcome() {
-                    let failed = matches!(event, Event::RunFailed { .. });
                     if let Event::RunFailed { error, .. } = event {
-                        fail(&state.root, &stop_kind(&outcome.stop_reason), error);
+                        state.root.fail(stop_kind(&outcome.stop_reason), error.clone());
                     } else if outcome.is_failure() {
                         let kind = stop_kind(&outcome.stop_reason);
-                        fail(&state.root, &kind, &kind);
-                    } else if !failed {
-                        state.root.span().set_status(Status::Ok);
+                        state.root.fail(kind.clone(), kind.into_owned());
+                    } else {
+                        state.root.status = Status::Ok;
                     }
                     self.finish(state, Some(outcome));
                 }
@@ -419,21 +418,26 @@ impl RunTrace {
 
     /// The span of tool call `call_id`: the one `tool_started` began, or (a call whose start
     /// an earlier stretch streamed) one begun `duration_ms` ago.
-    fn tool_span(&self, state: &mut State, name: &str, call_id: &str, duration_ms: u64) -> Context {
-        if let Some(cx) = state.tools.remove(call_id) {
-            return cx;
+    fn tool_span(
+        &self,
+        state: &mut State,
+        name: &str,
+        call_id: &str,
+        duration_ms: u64,
+    ) -> SpanRecord {
+        if let Some(span) = state.tools.remove(call_id) {
+            return span;
         }
-        let parent = state.iteration.clone().unwrap_or_else(|| state.root.clone());
-        let start = SystemTime::now().checked_sub(Duration::from_millis(duration_ms));
+        let parent = *state.parent();
+        let ago = Some(Duration::from_millis(duration_ms));
         let attributes = tool_attributes(name, call_id);
-        self.child(&parent, format!("execute_tool {name}"), SpanKind::Internal, attributes, start)
+        self.child(&parent, format!("execute_tool {name}"), Kind::Internal, attributes, ago)
     }
 
     /// Records the result (content capture only: the text is not made otherwise).
-    fn tool_result(&self, cx: &Context, result: &ToolResultContent) {
+    fn tool_result(&self, span: &mut SpanRecord, result: &ToolResultContent) {
         if let Some(max) = self.capture() {
-            let text = content::cut(result.to_text(), max);
-            cx.span().set_attribute(KeyValue::new(sc::TOOL_CALL_RESULT, text));
+            span.set(sc::TOOL_CALL_RESULT, content::cut(result.to_text(), max));
         }
     }
 
@@ -451,36 +455,32 @@ impl RunTrace {
             return;
         }
         state.ended = true;
-        for (_, cx) in state.tools.drain() {
-            fail(&cx, "interrupted", "the run stopped before the call ended");
-            cx.span().end();
+        for (_, mut span) in state.tools.drain() {
+            span.fail("interrupted", "the run stopped before the call ended");
+            self.end(Some(span));
         }
-        if let Some((cx, _)) = state.chat.take() {
-            fail(&cx, "interrupted", "the run stopped before the model answered");
-            cx.span().end();
+        if let Some((mut span, _)) = state.chat.take() {
+            span.fail("interrupted", "the run stopped before the model answered");
+            self.end(Some(span));
         }
-        end(state.compaction.take());
-        end(state.pause.take());
-        end(state.iteration.take());
-        let root = state.root.span();
-        root.set_attributes([
-            KeyValue::new(sc::RUN_ELAPSED_MS, millis(state.elapsed_ms)),
-            KeyValue::new(sc::RUN_TOOL_CALLS, i64::from(state.tool_calls)),
-        ]);
+        self.end(state.compaction.take());
+        self.end(state.pause.take());
+        self.end(state.iteration.take());
+        let root = &mut state.root;
+        root.set(sc::RUN_ELAPSED_MS, millis(state.elapsed_ms));
+        root.set(sc::RUN_TOOL_CALLS, i64::from(state.tool_calls));
         if let Some(outcome) = outcome {
             let kind = stop_kind(&outcome.stop_reason);
-            root.set_attributes(
-                [
-                    KeyValue::new(sc::RUN_OUTCOME, kind.clone()),
-                    KeyValue::new(sc::RUN_ITERATIONS, i64::from(outcome.iterations)),
-                    KeyValue::new(sc::RUN_COST_USD, outcome.metrics.cost_usd),
-                ]
-                .into_iter()
-                .chain(usage_attributes(&outcome.usage)),
-            );
+            root.set(sc::RUN_OUTCOME, Text::from(kind.clone()));
+            root.set(sc::RUN_ITERATIONS, i64::from(outcome.iterations));
+            root.set(sc::RUN_COST_USD, outcome.metrics.cost_usd);
+            usage_attributes(&mut root.attributes, &outcome.usage);
             self.telemetry.record_run(&kind, outcome.iterations, outcome.metrics.cost_usd);
         }
-        root.end();
+        // What is left in its place keeps the context (for `trace_parent`) and is never ended.
+        let placeholder = SpanRecord::new(root.context, Text::Static(""), Kind::Internal);
+        let root = std::mem::replace(&mut state.root, placeholder);
+        self.end(Some(root));
     }
 }
 
@@ -495,65 +495,47 @@ impl RunObserver for RunTrace {
     fn on_end(&self, finished: bool) {
         let mut state = self.state();
         if !state.ended && !finished {
-            fail(&state.root, "interrupted", "the run's stream was dropped before the run ended");
+            let message = "the run's stream was dropped before the run ended";
+            state.root.fail("interrupted", message);
         }
         self.finish(&mut state, None);
     }
 
     fn trace_parent(&self, call_id: Option<&str>) -> Option<String> {
         let state = self.state();
-        let cx = match call_id {
-            Some(id) => state.tools.get(id)?,
+        let context = match call_id {
+            Some(id) => &state.tools.get(id)?.context,
             None => match &state.chat {
-                Some((cx, _)) => cx,
-                None => state.iteration.as_ref().unwrap_or(&state.root),
+                Some((span, _)) => &span.context,
+                None => state.parent(),
             },
         };
-        traceparent(cx.span().span_context())
+        Some(context.traceparent())
     }
 }
 
-/// The W3C `traceparent` of a span.
-pub(crate) fn traceparent(span: &SpanContext) -> Option<String> {
-    span.is_valid().then(|| {
-        format!("00-{}-{}-{:02x}", span.trace_id(), span.span_id(), span.trace_flags().to_u8())
-    })
+fn tool_attributes(name: &str, call_id: &str) -> Vec<Attr> {
+    // Room for the status, an error and (content capture) arguments and result.
+    let mut attributes = Vec::with_capacity(8);
+    attributes.extend([
+        attr(sc::TOOL_NAME, name.to_owned()),
+        attr(sc::TOOL_CALL_ID, call_id.to_owned()),
+        attr(sc::OPERATION_NAME, "execute_tool"),
+        attr(sc::TOOL_TYPE, "function"),
+    ]);
+    attributes
 }
 
-fn end(cx: Option<Context>) {
-    if let Some(cx) = cx {
-        cx.span().end();
-    }
-}
-
-fn fail(cx: &Context, kind: &str, message: &str) {
-    let span = cx.span();
-    span.set_attribute(KeyValue::new(sc::ERROR_TYPE, kind.to_owned()));
-    span.set_status(Status::error(message.to_owned()));
-}
-
-fn tool_attributes(name: &str, call_id: &str) -> Vec<KeyValue> {
-    vec![
-        KeyValue::new(sc::TOOL_NAME, name.to_owned()),
-        KeyValue::new(sc::TOOL_CALL_ID, call_id.to_owned()),
-        KeyValue::new(sc::OPERATION_NAME, "execute_tool"),
-        KeyValue::new(sc::TOOL_TYPE, "function"),
-    ]
-}
-
-fn usage_attributes(usage: &Usage) -> Vec<KeyValue> {
-    let mut attributes = vec![
-        KeyValue::new(sc::USAGE_INPUT_TOKENS, millis(usage.input)),
-        KeyValue::new(sc::USAGE_OUTPUT_TOKENS, millis(usage.output)),
-    ];
+/// Appends the token counts of `usage` (cached and reasoning tokens where reported).
+fn usage_attributes(attributes: &mut Vec<Attr>, usage: &Usage) {
+    attributes.push(attr(sc::USAGE_INPUT_TOKENS, millis(usage.input)));
+    attributes.push(attr(sc::USAGE_OUTPUT_TOKENS, millis(usage.output)));
     if usage.cached_input > 0 {
-        attributes
-            .push(KeyValue::new(sc::USAGE_CACHE_READ_INPUT_TOKENS, millis(usage.cached_input)));
+        attributes.push(attr(sc::USAGE_CACHE_READ_INPUT_TOKENS, millis(usage.cached_input)));
     }
     if usage.reasoning > 0 {
-        attributes.push(KeyValue::new(sc::USAGE_REASONING_OUTPUT_TOKENS, millis(usage.reasoning)));
+        attributes.push(attr(sc::USAGE_REASONING_OUTPUT_TOKENS, millis(usage.reasoning)));
     }
-    attributes
 }
 
 /// An unsigned count as an OTLP int.
@@ -561,8 +543,13 @@ fn millis(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }
 
-fn finish_name(reason: &FinishReason) -> String {
-    String::from(reason.clone())
+fn finish_name(reason: &FinishReason) -> Text {
+    match reason {
+        FinishReason::Stop => Text::Static("stop"),
+        FinishReason::ToolCalls => Text::Static("tool_calls"),
+        FinishReason::Length => Text::Static("length"),
+        other => Text::Owned(other.as_str().to_owned()),
+    }
 }
 
 /// The `kind` of a stop reason ([`kind_of`] without its JSON round trip for a completed run,

@@ -1,27 +1,23 @@
-//! [`Telemetry`]: the tracer and meter providers, the exporters, and the [`Observer`] that
+//! [`Telemetry`]: the span export queue, the meter provider, and the [`Observer`] that
 //! agents take.
 
-use crate::config::{Protocol, Sampling, TelemetryConfig};
-use crate::counting::{Counters, CountingExporter, CountingProcessor, SpanStats};
-use crate::ids::{Ids, SharedIds};
+use crate::config::{Protocol, TelemetryConfig};
+use crate::counting::{Counters, SpanStats};
+use crate::export::{HttpSink, Queue, SpanSink};
+use crate::otlp::Preamble;
 use crate::run::RunTrace;
 use crate::semconv as sc;
+use crate::span::{self, IdSource, Kind, SpanContext, SpanRecord, Text};
 use crate::Error;
 use agentloop::message::Usage;
 use agentloop::observe::{ObservedRun, Observer, RunObserver};
 use opentelemetry::metrics::{Counter, Histogram, Meter, MeterProvider};
-use opentelemetry::propagation::TextMapPropagator;
-use opentelemetry::trace::TracerProvider;
-use opentelemetry::{Context, KeyValue};
+use opentelemetry::KeyValue;
 use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
-use opentelemetry_sdk::propagation::TraceContextPropagator;
-use opentelemetry_sdk::trace::{
-    BatchConfigBuilder, BatchSpanProcessor, Sampler, SdkTracer, SdkTracerProvider, SpanExporter,
-};
 use opentelemetry_sdk::Resource;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 /// OpenTelemetry for agentloop: spans and metrics derived from every run's events, exported
@@ -41,14 +37,12 @@ impl std::fmt::Debug for Telemetry {
 
 /// What the runs' observers share.
 pub(crate) struct Inner {
-    pub(crate) tracer: SdkTracer,
-    pub(crate) ids: Arc<Ids>,
+    pub(crate) queue: Queue,
+    pub(crate) ids: IdSource,
     pub(crate) config: TelemetryConfig,
-    tracer_provider: SdkTracerProvider,
     meter_provider: Option<SdkMeterProvider>,
     instruments: Option<Instruments>,
     counters: Arc<Counters>,
-    propagator: TraceContextPropagator,
     shut: AtomicBool,
 }
 
@@ -106,7 +100,7 @@ impl Telemetry {
     /// `grpc` feature). Exports run on their own threads: a run never waits for the
     /// collector, and spans that cannot be queued or exported are counted, not kept.
     pub fn new(config: TelemetryConfig) -> Result<Self, Error> {
-        let traces = traces_exporter(&config)?;
+        let traces = traces_sink(&config)?;
         let meter_provider = if config.metrics {
             let exporter = metrics_exporter(&config)?;
             let reader =
@@ -120,36 +114,29 @@ impl Telemetry {
         } else {
             None
         };
-        Ok(Self::with_exporter(config, traces, meter_provider))
+        Ok(Self::with_boxed_sink(config, traces, meter_provider))
     }
 
-    /// Telemetry with this span exporter (behind the same batch processor and counters) and
-    /// these metrics, if any: for tests and exporters of your own.
-    pub fn with_exporter<E: SpanExporter + 'static>(
+    /// Telemetry whose spans go to `sink` (as OTLP protobuf requests, from the export
+    /// thread, behind the same bounded queue and counters) and with these metrics, if any:
+    /// for tests and transports of your own.
+    pub fn with_sink<S: SpanSink>(
         config: TelemetryConfig,
-        exporter: E,
+        sink: S,
+        meter_provider: Option<SdkMeterProvider>,
+    ) -> Self {
+        Self::with_boxed_sink(config, Box::new(sink), meter_provider)
+    }
+
+    fn with_boxed_sink(
+        config: TelemetryConfig,
+        sink: Box<dyn SpanSink>,
         meter_provider: Option<SdkMeterProvider>,
     ) -> Self {
         let counters = Arc::new(Counters::default());
-        let batch = BatchConfigBuilder::default()
-            .with_max_queue_size(config.queue_size)
-            .with_max_export_batch_size(512.min(config.queue_size))
-            .with_scheduled_delay(config.export_delay)
-            .build();
-        let processor = BatchSpanProcessor::builder(CountingExporter {
-            inner: exporter,
-            counters: counters.clone(),
-        })
-        .with_batch_config(batch)
-        .build();
-        let ids = Arc::new(Ids::default());
-        let tracer_provider = SdkTracerProvider::builder()
-            .with_span_processor(CountingProcessor { inner: processor, counters: counters.clone() })
-            .with_id_generator(SharedIds(ids.clone()))
-            .with_sampler(sampler(config.sampling))
-            .with_resource(resource(&config))
-            .build();
-        let tracer = tracer_provider.tracer("agentloop");
+        let preamble = Preamble::new(&resource_attributes(&resource(&config)));
+        let queue =
+            Queue::start(sink, preamble, config.queue_size, config.export_delay, counters.clone());
         let instruments = meter_provider.as_ref().map(|p| Instruments::new(&p.meter("agentloop")));
         if let Some(provider) = &meter_provider {
             let counters = counters.clone();
@@ -163,14 +150,12 @@ impl Telemetry {
                 .build();
         }
         let inner = Inner {
-            tracer,
-            ids,
+            queue,
+            ids: IdSource::default(),
             config,
-            tracer_provider,
             meter_provider,
             instruments,
             counters,
-            propagator: TraceContextPropagator::new(),
             shut: AtomicBool::new(false),
         };
         Self { inner: Arc::new(inner) }
@@ -187,17 +172,15 @@ impl Telemetry {
         self.inner.counters.stats(self.inner.shut.load(Ordering::Relaxed))
     }
 
-    /// Exports what is queued now (waits for the collector, at most ~5 s).
+    /// Exports what is queued now (waits for the collector, at most the export timeout).
     pub fn flush(&self) -> SpanStats {
-        if let Err(error) = self.inner.tracer_provider.force_flush() {
-            tracing::debug!(%error, "otel: flushing the spans failed");
-        }
+        let settled = self.inner.queue.flush(self.inner.config.export_timeout);
         if let Some(meters) = &self.inner.meter_provider {
             if let Err(error) = meters.force_flush() {
                 tracing::debug!(%error, "otel: flushing the metrics failed");
             }
         }
-        self.inner.counters.stats(true)
+        self.inner.counters.stats(settled)
     }
 
     /// Exports what is queued and stops the exporters (waits at most `timeout` for each).
@@ -206,9 +189,7 @@ impl Telemetry {
         if self.inner.shut.swap(true, Ordering::Relaxed) {
             return self.stats();
         }
-        if let Err(error) = self.inner.tracer_provider.shutdown_with_timeout(timeout) {
-            tracing::debug!(%error, "otel: shutting the span export down failed");
-        }
+        self.inner.queue.shutdown(timeout);
         if let Some(meters) = &self.inner.meter_provider {
             if let Err(error) = meters.shutdown_with_timeout(timeout) {
                 tracing::debug!(%error, "otel: shutting the metrics export down failed");
@@ -221,34 +202,35 @@ impl Telemetry {
     /// work elsewhere outside a run, such as `agentloop a2a send`): a root span named
     /// `name`, ended by the returned guard.
     pub fn client_span(&self, name: &str) -> ClientSpan {
-        use opentelemetry::trace::{SpanKind, TraceContextExt, Tracer};
-        let span = self
-            .inner
-            .tracer
-            .span_builder(name.to_owned())
-            .with_kind(SpanKind::Client)
-            .start_with_context(&self.inner.tracer, &Context::new());
-        ClientSpan { cx: Context::new().with_span(span) }
+        let trace_id = self.inner.ids.trace_id();
+        let sampled = self.inner.config.sampling.sampled(None, &trace_id);
+        let context = SpanContext { trace_id, span_id: self.inner.ids.span_id(), sampled };
+        let span = SpanRecord::new(context, Text::Owned(name.to_owned()), Kind::Client);
+        ClientSpan { span: Mutex::new(Some(span)), telemetry: self.inner.clone() }
     }
 }
 
 /// A span of the caller's, ended when dropped.
 pub struct ClientSpan {
-    cx: Context,
+    span: Mutex<Option<SpanRecord>>,
+    telemetry: Arc<Inner>,
 }
 
 impl ClientSpan {
     /// Its W3C `traceparent`.
     pub fn trace_parent(&self) -> Option<String> {
-        use opentelemetry::trace::TraceContextExt;
-        crate::run::traceparent(self.cx.span().span_context())
+        let span = self.span.lock().unwrap_or_else(PoisonError::into_inner);
+        span.as_ref().map(|span| span.context.traceparent())
     }
 }
 
 impl Drop for ClientSpan {
     fn drop(&mut self) {
-        use opentelemetry::trace::TraceContextExt;
-        self.cx.span().end();
+        let span = self.span.get_mut().unwrap_or_else(PoisonError::into_inner).take();
+        if let Some(mut span) = span.filter(|span| span.context.sampled) {
+            span.end = span::now();
+            self.telemetry.queue.end(span);
+        }
     }
 }
 
@@ -262,14 +244,6 @@ impl Observer for Telemetry {
 }
 
 impl Inner {
-    /// The caller's span context of a W3C `traceparent` (an invalid one gives an empty
-    /// context: the run starts its own trace).
-    pub(crate) fn extract(&self, traceparent: &str) -> Context {
-        let mut carrier = HashMap::with_capacity(1);
-        carrier.insert("traceparent".to_owned(), traceparent.to_owned());
-        self.propagator.extract(&carrier)
-    }
-
     pub(crate) fn record_model_call(
         &self,
         base: [KeyValue; 3],
@@ -320,24 +294,29 @@ fn resource(config: &TelemetryConfig) -> Resource {
     Resource::builder().with_service_name(config.service_name.clone()).build()
 }
 
-fn sampler(sampling: Sampling) -> Sampler {
-    match sampling {
-        Sampling::AlwaysOn => Sampler::AlwaysOn,
-        Sampling::AlwaysOff => Sampler::AlwaysOff,
-        Sampling::Ratio(ratio) => Sampler::TraceIdRatioBased(ratio),
-        Sampling::ParentBasedAlwaysOn => Sampler::ParentBased(Box::new(Sampler::AlwaysOn)),
-        Sampling::ParentBasedAlwaysOff => Sampler::ParentBased(Box::new(Sampler::AlwaysOff)),
-        Sampling::ParentBasedRatio(ratio) => {
-            Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(ratio)))
-        }
-    }
+/// The resource's attributes as the span encoder takes them.
+fn resource_attributes(resource: &Resource) -> Vec<(String, span::Value)> {
+    use opentelemetry::Value as V;
+    resource
+        .iter()
+        .filter_map(|(key, value)| {
+            let value = match value {
+                V::Bool(b) => span::Value::Bool(*b),
+                V::I64(i) => span::Value::Int(*i),
+                V::F64(f) => span::Value::Float(*f),
+                V::String(s) => span::Value::Text(Text::Owned(s.as_str().to_owned())),
+                _ => return None,
+            };
+            Some((key.as_str().to_owned(), value))
+        })
+        .collect()
 }
 
 fn headers(config: &TelemetryConfig) -> HashMap<String, String> {
     config.headers.iter().cloned().collect()
 }
 
-/// The exporter's HTTP client: blocking (the batch processor exports from its own thread,
+/// The exporters' HTTP client: blocking (spans and metrics are exported from threads of their own,
 /// outside any async runtime), with TLS by rustls on ring and the webpki roots. Built on a
 /// thread of its own: a blocking client cannot be built inside an async runtime.
 fn http_client() -> Result<reqwest_mcp::blocking::Client, Error> {
@@ -365,19 +344,27 @@ fn http_client() -> Result<reqwest_mcp::blocking::Client, Error> {
         .map_err(Error::Exporter)
 }
 
-fn traces_exporter(config: &TelemetryConfig) -> Result<opentelemetry_otlp::SpanExporter, Error> {
-    use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
-    let built = match config.protocol {
-        Protocol::HttpProtobuf => opentelemetry_otlp::SpanExporter::builder()
-            .with_http()
-            .with_http_client(http_client()?)
-            .with_endpoint(config.traces_url())
-            .with_timeout(config.export_timeout)
-            .with_headers(headers(config))
-            .build(),
-        Protocol::Grpc => grpc_traces(config)?,
-    };
-    built.map_err(|e| Error::Exporter(e.to_string()))
+fn traces_sink(config: &TelemetryConfig) -> Result<Box<dyn SpanSink>, Error> {
+    match config.protocol {
+        Protocol::HttpProtobuf => {
+            let mut headers = reqwest_mcp::header::HeaderMap::new();
+            for (name, value) in &config.headers {
+                let name = reqwest_mcp::header::HeaderName::from_bytes(name.as_bytes())
+                    .map_err(|_| Error::Config(format!("header name {name:?} is not valid")))?;
+                let value = reqwest_mcp::header::HeaderValue::from_str(value).map_err(|_| {
+                    Error::Config(format!("the value of header {name:?} is not valid"))
+                })?;
+                headers.insert(name, value);
+            }
+            Ok(Box::new(HttpSink {
+                client: http_client()?,
+                url: config.traces_url(),
+                headers,
+                timeout: config.export_timeout,
+            }))
+        }
+        Protocol::Grpc => grpc_traces(config),
+    }
 }
 
 fn metrics_exporter(config: &TelemetryConfig) -> Result<opentelemetry_otlp::MetricExporter, Error> {
@@ -396,18 +383,10 @@ fn metrics_exporter(config: &TelemetryConfig) -> Result<opentelemetry_otlp::Metr
 }
 
 #[cfg(feature = "grpc")]
-fn grpc_traces(
-    config: &TelemetryConfig,
-) -> Result<Result<opentelemetry_otlp::SpanExporter, opentelemetry_otlp::ExporterBuildError>, Error>
-{
-    use opentelemetry_otlp::{WithExportConfig, WithTonicConfig};
+fn grpc_traces(config: &TelemetryConfig) -> Result<Box<dyn SpanSink>, Error> {
     let metadata = grpc_metadata(config)?;
-    Ok(opentelemetry_otlp::SpanExporter::builder()
-        .with_tonic()
-        .with_endpoint(config.traces_url())
-        .with_timeout(config.export_timeout)
-        .with_metadata(metadata)
-        .build())
+    let sink = crate::grpc::GrpcSink::new(&config.traces_url(), metadata, config.export_timeout)?;
+    Ok(Box::new(sink))
 }
 
 #[cfg(feature = "grpc")]
@@ -440,10 +419,7 @@ fn grpc_metadata(config: &TelemetryConfig) -> Result<tonic::metadata::MetadataMa
 }
 
 #[cfg(not(feature = "grpc"))]
-fn grpc_traces(
-    _config: &TelemetryConfig,
-) -> Result<Result<opentelemetry_otlp::SpanExporter, opentelemetry_otlp::ExporterBuildError>, Error>
-{
+fn grpc_traces(_config: &TelemetryConfig) -> Result<Box<dyn SpanSink>, Error> {
     Err(Error::Config("OTLP over gRPC needs agentloop-otel's `grpc` feature".into()))
 }
 

@@ -1,14 +1,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use super::*;
+use crate::testing::{span::SpanKind, status::StatusCode, MemorySink, Span};
 use agentloop::prelude::*;
 use agentloop::provider::scripted::{ScriptedModel, ScriptedTurn};
 use agentloop::run::Run;
 use agentloop::tool::{DynTool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use futures::StreamExt;
-use opentelemetry::trace::{SpanId, SpanKind, Status, TraceId};
-use opentelemetry::Value;
-use opentelemetry_sdk::trace::{InMemorySpanExporter, SpanData};
+use serde_json::{json, Value};
 use std::sync::Arc;
 
 struct Echo;
@@ -31,30 +30,40 @@ impl DynTool for Echo {
     }
 }
 
-fn telemetry(capture: bool) -> (Telemetry, InMemorySpanExporter) {
-    let exporter = InMemorySpanExporter::default();
+fn telemetry(capture: bool) -> (Telemetry, MemorySink) {
+    let exporter = MemorySink::default();
     let config = TelemetryConfig {
         capture_content: capture,
         content_max_bytes: 64,
         ..TelemetryConfig::default()
     };
-    (Telemetry::with_exporter(config, exporter.clone(), None), exporter)
+    (Telemetry::with_sink(config, exporter.clone(), None), exporter)
 }
 
-fn spans(telemetry: &Telemetry, exporter: &InMemorySpanExporter) -> Vec<SpanData> {
+fn spans(telemetry: &Telemetry, exporter: &MemorySink) -> Vec<Span> {
     telemetry.flush();
-    exporter.get_finished_spans().unwrap()
+    exporter.spans()
 }
 
-fn attr<'a>(span: &'a SpanData, key: &str) -> Option<&'a Value> {
-    span.attributes.iter().find(|kv| kv.key.as_str() == key).map(|kv| &kv.value)
+fn attr(span: &Span, key: &str) -> Option<Value> {
+    crate::testing::attribute(&span.attributes, key)
 }
 
-fn named<'a>(spans: &'a [SpanData], name: &str) -> Vec<&'a SpanData> {
+/// The span's status code.
+fn code(span: &Span) -> StatusCode {
+    let code = span.status.as_ref().map_or(0, |s| s.code);
+    StatusCode::try_from(code).unwrap()
+}
+
+fn kind(span: &Span) -> SpanKind {
+    SpanKind::try_from(span.kind).unwrap()
+}
+
+fn named<'a>(spans: &'a [Span], name: &str) -> Vec<&'a Span> {
     spans.iter().filter(|s| s.name == name).collect()
 }
 
-fn one<'a>(spans: &'a [SpanData], name: &str) -> &'a SpanData {
+fn one<'a>(spans: &'a [Span], name: &str) -> &'a Span {
     let found = named(spans, name);
     assert_eq!(found.len(), 1, "{name}: {:?}", spans.iter().map(|s| &s.name).collect::<Vec<_>>());
     found[0]
@@ -82,47 +91,47 @@ async fn a_run_with_a_tool_call_is_one_tree() {
     let spans = spans(&telemetry, &exporter);
     assert_eq!(spans.len(), 6, "{spans:#?}");
     let root = one(&spans, "invoke_agent helper");
-    assert_eq!(root.parent_span_id, SpanId::INVALID);
-    assert_eq!(root.span_kind, SpanKind::Internal);
-    assert_eq!(root.status, Status::Ok);
+    assert_eq!(root.parent_span_id, Vec::<u8>::new());
+    assert_eq!(kind(root), SpanKind::Internal);
+    assert_eq!(code(root), StatusCode::Ok);
     let run_id = outcome.run_id.as_str();
-    assert_eq!(root.span_context.trace_id(), ids::run_trace_id(run_id));
-    assert_eq!(root.span_context.span_id(), ids::run_span_id(run_id));
-    assert_eq!(attr(root, "gen_ai.operation.name"), Some(&Value::from("invoke_agent")));
-    assert_eq!(attr(root, "gen_ai.agent.name"), Some(&Value::from("helper")));
-    assert_eq!(attr(root, "agentloop.run.id"), Some(&Value::from(run_id.to_owned())));
-    assert_eq!(attr(root, "agentloop.run.outcome"), Some(&Value::from("completed")));
-    assert_eq!(attr(root, "agentloop.run.iterations"), Some(&Value::I64(2)));
-    assert_eq!(attr(root, "agentloop.run.tool_calls"), Some(&Value::I64(1)));
+    assert_eq!(root.trace_id, ids::run_trace_id(run_id).to_vec());
+    assert_eq!(root.span_id, ids::run_span_id(run_id).to_vec());
+    assert_eq!(attr(root, "gen_ai.operation.name"), Some(json!("invoke_agent")));
+    assert_eq!(attr(root, "gen_ai.agent.name"), Some(json!("helper")));
+    assert_eq!(attr(root, "agentloop.run.id"), Some(json!(run_id.to_owned())));
+    assert_eq!(attr(root, "agentloop.run.outcome"), Some(json!("completed")));
+    assert_eq!(attr(root, "agentloop.run.iterations"), Some(json!(2)));
+    assert_eq!(attr(root, "agentloop.run.tool_calls"), Some(json!(1)));
     assert!(attr(root, "gen_ai.input.messages").is_none(), "content is off by default");
     let iterations = named(&spans, "iteration");
     assert_eq!(iterations.len(), 2);
     for (n, iteration) in iterations.iter().enumerate() {
-        assert_eq!(iteration.parent_span_id, root.span_context.span_id());
-        assert_eq!(attr(iteration, "agentloop.iteration"), Some(&Value::I64(n as i64 + 1)));
+        assert_eq!(iteration.parent_span_id, root.span_id);
+        assert_eq!(attr(iteration, "agentloop.iteration"), Some(json!(n as i64 + 1)));
     }
     let chats = named(&spans, "chat scripted");
     assert_eq!(chats.len(), 2);
     for (chat, iteration) in chats.iter().zip(&iterations) {
-        assert_eq!(chat.span_kind, SpanKind::Client);
-        assert_eq!(chat.parent_span_id, iteration.span_context.span_id());
-        assert_eq!(attr(chat, "gen_ai.operation.name"), Some(&Value::from("chat")));
-        assert_eq!(attr(chat, "gen_ai.provider.name"), Some(&Value::from("scripted")));
-        assert_eq!(attr(chat, "gen_ai.request.model"), Some(&Value::from("scripted")));
-        assert_eq!(attr(chat, "gen_ai.request.temperature"), Some(&Value::F64(0.5)));
-        assert!(matches!(attr(chat, "gen_ai.usage.input_tokens"), Some(Value::I64(_))));
-        assert_eq!(chat.status, Status::Ok);
+        assert_eq!(kind(chat), SpanKind::Client);
+        assert_eq!(chat.parent_span_id, iteration.span_id);
+        assert_eq!(attr(chat, "gen_ai.operation.name"), Some(json!("chat")));
+        assert_eq!(attr(chat, "gen_ai.provider.name"), Some(json!("scripted")));
+        assert_eq!(attr(chat, "gen_ai.request.model"), Some(json!("scripted")));
+        assert_eq!(attr(chat, "gen_ai.request.temperature"), Some(json!(0.5)));
+        assert!(attr(chat, "gen_ai.usage.input_tokens").is_some_and(|v| v.is_i64()));
+        assert_eq!(code(chat), StatusCode::Ok);
     }
-    let finish = |chat: &SpanData| format!("{:?}", attr(chat, "gen_ai.response.finish_reasons"));
+    let finish = |chat: &Span| format!("{:?}", attr(chat, "gen_ai.response.finish_reasons"));
     assert!(finish(chats[0]).contains("tool_calls"), "{}", finish(chats[0]));
     assert!(finish(chats[1]).contains("stop"), "{}", finish(chats[1]));
     let tool = one(&spans, "execute_tool echo");
-    assert_eq!(tool.parent_span_id, iterations[0].span_context.span_id());
-    assert_eq!(attr(tool, "gen_ai.tool.name"), Some(&Value::from("echo")));
-    assert_eq!(attr(tool, "gen_ai.tool.type"), Some(&Value::from("function")));
-    assert!(matches!(attr(tool, "gen_ai.tool.call.id"), Some(Value::String(_))));
-    assert_eq!(attr(tool, "agentloop.tool.status"), Some(&Value::from("ok")));
-    assert!(spans.iter().all(|s| s.span_context.trace_id() == root.span_context.trace_id()));
+    assert_eq!(tool.parent_span_id, iterations[0].span_id);
+    assert_eq!(attr(tool, "gen_ai.tool.name"), Some(json!("echo")));
+    assert_eq!(attr(tool, "gen_ai.tool.type"), Some(json!("function")));
+    assert!(attr(tool, "gen_ai.tool.call.id").is_some_and(|v| v.is_string()));
+    assert_eq!(attr(tool, "agentloop.tool.status"), Some(json!("ok")));
+    assert!(spans.iter().all(|s| s.trace_id == root.trace_id));
     let stats = telemetry.shutdown(std::time::Duration::from_secs(1));
     assert_eq!((stats.ended, stats.exported, stats.dropped), (6, 6, 0));
 }
@@ -139,8 +148,8 @@ async fn content_is_captured_when_asked_and_cut_to_size() {
     assert!(input.as_str().starts_with(expected), "{input}");
     assert!(input.as_str().contains("…[truncated"), "{input}");
     let tool = one(&spans, "execute_tool echo");
-    assert_eq!(attr(tool, "gen_ai.tool.call.arguments"), Some(&Value::from(r#"{"x":1}"#)));
-    assert_eq!(attr(tool, "gen_ai.tool.call.result"), Some(&Value::from(r#"echo {"x":1}"#)));
+    assert_eq!(attr(tool, "gen_ai.tool.call.arguments"), Some(json!(r#"{"x":1}"#)));
+    assert_eq!(attr(tool, "gen_ai.tool.call.result"), Some(json!(r#"echo {"x":1}"#)));
     let chats = named(&spans, "chat scripted");
     let Some(Value::String(output)) = attr(chats[1], "gen_ai.output.messages") else { panic!() };
     assert!(output.as_str().contains(r#""content":"done""#), "{output}");
@@ -155,11 +164,8 @@ async fn a_caller_trace_parent_becomes_the_parent() {
     let _: Vec<_> = events.collect().await;
     let spans = spans(&telemetry, &exporter);
     let root = one(&spans, "invoke_agent helper");
-    assert_eq!(
-        root.span_context.trace_id(),
-        TraceId::from_hex("4bf92f3577b34da6a3ce929d0e0e4736").unwrap()
-    );
-    assert_eq!(root.parent_span_id, SpanId::from_hex("00f067aa0ba902b7").unwrap());
+    assert_eq!(crate::testing::hex(&root.trace_id), "4bf92f3577b34da6a3ce929d0e0e4736");
+    assert_eq!(crate::testing::hex(&root.parent_span_id), "00f067aa0ba902b7");
 }
 
 #[tokio::test]
@@ -187,14 +193,14 @@ async fn a_resumed_run_keeps_its_trace_and_links_to_its_first_span() {
     let roots = named(&spans, "invoke_agent helper");
     assert_eq!(roots.len(), 2);
     let (first, second) = (roots[0], roots[1]);
-    assert_eq!(first.span_context.span_id(), ids::run_span_id(&run_id));
-    assert_eq!(attr(first, "error.type"), Some(&Value::from("interrupted")));
-    assert_eq!(second.span_context.trace_id(), first.span_context.trace_id());
-    assert_ne!(second.span_context.span_id(), first.span_context.span_id());
-    assert_eq!(attr(second, "agentloop.run.resumed"), Some(&Value::Bool(true)));
-    assert_eq!(second.links.links.len(), 1);
-    assert_eq!(second.links.links[0].span_context.span_id(), first.span_context.span_id());
-    assert_eq!(second.status, Status::Ok);
+    assert_eq!(first.span_id, ids::run_span_id(&run_id).to_vec());
+    assert_eq!(attr(first, "error.type"), Some(json!("interrupted")));
+    assert_eq!(second.trace_id, first.trace_id);
+    assert_ne!(second.span_id, first.span_id);
+    assert_eq!(attr(second, "agentloop.run.resumed"), Some(json!(true)));
+    assert_eq!(second.links.len(), 1);
+    assert_eq!(second.links[0].span_id, first.span_id);
+    assert_eq!(code(second), StatusCode::Ok);
 }
 
 #[tokio::test]
@@ -219,9 +225,9 @@ async fn a_sub_agent_nests_under_the_tool_call() {
     let root = one(&spans, "invoke_agent parent");
     let tool = one(&spans, "execute_tool ask_child");
     let child = one(&spans, "invoke_agent child");
-    assert_eq!(child.parent_span_id, tool.span_context.span_id());
-    assert_eq!(child.span_context.trace_id(), root.span_context.trace_id());
-    assert!(matches!(attr(child, "agentloop.run.parent_id"), Some(Value::String(_))));
+    assert_eq!(child.parent_span_id, tool.span_id);
+    assert_eq!(child.trace_id, root.trace_id);
+    assert!(attr(child, "agentloop.run.parent_id").is_some_and(|v| v.is_string()));
 }
 
 #[tokio::test]
@@ -232,10 +238,10 @@ async fn a_failed_model_call_is_an_error_span() {
     let _ = agent.run("hi").await;
     let spans = spans(&telemetry, &exporter);
     let chat = one(&spans, "chat scripted");
-    assert_eq!(attr(chat, "error.type"), Some(&Value::from("invalid_request")));
-    assert!(matches!(chat.status, Status::Error { .. }));
+    assert_eq!(attr(chat, "error.type"), Some(json!("invalid_request")));
+    assert_eq!(code(chat), StatusCode::Error);
     let root = one(&spans, "invoke_agent helper");
-    assert!(matches!(root.status, Status::Error { .. }));
+    assert_eq!(code(root), StatusCode::Error);
 }
 
 #[test]
@@ -311,27 +317,26 @@ async fn the_chat_span_names_the_response_and_the_model_that_answered() {
     agent.run("hi").await.unwrap();
     let spans = spans(&telemetry, &exporter);
     let chat = one(&spans, "chat gpt-test");
-    assert_eq!(attr(chat, "gen_ai.provider.name"), Some(&Value::from("openai")));
-    assert_eq!(attr(chat, "gen_ai.request.model"), Some(&Value::from("gpt-test")));
-    assert_eq!(attr(chat, "gen_ai.response.id"), Some(&Value::from("chatcmpl-42")));
-    assert_eq!(attr(chat, "gen_ai.response.model"), Some(&Value::from("gpt-test-2026-01-01")));
-    assert_eq!(one(&spans, "invoke_agent").parent_span_id, SpanId::INVALID);
+    assert_eq!(attr(chat, "gen_ai.provider.name"), Some(json!("openai")));
+    assert_eq!(attr(chat, "gen_ai.request.model"), Some(json!("gpt-test")));
+    assert_eq!(attr(chat, "gen_ai.response.id"), Some(json!("chatcmpl-42")));
+    assert_eq!(attr(chat, "gen_ai.response.model"), Some(json!("gpt-test-2026-01-01")));
+    assert_eq!(one(&spans, "invoke_agent").parent_span_id, Vec::<u8>::new());
 }
 
-/// An exporter whose collector is always down.
-#[derive(Debug)]
+/// A sink whose collector is always down.
 struct Down;
 
-impl opentelemetry_sdk::trace::SpanExporter for Down {
-    async fn export(&self, _batch: Vec<SpanData>) -> opentelemetry_sdk::error::OTelSdkResult {
-        Err(opentelemetry_sdk::error::OTelSdkError::InternalFailure("connection refused".into()))
+impl SpanSink for Down {
+    fn export(&mut self, _request: &[u8], _spans: usize) -> Result<(), String> {
+        Err("connection refused".into())
     }
 }
 
 #[tokio::test]
 async fn with_the_collector_down_every_span_is_counted_as_dropped() {
     let config = TelemetryConfig { queue_size: 4, ..TelemetryConfig::default() };
-    let telemetry = Telemetry::with_exporter(config, Down, None);
+    let telemetry = Telemetry::with_sink(config, Down, None);
     let agent = agent(&telemetry, two_iterations());
     let outcome = agent.run("hi").await.unwrap();
     assert_eq!(outcome.answer, "done");
@@ -355,4 +360,74 @@ fn the_outcome_kind_without_json_is_the_serde_tag() {
         assert_eq!(run::stop_kind(&reason), run::kind_of(&reason), "{reason:?}");
     }
     assert_eq!(run::stop_kind(&StopReason::Completed), "completed");
+}
+
+/// A sink whose first export waits until the test lets it go.
+struct Held {
+    entered: std::sync::mpsc::Sender<()>,
+    release: std::sync::mpsc::Receiver<()>,
+    inner: MemorySink,
+}
+
+impl SpanSink for Held {
+    fn export(&mut self, request: &[u8], spans: usize) -> Result<(), String> {
+        if self.entered.send(()).is_ok() {
+            let _ = self.release.recv();
+        }
+        self.inner.export(request, spans)
+    }
+}
+
+#[test]
+fn a_full_queue_drops_spans_and_counts_them_at_once() {
+    let (entered_tx, entered) = std::sync::mpsc::channel();
+    let (release, release_rx) = std::sync::mpsc::channel();
+    let sink = MemorySink::default();
+    let held = Held { entered: entered_tx, release: release_rx, inner: sink.clone() };
+    let config = TelemetryConfig { queue_size: 4, metrics: false, ..TelemetryConfig::default() };
+    let telemetry = Telemetry::with_sink(config, held, None);
+    // Four spans fill a batch: the export thread takes them and is held in the sink.
+    for n in 0..4 {
+        drop(telemetry.client_span(&format!("a{n}")));
+    }
+    entered.recv_timeout(std::time::Duration::from_secs(5)).unwrap();
+    // Four more fill the queue; six find no room.
+    for n in 0..10 {
+        drop(telemetry.client_span(&format!("b{n}")));
+    }
+    let stats = telemetry.stats();
+    assert_eq!((stats.ended, stats.exported, stats.dropped), (14, 0, 6), "{stats:?}");
+    release.send(()).unwrap();
+    drop(entered);
+    let stats = telemetry.flush();
+    assert_eq!((stats.ended, stats.exported, stats.failed, stats.dropped), (14, 8, 0, 6));
+    let names: Vec<String> = sink.spans().into_iter().map(|s| s.name).collect();
+    assert_eq!(names, ["a0", "a1", "a2", "a3", "b0", "b1", "b2", "b3"]);
+    // After shutdown a span is dropped, and counted.
+    telemetry.shutdown(std::time::Duration::from_secs(2));
+    drop(telemetry.client_span("late"));
+    assert_eq!(telemetry.stats().dropped, 7);
+}
+
+#[tokio::test]
+async fn an_unsampled_trace_exports_nothing_and_a_sampled_caller_decides() {
+    let sink = MemorySink::default();
+    let config = TelemetryConfig {
+        sampling: Sampling::ParentBasedAlwaysOff,
+        capture_content: true,
+        ..TelemetryConfig::default()
+    };
+    let telemetry = Telemetry::with_sink(config, sink.clone(), None);
+    let agent = agent(&telemetry, two_iterations());
+    agent.run("hi").await.unwrap();
+    assert_eq!(telemetry.flush().ended, 0);
+    assert!(sink.spans().is_empty());
+    // The caller's trace is sampled: so is the run's.
+    let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let options = RunOptions::default().trace_parent(parent);
+    let agent = self::agent(&telemetry, two_iterations());
+    let _: Vec<_> = agent.run_stream_with("hi", options).collect().await;
+    let spans = spans(&telemetry, &sink);
+    assert_eq!(spans.len(), 6);
+    assert!(spans.iter().all(|s| crate::testing::hex(&s.trace_id) == parent[3..35]));
 }

@@ -1,0 +1,242 @@
+//! The export queue: ended spans wait here (bounded: a full queue drops the span and counts
+//! it) until one thread of its own encodes them as OTLP protobuf and hands each batch to a
+//! [`SpanSink`]: HTTP/protobuf, gRPC, or a sink of the caller's. A run never waits for it.
+
+use crate::counting::Counters;
+use crate::otlp::{self, Preamble};
+use crate::span::SpanRecord;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Where encoded spans go: each call gets one OTLP `ExportTraceServiceRequest` (protobuf)
+/// holding `spans` spans. Called on the export thread, one batch at a time.
+pub trait SpanSink: Send + 'static {
+    /// Delivers one request; an error counts its spans as failed (they are not retried).
+    fn export(&mut self, request: &[u8], spans: usize) -> Result<(), String>;
+}
+
+/// The most spans one request holds.
+const MAX_BATCH: usize = 512;
+
+struct State {
+    spans: Vec<SpanRecord>,
+    /// Flushes asked for and done (a flush waits until `flushed` reaches its number).
+    flush_asked: u64,
+    flushed: u64,
+    shutdown: bool,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    /// Wakes the export thread.
+    work: Condvar,
+    /// Wakes those waiting for a flush.
+    done: Condvar,
+    capacity: usize,
+    batch: usize,
+    counters: Arc<Counters>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The queue and its export thread.
+pub(crate) struct Queue {
+    shared: Arc<Shared>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Queue {
+    /// Starts the export thread.
+    pub(crate) fn start(
+        sink: Box<dyn SpanSink>,
+        preamble: Preamble,
+        capacity: usize,
+        delay: Duration,
+        counters: Arc<Counters>,
+    ) -> Self {
+        let capacity = capacity.max(1);
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                spans: Vec::with_capacity(capacity.min(MAX_BATCH)),
+                flush_asked: 0,
+                flushed: 0,
+                shutdown: false,
+            }),
+            work: Condvar::new(),
+            done: Condvar::new(),
+            capacity,
+            batch: MAX_BATCH.min(capacity),
+            counters,
+        });
+        let worker = Worker { shared: shared.clone(), sink, preamble, delay, buf: Vec::new() };
+        let thread = std::thread::Builder::new()
+            .name("agentloop-otel-export".into())
+            .spawn(move || worker.run());
+        let thread = match thread {
+            Ok(handle) => Some(handle),
+            Err(error) => {
+                // Without the thread nothing is exported: every span is counted as dropped.
+                tracing::warn!(%error, "otel: cannot start the export thread");
+                shared.lock().shutdown = true;
+                None
+            }
+        };
+        Self { shared, thread: Mutex::new(thread) }
+    }
+
+    /// Queues an ended span (or drops it, counted, when the queue is full or shut).
+    pub(crate) fn end(&self, span: SpanRecord) {
+        self.shared.counters.ended();
+        let mut state = self.shared.lock();
+        if state.shutdown || state.spans.len() >= self.shared.capacity {
+            drop(state);
+            self.shared.counters.rejected();
+            return;
+        }
+        state.spans.push(span);
+        if state.spans.len() == self.shared.batch {
+            self.shared.work.notify_one();
+        }
+    }
+
+    /// Exports what is queued now; waits at most `timeout`. True if it was done in time.
+    pub(crate) fn flush(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut state = self.shared.lock();
+        state.flush_asked += 1;
+        let goal = state.flush_asked;
+        self.shared.work.notify_one();
+        while state.flushed < goal {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            state = match self.shared.done.wait_timeout(state, left) {
+                Ok((state, _)) => state,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
+        }
+        true
+    }
+
+    /// Exports what is queued and stops the thread (waits at most `timeout`); spans ended
+    /// later are dropped.
+    pub(crate) fn shutdown(&self, timeout: Duration) {
+        let flushed = self.flush(timeout);
+        self.shared.lock().shutdown = true;
+        self.shared.work.notify_one();
+        let thread = self.thread.lock().unwrap_or_else(PoisonError::into_inner).take();
+        if let (true, Some(thread)) = (flushed, thread) {
+            if thread.join().is_err() {
+                tracing::warn!("otel: the export thread panicked");
+            }
+        }
+    }
+}
+
+impl Drop for Queue {
+    fn drop(&mut self) {
+        // Lets the thread end; what is queued is not exported (call `shutdown` for that).
+        self.shared.lock().shutdown = true;
+        self.shared.work.notify_one();
+    }
+}
+
+struct Worker {
+    shared: Arc<Shared>,
+    sink: Box<dyn SpanSink>,
+    preamble: Preamble,
+    delay: Duration,
+    buf: Vec<u8>,
+}
+
+impl Worker {
+    fn run(mut self) {
+        let mut spare: Vec<SpanRecord> = Vec::with_capacity(self.shared.batch);
+        let mut next = Instant::now() + self.delay;
+        loop {
+            let (goal, stop) = {
+                let mut state = self.shared.lock();
+                loop {
+                    let due = Instant::now() >= next;
+                    if state.shutdown
+                        || state.flush_asked > state.flushed
+                        || state.spans.len() >= self.shared.batch
+                        || (due && !state.spans.is_empty())
+                    {
+                        break;
+                    }
+                    if due {
+                        next = Instant::now() + self.delay;
+                    }
+                    let left = next.saturating_duration_since(Instant::now());
+                    state = match self.shared.work.wait_timeout(state, left) {
+                        Ok((state, _)) => state,
+                        Err(poisoned) => poisoned.into_inner().0,
+                    };
+                }
+                std::mem::swap(&mut state.spans, &mut spare);
+                (state.flush_asked, state.shutdown)
+            };
+            for batch in spare.chunks(self.shared.batch) {
+                self.export(batch);
+            }
+            spare.clear();
+            next = Instant::now() + self.delay;
+            // Every span queued before flush `goal` was asked for was in this swap.
+            let mut state = self.shared.lock();
+            state.flushed = state.flushed.max(goal);
+            self.shared.done.notify_all();
+            if stop {
+                break;
+            }
+        }
+    }
+
+    fn export(&mut self, batch: &[SpanRecord]) {
+        otlp::encode(&self.preamble, batch, &mut self.buf);
+        let counters = &self.shared.counters;
+        match self.sink.export(&self.buf, batch.len()) {
+            Ok(()) => counters.exported(batch.len()),
+            Err(error) => {
+                tracing::debug!(%error, spans = batch.len(), "otel: an export failed");
+                counters.failed(batch.len());
+            }
+        }
+    }
+}
+
+/// OTLP over HTTP/protobuf, with the blocking client (the export thread is not async).
+pub(crate) struct HttpSink {
+    pub(crate) client: reqwest_mcp::blocking::Client,
+    pub(crate) url: String,
+    pub(crate) headers: reqwest_mcp::header::HeaderMap,
+    pub(crate) timeout: Duration,
+}
+
+impl SpanSink for HttpSink {
+    fn export(&mut self, request: &[u8], _spans: usize) -> Result<(), String> {
+        let response = self
+            .client
+            .post(&self.url)
+            .headers(self.headers.clone())
+            .header("content-type", "application/x-protobuf")
+            .timeout(self.timeout)
+            .body(request.to_vec())
+            .send()
+            .map_err(|e| format!("sending to {}: {}", self.url, e.without_url()))?;
+        let status = response.status();
+        // Reads the body so that the connection is reused.
+        let _body = response.bytes();
+        if status.is_success() {
+            Ok(())
+        } else {
+            Err(format!("the collector at {} answered {status}", self.url))
+        }
+    }
+}

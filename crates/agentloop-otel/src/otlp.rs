@@ -1,0 +1,237 @@
+//! OTLP protobuf encoding of agentloop's span records: an `ExportTraceServiceRequest`
+//! (opentelemetry-proto `collector/trace/v1`) written straight from [`SpanRecord`]s into one
+//! reusable buffer. The same bytes go out over HTTP/protobuf and gRPC.
+//!
+//! The field numbers are those of `opentelemetry/proto/trace/v1/trace.proto` and
+//! `common/v1/common.proto`; the unit tests decode the output with the project's own
+//! generated types (the `opentelemetry-proto` crate) and compare field by field.
+
+use crate::span::{Attr, SpanContext, SpanRecord, Status, Value};
+
+const VARINT: u32 = 0;
+const FIXED64: u32 = 1;
+const LEN: u32 = 2;
+const FIXED32: u32 = 5;
+
+/// `Span.flags`: the low byte holds the W3C trace flags; these say whether the parent is
+/// remote.
+const FLAGS_HAS_IS_REMOTE: u32 = 0x100;
+const FLAGS_IS_REMOTE: u32 = 0x200;
+
+/// A protobuf writer over a reusable buffer.
+pub(crate) struct Writer<'a> {
+    buf: &'a mut Vec<u8>,
+}
+
+impl<'a> Writer<'a> {
+    pub(crate) fn new(buf: &'a mut Vec<u8>) -> Self {
+        Self { buf }
+    }
+
+    fn varint(&mut self, mut value: u64) {
+        while value >= 0x80 {
+            self.buf.push((value as u8) | 0x80);
+            value >>= 7;
+        }
+        self.buf.push(value as u8);
+    }
+
+    fn key(&mut self, field: u32, wire: u32) {
+        self.varint(u64::from(field << 3 | wire));
+    }
+
+    fn uint(&mut self, field: u32, value: u64) {
+        self.key(field, VARINT);
+        self.varint(value);
+    }
+
+    fn fixed64(&mut self, field: u32, value: u64) {
+        self.key(field, FIXED64);
+        self.buf.extend_from_slice(&value.to_le_bytes());
+    }
+
+    fn fixed32(&mut self, field: u32, value: u32) {
+        self.key(field, FIXED32);
+        self.buf.extend_from_slice(&value.to_le_bytes());
+    }
+
+    fn bytes(&mut self, field: u32, value: &[u8]) {
+        self.key(field, LEN);
+        self.varint(value.len() as u64);
+        self.buf.extend_from_slice(value);
+    }
+
+    fn string(&mut self, field: u32, value: &str) {
+        self.bytes(field, value.as_bytes());
+    }
+
+    /// A nested message: written in place after a length of `room` bytes (the guess for
+    /// its size), which is resized (the body moved) when the body turns out to need
+    /// another.
+    fn message(&mut self, field: u32, room: usize, body: impl FnOnce(&mut Self)) {
+        self.key(field, LEN);
+        let at = self.buf.len();
+        self.buf.resize(at + room, 0);
+        body(self);
+        let len = self.buf.len() - at - room;
+        let mut prefix = [0u8; 10];
+        let mut n = 0;
+        let mut rest = len as u64;
+        while rest >= 0x80 {
+            prefix[n] = (rest as u8) | 0x80;
+            rest >>= 7;
+            n += 1;
+        }
+        prefix[n] = rest as u8;
+        n += 1;
+        if n > room {
+            self.buf.splice(at + room..at + room, std::iter::repeat_n(0u8, n - room));
+        } else if n < room {
+            self.buf.drain(at + n..at + room);
+        }
+        self.buf[at..at + n].copy_from_slice(&prefix[..n]);
+    }
+
+    /// A `KeyValue` in field `field`; its lengths are known before it is written, so it
+    /// is written in one pass.
+    fn key_value(&mut self, field: u32, key: &str, value: &Value) {
+        let value_len = any_value_len(value);
+        let len = 1 + varint_len(key.len()) + key.len() + 1 + varint_len(value_len) + value_len;
+        self.key(field, LEN);
+        self.varint(len as u64);
+        self.string(1, key);
+        self.key(2, LEN);
+        self.varint(value_len as u64);
+        match value {
+            Value::Text(text) => self.string(1, text.as_str()),
+            Value::Bool(b) => self.uint(2, u64::from(*b)),
+            Value::Int(i) => self.uint(3, *i as u64),
+            Value::Float(f) => self.fixed64(4, f.to_bits()),
+            Value::TextList(text) => {
+                // ArrayValue { values: [AnyValue { string_value }] }
+                let text = text.as_str();
+                let inner = 1 + varint_len(text.len()) + text.len();
+                self.key(5, LEN);
+                self.varint((1 + varint_len(inner) + inner) as u64);
+                self.key(1, LEN);
+                self.varint(inner as u64);
+                self.string(1, text);
+            }
+        }
+    }
+
+    fn attributes(&mut self, field: u32, attributes: &[Attr]) {
+        for a in attributes {
+            self.key_value(field, a.key, &a.value);
+        }
+    }
+
+    fn span(&mut self, span: &SpanRecord) {
+        let context = &span.context;
+        self.bytes(1, &context.trace_id);
+        self.bytes(2, &context.span_id);
+        if let Some(parent) = &span.parent {
+            self.bytes(4, parent);
+        }
+        self.string(5, span.name.as_str());
+        self.uint(6, span.kind as u64);
+        self.fixed64(7, span.start);
+        self.fixed64(8, span.end);
+        self.attributes(9, &span.attributes);
+        for event in &span.events {
+            self.message(11, 1, |w| {
+                w.fixed64(1, event.time);
+                w.string(2, event.name);
+                w.attributes(3, &event.attributes);
+            });
+        }
+        for link in &span.links {
+            self.message(13, 1, |w| {
+                w.bytes(1, &link.trace_id);
+                w.bytes(2, &link.span_id);
+                w.fixed32(6, flags(link) | FLAGS_HAS_IS_REMOTE);
+            });
+        }
+        match &span.status {
+            Status::Unset => {}
+            Status::Ok => self.message(15, 1, |w| w.uint(3, 1)),
+            Status::Error(message) => self.message(15, 1, |w| {
+                if !message.is_empty() {
+                    w.string(2, message);
+                }
+                w.uint(3, 2);
+            }),
+        }
+        let remote = if span.remote_parent { FLAGS_IS_REMOTE } else { 0 };
+        self.fixed32(16, flags(context) | FLAGS_HAS_IS_REMOTE | remote);
+    }
+}
+
+/// The bytes of `value` as a varint.
+pub(crate) fn varint_len(value: usize) -> usize {
+    varint_len_u64(value as u64)
+}
+
+/// The encoded length of an `AnyValue` holding `value`.
+fn any_value_len(value: &Value) -> usize {
+    let string = |len: usize| 1 + varint_len(len) + len;
+    match value {
+        Value::Text(text) => string(text.as_str().len()),
+        Value::Bool(_) => 2,
+        Value::Int(i) => 1 + varint_len_u64(*i as u64),
+        Value::Float(_) => 9,
+        Value::TextList(text) => {
+            let any = string(text.as_str().len());
+            let array = 1 + varint_len(any) + any;
+            1 + varint_len(array) + array
+        }
+    }
+}
+
+fn varint_len_u64(value: u64) -> usize {
+    let bits = u64::BITS - (value | 1).leading_zeros();
+    (bits as usize).div_ceil(7)
+}
+
+fn flags(context: &SpanContext) -> u32 {
+    u32::from(context.sampled)
+}
+
+/// The parts of a request that do not change: the resource and the instrumentation scope.
+#[derive(Debug, Clone)]
+pub(crate) struct Preamble {
+    /// The encoded `Resource` message body.
+    resource: Vec<u8>,
+}
+
+impl Preamble {
+    /// From the resource's attributes (`service.name`, …).
+    pub(crate) fn new(resource: &[(String, Value)]) -> Self {
+        let mut body = Vec::new();
+        let mut w = Writer::new(&mut body);
+        for (key, value) in resource {
+            w.key_value(1, key, value);
+        }
+        Self { resource: body }
+    }
+}
+
+/// Encodes `spans` as one `ExportTraceServiceRequest` into `out` (cleared first).
+pub(crate) fn encode(preamble: &Preamble, spans: &[SpanRecord], out: &mut Vec<u8>) {
+    out.clear();
+    let mut w = Writer::new(out);
+    // A batch is tens of kilobytes (three-byte lengths); a span, hundreds of bytes to a few
+    // kilobytes (two).
+    w.message(1, 3, |w| {
+        w.bytes(1, &preamble.resource);
+        w.message(2, 3, |w| {
+            w.message(1, 1, |w| w.string(1, "agentloop"));
+            for span in spans {
+                w.message(2, 2, |w| w.span(span));
+            }
+        });
+    });
+}
+
+#[cfg(test)]
+mod tests;
