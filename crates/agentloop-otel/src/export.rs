@@ -14,6 +14,12 @@ use std::time::{Duration, Instant};
 pub trait SpanSink: Send + 'static {
     /// Delivers one request; an error counts its spans as failed (they are not retried).
     fn export(&mut self, request: &[u8], spans: usize) -> Result<(), String>;
+
+    /// The same, given the request's buffer (a sink that sends the bytes on can take them
+    /// without a copy).
+    fn export_owned(&mut self, request: Vec<u8>, spans: usize) -> Result<(), String> {
+        self.export(&request, spans)
+    }
 }
 
 /// The most spans one request holds.
@@ -200,8 +206,10 @@ impl Worker {
 
     fn export(&mut self, batch: &[SpanRecord]) {
         otlp::encode(&self.preamble, batch, &mut self.buf);
+        let capacity = self.buf.capacity();
+        let request = std::mem::replace(&mut self.buf, Vec::with_capacity(capacity));
         let counters = &self.shared.counters;
-        match self.sink.export(&self.buf, batch.len()) {
+        match self.sink.export_owned(request, batch.len()) {
             Ok(()) => counters.exported(batch.len()),
             Err(error) => {
                 tracing::debug!(%error, spans = batch.len(), "otel: an export failed");
@@ -220,14 +228,18 @@ pub(crate) struct HttpSink {
 }
 
 impl SpanSink for HttpSink {
-    fn export(&mut self, request: &[u8], _spans: usize) -> Result<(), String> {
+    fn export(&mut self, request: &[u8], spans: usize) -> Result<(), String> {
+        self.export_owned(request.to_vec(), spans)
+    }
+
+    fn export_owned(&mut self, request: Vec<u8>, _spans: usize) -> Result<(), String> {
         let response = self
             .client
             .post(&self.url)
             .headers(self.headers.clone())
             .header("content-type", "application/x-protobuf")
             .timeout(self.timeout)
-            .body(request.to_vec())
+            .body(request)
             .send()
             .map_err(|e| format!("sending to {}: {}", self.url, e.without_url()))?;
         let status = response.status();

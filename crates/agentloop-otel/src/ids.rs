@@ -20,8 +20,19 @@ pub(crate) fn run_trace_id(run_id: &str) -> TraceId {
     bytes
 }
 
-/// The span id of the first `invoke_agent` span of a run.
+/// The span id of the first `invoke_agent` span of a run: the random low half of a
+/// `run_<uuid>` id (mixed with a constant, so that it does not repeat the trace id's digits),
+/// else a hash of the id.
 pub(crate) fn run_span_id(run_id: &str) -> SpanId {
+    let hex = run_id.strip_prefix("run_").unwrap_or(run_id);
+    if let Some(id) = unhex::<16>(hex) {
+        let mut low = [0u8; 8];
+        low.copy_from_slice(&id[8..]);
+        let span = (u64::from_be_bytes(low) ^ 0x5bd1_e995_9e37_79b9).to_be_bytes();
+        if span != [0; 8] {
+            return span;
+        }
+    }
     let digest = Sha256::digest(format!("agentloop.span:{run_id}").as_bytes());
     let mut bytes = [0u8; 8];
     bytes.copy_from_slice(&digest[..8]);

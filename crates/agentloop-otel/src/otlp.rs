@@ -97,6 +97,7 @@ impl<'a> Writer<'a> {
     fn key_value(&mut self, field: u32, key: &str, value: &Value) {
         let value_len = any_value_len(value);
         let len = 1 + varint_len(key.len()) + key.len() + 1 + varint_len(value_len) + value_len;
+        self.buf.reserve(len + 6);
         self.key(field, LEN);
         self.varint(len as u64);
         self.string(1, key);
@@ -137,6 +138,7 @@ impl<'a> Writer<'a> {
         self.uint(6, span.kind as u64);
         self.fixed64(7, span.start);
         self.fixed64(8, span.end);
+        self.buf.extend_from_slice(&span.encoded);
         self.attributes(9, &span.attributes);
         for event in &span.events {
             self.message(11, 1, |w| {
@@ -214,6 +216,13 @@ impl Preamble {
         }
         Self { resource: body }
     }
+}
+
+/// `attributes` encoded as a span's (field 9), for [`SpanRecord::encoded`].
+pub(crate) fn attributes(attributes: &[Attr]) -> std::sync::Arc<[u8]> {
+    let mut buf = Vec::new();
+    Writer::new(&mut buf).attributes(9, attributes);
+    buf.into()
 }
 
 /// Encodes `spans` as one `ExportTraceServiceRequest` into `out` (cleared first).

@@ -13,28 +13,24 @@
 
 use crate::semconv as sc;
 use crate::span::{attr, now, Attr, Kind, SpanContext, SpanRecord, Status, Text, Value};
-use crate::telemetry::Inner;
+use crate::telemetry::{Inner, ModelEntry};
 use crate::{content, ids};
 use agentloop::event::{Event, ModelPurpose};
 use agentloop::message::{FinishReason, ToolResultContent, Usage};
 use agentloop::observe::{ObservedRun, RunObserver};
 use agentloop::run::{Outcome, StopReason};
-use opentelemetry::KeyValue;
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 /// The spans of one stretch of a run.
 pub(crate) struct RunTrace {
     telemetry: Arc<Inner>,
-    /// The attributes every model call shares (provider, model, sampling).
-    chat_base: Vec<Attr>,
-    /// `chat {model}`.
-    chat_name: Arc<str>,
-    /// Shared (reference-counted): every span and metric point that names them clones them.
-    provider: Arc<str>,
-    model: Arc<str>,
+    /// What the runs of this provider and model share (names, encoded attributes,
+    /// metric instruments).
+    model: Arc<ModelEntry>,
+    /// The request's parameters, which every model call of the run has.
+    chat_parameters: Vec<Attr>,
     /// Whether the trace is recorded (an unsampled one still propagates its context and
     /// records metrics, but captures no content).
     sampled: bool,
@@ -52,7 +48,8 @@ struct State {
     root: SpanRecord,
     iteration: Option<SpanRecord>,
     chat: Option<(SpanRecord, Instant)>,
-    tools: HashMap<String, SpanRecord>,
+    /// The open tool calls' spans by call id (a few at a time: a list, not a map).
+    tools: Vec<(String, SpanRecord)>,
     compaction: Option<SpanRecord>,
     pause: Option<SpanRecord>,
     /// `IterationStarted.at_ms` of the last iteration and its duration once it ended.
@@ -72,26 +69,21 @@ impl RunTrace {
     /// Starts the stretch's `invoke_agent` span.
     pub(crate) fn start(telemetry: Arc<Inner>, run: &ObservedRun<'_>) -> Self {
         let config = run.config;
-        let provider: Arc<str> = Arc::from(sc::provider_name(run.provider));
-        let model: Arc<str> = Arc::from(run.model);
-        let mut chat_base = vec![
-            attr(sc::OPERATION_NAME, "chat"),
-            attr(sc::PROVIDER_NAME, Text::Shared(provider.clone())),
-            attr(sc::REQUEST_MODEL, Text::Shared(model.clone())),
-        ];
+        let model = telemetry.model(sc::provider_name(run.provider), run.model);
+        let mut chat_parameters = Vec::new();
         if let Some(temperature) = config.temperature {
-            chat_base.push(attr(sc::REQUEST_TEMPERATURE, f64::from(temperature)));
+            chat_parameters.push(attr(sc::REQUEST_TEMPERATURE, f64::from(temperature)));
         }
         if let Some(max_tokens) = config.max_tokens {
-            chat_base.push(attr(sc::REQUEST_MAX_TOKENS, i64::from(max_tokens)));
+            chat_parameters.push(attr(sc::REQUEST_MAX_TOKENS, i64::from(max_tokens)));
         }
         let agent = config.agent.as_deref();
         let name = agent.map_or_else(|| "invoke_agent".to_owned(), |a| format!("invoke_agent {a}"));
         let mut attributes = Vec::with_capacity(8 + ROOT_END_ATTRIBUTES);
         attributes.extend([
             attr(sc::OPERATION_NAME, "invoke_agent"),
-            attr(sc::PROVIDER_NAME, Text::Shared(provider.clone())),
-            attr(sc::REQUEST_MODEL, Text::Shared(model.clone())),
+            attr(sc::PROVIDER_NAME, Text::Shared(model.provider.clone())),
+            attr(sc::REQUEST_MODEL, Text::Shared(model.model.clone())),
             attr(sc::RUN_ID, run.run_id.to_owned()),
         ]);
         if let Some(agent) = agent {
@@ -124,17 +116,15 @@ impl RunTrace {
         root.attributes = attributes;
         root.links = links;
         Self {
-            chat_name: Arc::from(format!("chat {}", run.model)),
             telemetry,
-            chat_base,
-            provider,
             model,
+            chat_parameters,
             sampled,
             state: Mutex::new(State {
                 root,
                 iteration: None,
                 chat: None,
-                tools: HashMap::new(),
+                tools: Vec::new(),
                 compaction: None,
                 pause: None,
                 elapsed_ms: 0,
@@ -208,15 +198,16 @@ impl RunTrace {
             }
             Event::ModelRequested { iteration, purpose } => {
                 let mut attributes =
-                    Vec::with_capacity(self.chat_base.len() + 2 + CHAT_END_ATTRIBUTES);
-                attributes.extend_from_slice(&self.chat_base);
+                    Vec::with_capacity(self.chat_parameters.len() + 2 + CHAT_END_ATTRIBUTES);
+                attributes.extend_from_slice(&self.chat_parameters);
                 attributes.push(attr(sc::ITERATION, i64::from(*iteration)));
                 if let ModelPurpose::WindDown { .. } = purpose {
                     attributes.push(attr(sc::MODEL_PURPOSE, "wind_down"));
                 }
                 let parent = *state.parent();
-                let name = Text::Shared(self.chat_name.clone());
-                let chat = self.child(&parent, name, Kind::Client, attributes, None);
+                let name = Text::Shared(self.model.chat_name.clone());
+                let mut chat = self.child(&parent, name, Kind::Client, attributes, None);
+                chat.encoded = self.model.chat_attributes.clone();
                 if let Some((old, _)) = state.chat.replace((chat, Instant::now())) {
                     self.end(Some(old));
                 }
@@ -261,12 +252,9 @@ impl RunTrace {
                 }
                 span.status = Status::Ok;
                 self.end(Some(span));
-                self.telemetry.record_model_call(
-                    self.metric_base(),
-                    Some(usage),
-                    *duration_ms,
-                    None,
-                );
+                if let Some(metrics) = &self.model.metrics {
+                    self.telemetry.record_model_call(metrics, Some(usage), *duration_ms, None);
+                }
             }
             Event::ModelFailed { error, .. } => {
                 let kind = kind_of(error);
@@ -279,7 +267,9 @@ impl RunTrace {
                     None => Duration::ZERO,
                 };
                 let ms = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
-                self.telemetry.record_model_call(self.metric_base(), None, ms, Some(kind));
+                if let Some(metrics) = &self.model.metrics {
+                    self.telemetry.record_model_call(metrics, None, ms, Some(kind));
+                }
             }
             Event::ToolStarted { call, arguments } => {
                 state.tool_calls += 1;
@@ -291,7 +281,7 @@ impl RunTrace {
                 let parent = *state.parent();
                 let name = format!("execute_tool {}", call.name);
                 let span = self.child(&parent, name, Kind::Internal, attributes, None);
-                state.tools.insert(call.id.clone(), span);
+                state.tools.push((call.id.clone(), span));
             }
             Event::ToolCompleted { name, result, duration_ms, .. } => {
                 let mut span = self.tool_span(state, name, &result.call_id, *duration_ms);
@@ -425,8 +415,8 @@ impl RunTrace {
         call_id: &str,
         duration_ms: u64,
     ) -> SpanRecord {
-        if let Some(span) = state.tools.remove(call_id) {
-            return span;
+        if let Some(at) = state.tools.iter().position(|(id, _)| id == call_id) {
+            return state.tools.swap_remove(at).1;
         }
         let parent = *state.parent();
         let ago = Some(Duration::from_millis(duration_ms));
@@ -441,21 +431,13 @@ impl RunTrace {
         }
     }
 
-    fn metric_base(&self) -> [KeyValue; 3] {
-        [
-            KeyValue::new(sc::OPERATION_NAME, "chat"),
-            KeyValue::new(sc::PROVIDER_NAME, self.provider.clone()),
-            KeyValue::new(sc::REQUEST_MODEL, self.model.clone()),
-        ]
-    }
-
     /// Ends every open span, the root last, with the outcome's totals on the root.
     fn finish(&self, state: &mut State, outcome: Option<&Outcome>) {
         if state.ended {
             return;
         }
         state.ended = true;
-        for (_, mut span) in state.tools.drain() {
+        for (_, mut span) in std::mem::take(&mut state.tools) {
             span.fail("interrupted", "the run stopped before the call ended");
             self.end(Some(span));
         }
@@ -504,7 +486,7 @@ impl RunObserver for RunTrace {
     fn trace_parent(&self, call_id: Option<&str>) -> Option<String> {
         let state = self.state();
         let context = match call_id {
-            Some(id) => &state.tools.get(id)?.context,
+            Some(id) => &state.tools.iter().find(|(call, _)| call == id)?.1.context,
             None => match &state.chat {
                 Some((span, _)) => &span.context,
                 None => state.parent(),

@@ -158,7 +158,7 @@ impl SpanContext {
         out[35] = b'-';
         hex_into(&mut out[36..52], &self.span_id);
         out[52..].copy_from_slice(if self.sampled { b"-01" } else { b"-00" });
-        out.iter().map(|&b| char::from(b)).collect()
+        String::from_utf8(out.to_vec()).unwrap_or_default()
     }
 
     /// A W3C `traceparent` (version 00, or a later version read as 00 does), or `None` if it
@@ -187,7 +187,7 @@ impl SpanContext {
 pub(crate) fn hex(out: &mut String, bytes: &[u8]) {
     let mut digits = vec![0u8; bytes.len() * 2];
     hex_into(&mut digits, bytes);
-    out.extend(digits.iter().map(|&b| char::from(b)));
+    out.push_str(std::str::from_utf8(&digits).unwrap_or_default());
 }
 
 /// `bytes` as lower-case hex into `out` (twice as long).
@@ -228,6 +228,9 @@ pub(crate) struct SpanRecord {
     pub(crate) kind: Kind,
     pub(crate) start: u64,
     pub(crate) end: u64,
+    /// Attributes already encoded (`otlp::attributes`: those many spans share), written
+    /// before `attributes`.
+    pub(crate) encoded: Arc<[u8]>,
     pub(crate) attributes: Vec<Attr>,
     pub(crate) events: Vec<SpanEvent>,
     /// Spans this one continues (a resumed run's first span).
@@ -246,6 +249,7 @@ impl SpanRecord {
             kind,
             start: now(),
             end: 0,
+            encoded: Arc::from([]),
             attributes: Vec::new(),
             events: Vec::new(),
             links: Vec::new(),

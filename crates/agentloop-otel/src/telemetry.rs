@@ -7,11 +7,13 @@ use crate::export::{HttpSink, Queue, SpanSink};
 use crate::otlp::Preamble;
 use crate::run::RunTrace;
 use crate::semconv as sc;
-use crate::span::{self, IdSource, Kind, SpanContext, SpanRecord, Text};
+use crate::span::{self, attr, IdSource, Kind, SpanContext, SpanRecord, Text};
 use crate::Error;
 use agentloop::message::Usage;
 use agentloop::observe::{ObservedRun, Observer, RunObserver};
-use opentelemetry::metrics::{Counter, Histogram, Meter, MeterProvider};
+use opentelemetry::metrics::{
+    BoundCounter, BoundHistogram, Counter, Histogram, Meter, MeterProvider,
+};
 use opentelemetry::KeyValue;
 use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
 use opentelemetry_sdk::Resource;
@@ -38,6 +40,8 @@ impl std::fmt::Debug for Telemetry {
 /// What the runs' observers share.
 pub(crate) struct Inner {
     pub(crate) queue: Queue,
+    /// By model, then provider.
+    models: Mutex<HashMap<String, Vec<Arc<ModelEntry>>>>,
     pub(crate) ids: IdSource,
     pub(crate) config: TelemetryConfig,
     meter_provider: Option<SdkMeterProvider>,
@@ -53,6 +57,45 @@ struct Instruments {
     tool_calls: Counter<u64>,
     iterations: Histogram<u64>,
     cost: Counter<f64>,
+    /// The instruments bound to the attributes of each model, tool (and status) and
+    /// outcome seen: one lookup per run, tool call and ended run instead of hashing every
+    /// measurement's attributes.
+    tools: Mutex<HashMap<String, [Option<BoundCounter<u64>>; 3]>>,
+    outcomes: Mutex<HashMap<String, OutcomeInstruments>>,
+}
+
+/// What every run of one provider and model shares: built once, by the first.
+pub(crate) struct ModelEntry {
+    pub(crate) provider: Arc<str>,
+    pub(crate) model: Arc<str>,
+    /// `chat {model}`.
+    pub(crate) chat_name: Arc<str>,
+    /// The operation, provider and model attributes of a `chat` span, encoded.
+    pub(crate) chat_attributes: Arc<[u8]>,
+    /// The model-call instruments bound to the provider and model (metrics on).
+    pub(crate) metrics: Option<ModelInstruments>,
+}
+
+/// The model-call instruments bound to one provider and model.
+pub(crate) struct ModelInstruments {
+    base: [KeyValue; 3],
+    input_tokens: BoundHistogram<u64>,
+    output_tokens: BoundHistogram<u64>,
+    duration: BoundHistogram<f64>,
+}
+
+#[derive(Clone)]
+struct OutcomeInstruments {
+    runs: BoundCounter<u64>,
+    iterations: BoundHistogram<u64>,
+    cost: BoundCounter<f64>,
+}
+
+/// The tool statuses (`agentloop.tool.status`).
+const TOOL_STATUSES: [&str; 3] = ["ok", "error", "timeout"];
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Instruments {
@@ -91,6 +134,8 @@ impl Instruments {
                 .with_unit("USD")
                 .with_description("Cost of the ended runs (agents with a price)")
                 .build(),
+            tools: Mutex::default(),
+            outcomes: Mutex::default(),
         }
     }
 }
@@ -151,6 +196,7 @@ impl Telemetry {
         }
         let inner = Inner {
             queue,
+            models: Mutex::default(),
             ids: IdSource::default(),
             config,
             meter_provider,
@@ -244,48 +290,110 @@ impl Observer for Telemetry {
 }
 
 impl Inner {
+    /// What the runs of `provider` and `model` share, built by the first of them.
+    pub(crate) fn model(&self, provider: &str, model: &str) -> Arc<ModelEntry> {
+        let mut models = lock(&self.models);
+        let entries = match models.get_mut(model) {
+            Some(entries) => entries,
+            None => models.entry(model.to_owned()).or_default(),
+        };
+        if let Some(entry) = entries.iter().find(|e| &*e.provider == provider) {
+            return entry.clone();
+        }
+        let provider: Arc<str> = Arc::from(provider);
+        let model: Arc<str> = Arc::from(model);
+        let chat_attributes = crate::otlp::attributes(&[
+            attr(sc::OPERATION_NAME, "chat"),
+            attr(sc::PROVIDER_NAME, Text::Shared(provider.clone())),
+            attr(sc::REQUEST_MODEL, Text::Shared(model.clone())),
+        ]);
+        let metrics = self.instruments.as_ref().map(|instruments| {
+            let base = [
+                KeyValue::new(sc::OPERATION_NAME, "chat"),
+                KeyValue::new(sc::PROVIDER_NAME, provider.clone()),
+                KeyValue::new(sc::REQUEST_MODEL, model.clone()),
+            ];
+            let tokens = |kind: &'static str| {
+                let mut attributes = base.to_vec();
+                attributes.push(KeyValue::new(sc::TOKEN_TYPE, kind));
+                instruments.token_usage.bind(&attributes)
+            };
+            ModelInstruments {
+                input_tokens: tokens("input"),
+                output_tokens: tokens("output"),
+                duration: instruments.operation_duration.bind(&base),
+                base,
+            }
+        });
+        let entry = Arc::new(ModelEntry {
+            chat_name: Arc::from(format!("chat {model}")),
+            provider,
+            model,
+            chat_attributes,
+            metrics,
+        });
+        entries.push(entry.clone());
+        entry
+    }
+
     pub(crate) fn record_model_call(
         &self,
-        base: [KeyValue; 3],
+        model: &ModelInstruments,
         usage: Option<&Usage>,
         duration_ms: u64,
         error: Option<String>,
     ) {
         let Some(instruments) = &self.instruments else { return };
         if let Some(usage) = usage {
-            let mut attributes = base.to_vec();
-            attributes.push(KeyValue::new(sc::TOKEN_TYPE, "input"));
-            instruments.token_usage.record(usage.input, &attributes);
-            if let Some(last) = attributes.last_mut() {
-                *last = KeyValue::new(sc::TOKEN_TYPE, "output");
+            model.input_tokens.record(usage.input);
+            model.output_tokens.record(usage.output);
+        }
+        let seconds = duration_ms as f64 / 1000.0;
+        match error {
+            None => model.duration.record(seconds),
+            Some(error) => {
+                let mut attributes = model.base.to_vec();
+                attributes.push(KeyValue::new(sc::ERROR_TYPE, error));
+                instruments.operation_duration.record(seconds, &attributes);
             }
-            instruments.token_usage.record(usage.output, &attributes);
         }
-        let mut attributes = base.to_vec();
-        if let Some(error) = error {
-            attributes.push(KeyValue::new(sc::ERROR_TYPE, error));
-        }
-        instruments.operation_duration.record(duration_ms as f64 / 1000.0, &attributes);
     }
 
     pub(crate) fn record_tool_call(&self, tool: &str, status: &'static str) {
         let Some(instruments) = &self.instruments else { return };
-        instruments.tool_calls.add(
-            1,
-            &[
-                KeyValue::new(sc::TOOL_NAME, tool.to_owned()),
-                KeyValue::new(sc::TOOL_STATUS, status),
-            ],
-        );
+        let Some(index) = TOOL_STATUSES.iter().position(|s| *s == status) else { return };
+        let mut tools = lock(&instruments.tools);
+        if !tools.contains_key(tool) {
+            tools.insert(tool.to_owned(), Default::default());
+        }
+        let Some(bound) = tools.get_mut(tool) else { return };
+        bound[index]
+            .get_or_insert_with(|| {
+                instruments.tool_calls.bind(&[
+                    KeyValue::new(sc::TOOL_NAME, tool.to_owned()),
+                    KeyValue::new(sc::TOOL_STATUS, status),
+                ])
+            })
+            .add(1);
     }
 
     pub(crate) fn record_run(&self, outcome: &str, iterations: u32, cost_usd: f64) {
         let Some(instruments) = &self.instruments else { return };
-        let attributes = [KeyValue::new(sc::RUN_OUTCOME, outcome.to_owned())];
-        instruments.runs.add(1, &attributes);
-        instruments.iterations.record(u64::from(iterations), &attributes);
+        let mut outcomes = lock(&instruments.outcomes);
+        if !outcomes.contains_key(outcome) {
+            let attributes = [KeyValue::new(sc::RUN_OUTCOME, outcome.to_owned())];
+            let bound = OutcomeInstruments {
+                runs: instruments.runs.bind(&attributes),
+                iterations: instruments.iterations.bind(&attributes),
+                cost: instruments.cost.bind(&attributes),
+            };
+            outcomes.insert(outcome.to_owned(), bound);
+        }
+        let Some(bound) = outcomes.get(outcome) else { return };
+        bound.runs.add(1);
+        bound.iterations.record(u64::from(iterations));
         if cost_usd > 0.0 {
-            instruments.cost.add(cost_usd, &attributes);
+            bound.cost.add(cost_usd);
         }
     }
 }
