@@ -1,6 +1,9 @@
-//! The export queue: ended spans wait here (bounded: a full queue drops the span and counts
-//! it) until one thread of its own encodes them as OTLP protobuf and hands each batch to a
+//! The export queue: a span is encoded as OTLP protobuf as it ends, on the thread that ends
+//! it, and its bytes wait here in batches (bounded: a full queue drops the span and counts
+//! it) until one thread of its own frames each batch as a request and hands it to a
 //! [`SpanSink`]: HTTP/protobuf, gRPC, or a sink of the caller's. A run never waits for it.
+//! Only whole batch buffers cross between the threads, and they are reused: no span's
+//! memory is freed by another thread than the one that allocated it.
 
 use crate::counting::Counters;
 use crate::otlp::{self, Preamble};
@@ -25,8 +28,24 @@ pub trait SpanSink: Send + 'static {
 /// The most spans one request holds.
 const MAX_BATCH: usize = 512;
 
+/// A batch: span entries (`otlp::span_entry`) and how many.
+#[derive(Default)]
+struct Batch {
+    entries: Vec<u8>,
+    spans: usize,
+}
+
+/// Emptied batch buffers kept for reuse, at most.
+const SPARE_BATCHES: usize = 4;
+
 struct State {
-    spans: Vec<SpanRecord>,
+    /// The batch being filled.
+    current: Batch,
+    /// Full batches, oldest first.
+    full: Vec<Batch>,
+    spare: Vec<Vec<u8>>,
+    /// Spans in `current` and `full`.
+    queued: usize,
     /// Flushes asked for and done (a flush waits until `flushed` reaches its number).
     flush_asked: u64,
     flushed: u64,
@@ -68,7 +87,10 @@ impl Queue {
         let capacity = capacity.max(1);
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
-                spans: Vec::with_capacity(capacity.min(MAX_BATCH)),
+                current: Batch::default(),
+                full: Vec::new(),
+                spare: Vec::new(),
+                queued: 0,
                 flush_asked: 0,
                 flushed: 0,
                 shutdown: false,
@@ -80,6 +102,7 @@ impl Queue {
             counters,
         });
         let worker = Worker { shared: shared.clone(), sink, preamble, delay, buf: Vec::new() };
+
         let thread = std::thread::Builder::new()
             .name("agentloop-otel-export".into())
             .spawn(move || worker.run());
@@ -95,17 +118,25 @@ impl Queue {
         Self { shared, thread: Mutex::new(thread) }
     }
 
-    /// Queues an ended span (or drops it, counted, when the queue is full or shut).
-    pub(crate) fn end(&self, span: SpanRecord) {
+    /// Queues an ended span, encoded into `scratch` first (or drops it, counted, when the
+    /// queue is full or shut).
+    pub(crate) fn end(&self, span: &SpanRecord, scratch: &mut Vec<u8>) {
         self.shared.counters.ended();
+        scratch.clear();
+        otlp::span_entry(span, scratch);
         let mut state = self.shared.lock();
-        if state.shutdown || state.spans.len() >= self.shared.capacity {
+        if state.shutdown || state.queued >= self.shared.capacity {
             drop(state);
             self.shared.counters.rejected();
             return;
         }
-        state.spans.push(span);
-        if state.spans.len() == self.shared.batch {
+        state.queued += 1;
+        state.current.entries.extend_from_slice(scratch);
+        state.current.spans += 1;
+        if state.current.spans >= self.shared.batch {
+            let entries = state.spare.pop().unwrap_or_default();
+            let full = std::mem::replace(&mut state.current, Batch { entries, spans: 0 });
+            state.full.push(full);
             self.shared.work.notify_one();
         }
     }
@@ -163,7 +194,7 @@ struct Worker {
 
 impl Worker {
     fn run(mut self) {
-        let mut spare: Vec<SpanRecord> = Vec::with_capacity(self.shared.batch);
+        let mut batches: Vec<Batch> = Vec::new();
         let mut next = Instant::now() + self.delay;
         loop {
             let (goal, stop) = {
@@ -172,8 +203,8 @@ impl Worker {
                     let due = Instant::now() >= next;
                     if state.shutdown
                         || state.flush_asked > state.flushed
-                        || state.spans.len() >= self.shared.batch
-                        || (due && !state.spans.is_empty())
+                        || !state.full.is_empty()
+                        || (due && state.current.spans > 0)
                     {
                         break;
                     }
@@ -186,16 +217,33 @@ impl Worker {
                         Err(poisoned) => poisoned.into_inner().0,
                     };
                 }
-                std::mem::swap(&mut state.spans, &mut spare);
+                let flushing = state.shutdown || state.flush_asked > state.flushed;
+                std::mem::swap(&mut batches, &mut state.full);
+                if flushing || Instant::now() >= next {
+                    let entries = state.spare.pop().unwrap_or_default();
+                    let current =
+                        std::mem::replace(&mut state.current, Batch { entries, spans: 0 });
+                    if current.spans > 0 {
+                        batches.push(current);
+                    } else {
+                        state.spare.push(current.entries);
+                    }
+                }
+                state.queued -= batches.iter().map(|b| b.spans).sum::<usize>();
                 (state.flush_asked, state.shutdown)
             };
-            for batch in spare.chunks(self.shared.batch) {
+            for batch in &batches {
                 self.export(batch);
             }
-            spare.clear();
             next = Instant::now() + self.delay;
             // Every span queued before flush `goal` was asked for was in this swap.
             let mut state = self.shared.lock();
+            for mut batch in batches.drain(..) {
+                if state.spare.len() < SPARE_BATCHES {
+                    batch.entries.clear();
+                    state.spare.push(batch.entries);
+                }
+            }
             state.flushed = state.flushed.max(goal);
             self.shared.done.notify_all();
             if stop {
@@ -204,16 +252,16 @@ impl Worker {
         }
     }
 
-    fn export(&mut self, batch: &[SpanRecord]) {
-        otlp::encode(&self.preamble, batch, &mut self.buf);
+    fn export(&mut self, batch: &Batch) {
+        otlp::encode(&self.preamble, &batch.entries, &mut self.buf);
         let capacity = self.buf.capacity();
         let request = std::mem::replace(&mut self.buf, Vec::with_capacity(capacity));
         let counters = &self.shared.counters;
-        match self.sink.export_owned(request, batch.len()) {
-            Ok(()) => counters.exported(batch.len()),
+        match self.sink.export_owned(request, batch.spans) {
+            Ok(()) => counters.exported(batch.spans),
             Err(error) => {
-                tracing::debug!(%error, spans = batch.len(), "otel: an export failed");
-                counters.failed(batch.len());
+                tracing::debug!(%error, spans = batch.spans, "otel: an export failed");
+                counters.failed(batch.spans);
             }
         }
     }

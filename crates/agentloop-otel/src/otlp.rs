@@ -225,21 +225,38 @@ pub(crate) fn attributes(attributes: &[Attr]) -> std::sync::Arc<[u8]> {
     buf.into()
 }
 
-/// Encodes `spans` as one `ExportTraceServiceRequest` into `out` (cleared first).
-pub(crate) fn encode(preamble: &Preamble, spans: &[SpanRecord], out: &mut Vec<u8>) {
+/// Appends `span` to `out` as an entry of `ScopeSpans.spans` (field 2): what
+/// [`encode`] frames into a request. Spans are encoded as they end, on the thread that ends
+/// them (which also frees them: no allocation crosses to the export thread).
+pub(crate) fn span_entry(span: &SpanRecord, out: &mut Vec<u8>) {
+    // A span is hundreds of bytes to a few kilobytes: a two-byte length, most often.
+    Writer::new(out).message(2, 2, |w| w.span(span));
+}
+
+/// Frames span entries (from [`span_entry`]) as one `ExportTraceServiceRequest` into `out`
+/// (cleared first).
+pub(crate) fn encode(preamble: &Preamble, entries: &[u8], out: &mut Vec<u8>) {
     out.clear();
+    out.reserve(entries.len() + preamble.resource.len() + 32);
     let mut w = Writer::new(out);
-    // A batch is tens of kilobytes (three-byte lengths); a span, hundreds of bytes to a few
-    // kilobytes (two).
+    // A batch is tens of kilobytes (three-byte lengths).
     w.message(1, 3, |w| {
         w.bytes(1, &preamble.resource);
         w.message(2, 3, |w| {
             w.message(1, 1, |w| w.string(1, "agentloop"));
-            for span in spans {
-                w.message(2, 2, |w| w.span(span));
-            }
+            w.buf.extend_from_slice(entries);
         });
     });
+}
+
+/// Encodes `spans` as one request (tests).
+#[cfg(test)]
+pub(crate) fn encode_spans(preamble: &Preamble, spans: &[SpanRecord], out: &mut Vec<u8>) {
+    let mut entries = Vec::new();
+    for span in spans {
+        span_entry(span, &mut entries);
+    }
+    encode(preamble, &entries, out);
 }
 
 #[cfg(test)]

@@ -56,6 +56,8 @@ struct State {
     elapsed_ms: u64,
     tool_calls: u32,
     ended: bool,
+    /// Where an ended span is encoded (reused).
+    scratch: Vec<u8>,
 }
 
 impl State {
@@ -130,6 +132,8 @@ impl RunTrace {
                 elapsed_ms: 0,
                 tool_calls: 0,
                 ended: false,
+                // Room for most spans (a root with content capture may grow it once).
+                scratch: Vec::with_capacity(4096),
             }),
         }
     }
@@ -163,12 +167,13 @@ impl RunTrace {
         span
     }
 
-    /// Ends `span` now: it goes to the export queue if its trace is sampled.
-    fn end(&self, span: Option<SpanRecord>) {
+    /// Ends `span` now: it goes to the export queue (encoded in `scratch`) if its trace is
+    /// sampled.
+    fn end(&self, scratch: &mut Vec<u8>, span: Option<SpanRecord>) {
         if let Some(mut span) = span {
             if span.context.sampled {
                 span.end = now();
-                self.telemetry.queue.end(span);
+                self.telemetry.queue.end(&span, scratch);
             }
         }
     }
@@ -185,7 +190,7 @@ impl RunTrace {
                 }
             }
             Event::IterationStarted { iteration, at_ms } => {
-                self.end(state.iteration.take());
+                self.end(&mut state.scratch, state.iteration.take());
                 state.elapsed_ms = *at_ms;
                 let attributes = vec![attr(sc::ITERATION, i64::from(*iteration))];
                 let root = state.root.context;
@@ -194,7 +199,7 @@ impl RunTrace {
             }
             Event::IterationCompleted { duration_ms, .. } => {
                 state.elapsed_ms += duration_ms;
-                self.end(state.iteration.take());
+                self.end(&mut state.scratch, state.iteration.take());
             }
             Event::ModelRequested { iteration, purpose } => {
                 let mut attributes =
@@ -209,7 +214,7 @@ impl RunTrace {
                 let mut chat = self.child(&parent, name, Kind::Client, attributes, None);
                 chat.encoded = self.model.chat_attributes.clone();
                 if let Some((old, _)) = state.chat.replace((chat, Instant::now())) {
-                    self.end(Some(old));
+                    self.end(&mut state.scratch, Some(old));
                 }
             }
             Event::ModelRetrying { attempt, delay_ms, error } => {
@@ -251,7 +256,7 @@ impl RunTrace {
                     span.set(sc::OUTPUT_MESSAGES, text);
                 }
                 span.status = Status::Ok;
-                self.end(Some(span));
+                self.end(&mut state.scratch, Some(span));
                 if let Some(metrics) = &self.model.metrics {
                     self.telemetry.record_model_call(metrics, Some(usage), *duration_ms, None);
                 }
@@ -261,7 +266,7 @@ impl RunTrace {
                 let duration = match state.chat.take() {
                     Some((mut span, started)) => {
                         span.fail(kind.clone(), error.to_string());
-                        self.end(Some(span));
+                        self.end(&mut state.scratch, Some(span));
                         started.elapsed()
                     }
                     None => Duration::ZERO,
@@ -288,7 +293,7 @@ impl RunTrace {
                 self.tool_result(&mut span, &result.content);
                 span.set(sc::TOOL_STATUS, "ok");
                 span.status = Status::Ok;
-                self.end(Some(span));
+                self.end(&mut state.scratch, Some(span));
                 self.telemetry.record_tool_call(name, "ok");
             }
             Event::ToolFailed { name, result, error, duration_ms, .. } => {
@@ -296,14 +301,14 @@ impl RunTrace {
                 self.tool_result(&mut span, &result.content);
                 span.set(sc::TOOL_STATUS, "error");
                 span.fail(kind_of(error), error.to_string());
-                self.end(Some(span));
+                self.end(&mut state.scratch, Some(span));
                 self.telemetry.record_tool_call(name, "error");
             }
             Event::ToolTimedOut { name, result, timeout_ms, .. } => {
                 let mut span = self.tool_span(state, name, &result.call_id, *timeout_ms);
                 span.set(sc::TOOL_STATUS, "timeout");
                 span.fail("timeout", format!("no result within {timeout_ms} ms"));
-                self.end(Some(span));
+                self.end(&mut state.scratch, Some(span));
                 self.telemetry.record_tool_call(name, "timeout");
             }
             Event::ApprovalRequested { call, .. } => {
@@ -336,10 +341,10 @@ impl RunTrace {
             Event::Paused { reason } => {
                 let attributes = vec![attr("agentloop.pause.reason", reason.clone())];
                 let root = state.root.context;
-                self.end(state.pause.take());
+                self.end(&mut state.scratch, state.pause.take());
                 state.pause = Some(self.child(&root, "pause", Kind::Internal, attributes, None));
             }
-            Event::Resumed => self.end(state.pause.take()),
+            Event::Resumed => self.end(&mut state.scratch, state.pause.take()),
             Event::ContinuationRequested { .. } => {
                 state.root.event("agentloop.continuation", Vec::new());
             }
@@ -357,7 +362,7 @@ impl RunTrace {
                     attr("agentloop.compaction.cut", millis(*cut as u64)),
                 ];
                 let root = state.root.context;
-                self.end(state.compaction.take());
+                self.end(&mut state.scratch, state.compaction.take());
                 state.compaction =
                     Some(self.child(&root, "compaction", Kind::Internal, attributes, None));
             }
@@ -366,13 +371,13 @@ impl RunTrace {
                     span.set("agentloop.compaction.tokens_after", millis(*tokens_after));
                     usage_attributes(&mut span.attributes, usage);
                     span.status = Status::Ok;
-                    self.end(Some(span));
+                    self.end(&mut state.scratch, Some(span));
                 }
             }
             Event::CompactionFailed { error } => {
                 if let Some(mut span) = state.compaction.take() {
                     span.fail("compaction_failed", error.clone());
-                    self.end(Some(span));
+                    self.end(&mut state.scratch, Some(span));
                 }
             }
             Event::HookFailed { hook, point, error, critical } => {
@@ -439,15 +444,15 @@ impl RunTrace {
         state.ended = true;
         for (_, mut span) in std::mem::take(&mut state.tools) {
             span.fail("interrupted", "the run stopped before the call ended");
-            self.end(Some(span));
+            self.end(&mut state.scratch, Some(span));
         }
         if let Some((mut span, _)) = state.chat.take() {
             span.fail("interrupted", "the run stopped before the model answered");
-            self.end(Some(span));
+            self.end(&mut state.scratch, Some(span));
         }
-        self.end(state.compaction.take());
-        self.end(state.pause.take());
-        self.end(state.iteration.take());
+        self.end(&mut state.scratch, state.compaction.take());
+        self.end(&mut state.scratch, state.pause.take());
+        self.end(&mut state.scratch, state.iteration.take());
         let root = &mut state.root;
         root.set(sc::RUN_ELAPSED_MS, millis(state.elapsed_ms));
         root.set(sc::RUN_TOOL_CALLS, i64::from(state.tool_calls));
@@ -462,7 +467,7 @@ impl RunTrace {
         // What is left in its place keeps the context (for `trace_parent`) and is never ended.
         let placeholder = SpanRecord::new(root.context, Text::Static(""), Kind::Internal);
         let root = std::mem::replace(&mut state.root, placeholder);
-        self.end(Some(root));
+        self.end(&mut state.scratch, Some(root));
     }
 }
 

@@ -275,7 +275,7 @@ impl Drop for ClientSpan {
         let span = self.span.get_mut().unwrap_or_else(PoisonError::into_inner).take();
         if let Some(mut span) = span.filter(|span| span.context.sampled) {
             span.end = span::now();
-            self.telemetry.queue.end(span);
+            self.telemetry.queue.end(&span, &mut Vec::new());
         }
     }
 }

@@ -54,7 +54,7 @@ fn every_field_decodes_as_the_project_s_own_types_read_it() {
         ("n".to_owned(), Value::Int(3)),
     ]);
     let mut buf = Vec::new();
-    encode(&preamble, &[root.clone(), chat.clone()], &mut buf);
+    encode_spans(&preamble, &[root.clone(), chat.clone()], &mut buf);
     let request = decode(&buf);
     assert_eq!(request.resource_spans.len(), 1);
     let resource_spans = &request.resource_spans[0];
@@ -115,7 +115,7 @@ fn a_span_without_a_parent_or_status_has_neither() {
     let ids = IdSource::default();
     let span = SpanRecord::new(context(&ids, true), Text::Static("x"), Kind::Internal);
     let mut buf = vec![1, 2, 3];
-    encode(&Preamble::new(&[]), std::slice::from_ref(&span), &mut buf);
+    encode_spans(&Preamble::new(&[]), std::slice::from_ref(&span), &mut buf);
     let request = decode(&buf);
     let decoded = &request.resource_spans[0].scope_spans[0].spans[0];
     assert!(decoded.parent_span_id.is_empty());
@@ -135,7 +135,7 @@ fn a_batch_of_many_spans_keeps_them_all() {
         })
         .collect();
     let mut buf = Vec::new();
-    encode(&Preamble::new(&[]), &spans, &mut buf);
+    encode_spans(&Preamble::new(&[]), &spans, &mut buf);
     let request = decode(&buf);
     let decoded = &request.resource_spans[0].scope_spans[0].spans;
     assert_eq!(decoded.len(), 600);
