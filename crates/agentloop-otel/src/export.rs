@@ -102,7 +102,6 @@ impl Queue {
             counters,
         });
         let worker = Worker { shared: shared.clone(), sink, preamble, delay, buf: Vec::new() };
-
         let thread = std::thread::Builder::new()
             .name("agentloop-otel-export".into())
             .spawn(move || worker.run());
@@ -123,6 +122,8 @@ impl Queue {
     pub(crate) fn end(&self, span: &SpanRecord, scratch: &mut Vec<u8>) {
         self.shared.counters.ended();
         scratch.clear();
+        // Room for most spans at once (a root with content capture may grow it).
+        scratch.reserve(4096);
         otlp::span_entry(span, scratch);
         let mut state = self.shared.lock();
         if state.shutdown || state.queued >= self.shared.capacity {

@@ -132,8 +132,7 @@ impl RunTrace {
                 elapsed_ms: 0,
                 tool_calls: 0,
                 ended: false,
-                // Room for most spans (a root with content capture may grow it once).
-                scratch: Vec::with_capacity(4096),
+                scratch: Vec::new(),
             }),
         }
     }

@@ -57,9 +57,9 @@ struct Instruments {
     tool_calls: Counter<u64>,
     iterations: Histogram<u64>,
     cost: Counter<f64>,
-    /// The instruments bound to the attributes of each model, tool (and status) and
-    /// outcome seen: one lookup per run, tool call and ended run instead of hashing every
-    /// measurement's attributes.
+    /// The instruments bound to the attributes of each tool (and status) and outcome seen
+    /// (a model's are in its `ModelEntry`): one lookup per tool call and ended run instead
+    /// of hashing every measurement's attributes.
     tools: Mutex<HashMap<String, [Option<BoundCounter<u64>>; 3]>>,
     outcomes: Mutex<HashMap<String, OutcomeInstruments>>,
 }
