@@ -276,10 +276,12 @@ impl WireFormat for OpenAiChat {
             .ok_or_else(|| ProviderError::protocol("a chat completion without choices", &text()))?;
         let message = choice.message.unwrap_or_default();
         let mut content = Vec::new();
-        if let Some(reasoning) = message.reasoning_text() {
+        let parts = message.content.as_ref().map(ContentParts::of).unwrap_or_default();
+        let reasoning = message.reasoning_text().or(parts.reasoning);
+        if let Some(reasoning) = reasoning {
             content.push(Part::Reasoning(Reasoning { text: reasoning, opaque: None }));
         }
-        let answer = message.content.as_ref().map(content_text).unwrap_or_default();
+        let answer = parts.text;
         let answer =
             if answer.is_empty() { message.refusal.clone().unwrap_or_default() } else { answer };
         if !answer.is_empty() {
@@ -321,15 +323,51 @@ pub(crate) fn f32_json(value: f32) -> Value {
     value.to_string().parse::<f64>().map(|v| json!(v)).unwrap_or(Value::Null)
 }
 
-/// The text of a message `content`: a string, or the texts of content parts.
-fn content_text(content: &Value) -> String {
-    match content {
+/// A message's (or a delta's) `content`: a string, or an array of content parts as Mistral's
+/// reasoning models send it, `[{"type": "thinking", "thinking": [{"type": "text", "text":
+/// …}]}, {"type": "text", "text": …}]`: the thinking parts are reasoning, the others' texts
+/// the answer.
+#[derive(Debug, Default, PartialEq)]
+pub(crate) struct ContentParts {
+    pub(crate) reasoning: Option<String>,
+    pub(crate) text: String,
+}
+
+impl ContentParts {
+    pub(crate) fn of(content: &Value) -> Self {
+        let mut out = Self::default();
+        match content {
+            Value::String(text) => out.text.clone_from(text),
+            Value::Array(parts) => {
+                for part in parts {
+                    match part.get("type").and_then(Value::as_str) {
+                        Some("thinking") => {
+                            let thinking = part.get("thinking").map(thinking_text);
+                            if let Some(text) = thinking.filter(|t| !t.is_empty()) {
+                                out.reasoning.get_or_insert_with(String::new).push_str(&text);
+                            }
+                        }
+                        _ => {
+                            if let Some(text) = part.get("text").and_then(Value::as_str) {
+                                out.text.push_str(text);
+                            }
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+        out
+    }
+}
+
+/// The text of a `thinking` part's `thinking`: a string, or text chunks.
+fn thinking_text(thinking: &Value) -> String {
+    match thinking {
         Value::String(text) => text.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|p| p.get("text").and_then(Value::as_str))
-            .collect::<Vec<_>>()
-            .join(""),
+        Value::Array(chunks) => {
+            chunks.iter().filter_map(|c| c.get("text").and_then(Value::as_str)).collect()
+        }
         _ => String::new(),
     }
 }

@@ -1,6 +1,6 @@
 //! Decoding a streamed chat completion: `chat.completion.chunk` events until `[DONE]`.
 
-use super::{finish_reason, stream_error, ChatMessage, WireUsage};
+use super::{finish_reason, stream_error, ChatMessage, ContentParts, WireUsage};
 use crate::message::FinishReason;
 use crate::provider::wire::{ResponseInfoOnce, StreamDecoder};
 use crate::provider::{ProviderError, StreamChunk};
@@ -185,19 +185,22 @@ impl StreamDecoder for ChatDecoder {
                 continue;
             }
             if let Some(mut delta) = choice.delta {
-                if let Some(text) = delta.reasoning_text() {
+                // A string, or (Mistral's reasoning models) thinking and text parts.
+                let parts = match delta.content.take() {
+                    Some(Value::String(text)) => ContentParts { reasoning: None, text },
+                    Some(other) => ContentParts::of(&other),
+                    None => ContentParts::default(),
+                };
+                if let Some(text) = delta.reasoning_text().or(parts.reasoning) {
                     self.reasoning_open = true;
                     out.push(StreamChunk::ReasoningDelta { text });
                 }
-                let text = delta
-                    .content
-                    .as_ref()
-                    .and_then(Value::as_str)
+                let text = Some(parts.text)
                     .filter(|t| !t.is_empty())
-                    .or(delta.refusal.as_deref().filter(|t| !t.is_empty()));
+                    .or(delta.refusal.take().filter(|t| !t.is_empty()));
                 if let Some(text) = text {
                     self.close_reasoning(out);
-                    out.push(StreamChunk::TextDelta { text: text.to_owned() });
+                    out.push(StreamChunk::TextDelta { text });
                 }
                 for (position, call) in delta.tool_calls.take().into_iter().flatten().enumerate() {
                     self.close_reasoning(out);
