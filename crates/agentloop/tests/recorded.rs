@@ -7,9 +7,10 @@
 
 mod http_support;
 
-use agentloop::message::{FinishReason, Part, Usage};
+use agentloop::message::{FinishReason, Part, ToolCall, Usage};
+use agentloop::provider::gemini::Gemini;
 use agentloop::provider::openai::{Dialect, OpenAi};
-use agentloop::provider::{HttpConfig, ModelResponse};
+use agentloop::provider::{HttpConfig, ModelResponse, StreamChunk};
 use http_support::*;
 use wiremock::matchers::{body_partial_json, method, path};
 use wiremock::{Mock, MockServer};
@@ -86,4 +87,48 @@ async fn magistral_thinking_and_text_parts_stream_and_complete_alike() {
         assert_eq!(response.id.as_deref(), Some("a4e29c5b82f94d67b23e108a7c9df6e1"));
     }
     assert_eq!(streamed.message, complete.message);
+}
+
+#[tokio::test]
+async fn gemini_streamed_function_call_arguments_assemble_into_two_calls() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1beta/models/gemini-3.1-pro-preview:streamGenerateContent"))
+        .respond_with(sse(as_sse(&fixture(DIR, "gemini/stream-tool-call-arguments.chunks.txt"))))
+        .mount(&server)
+        .await;
+    let config = Gemini::config("gemini-3.1-pro-preview").base_url(server.uri()).api_key("k");
+    let provider = Gemini::with_config(config, Gemini::new("gemini-3.1-pro-preview")).unwrap();
+    let (chunks, error) = stream_all(&provider, simple_request("Weather?")).await;
+    assert_eq!(error, None);
+    let response = assemble(&chunks);
+    let calls: Vec<&ToolCall> = response
+        .message
+        .content
+        .iter()
+        .filter_map(|p| match p {
+            Part::ToolCall(call) => Some(call),
+            _ => None,
+        })
+        .collect();
+    let named: Vec<(&str, &str)> =
+        calls.iter().map(|c| (c.name.as_str(), c.arguments.as_str())).collect();
+    assert_eq!(
+        named,
+        [
+            ("getWeather", r#"{"location":"Boston"}"#),
+            ("getWeather", r#"{"location":"San Francisco"}"#)
+        ]
+    );
+    assert_ne!(calls[0].id, calls[1].id);
+    // The thought signature before the first call is kept (sent back with it).
+    let signed = chunks.iter().any(|c| {
+        matches!(c, StreamChunk::ReasoningEnd { opaque: Some(o) } if o["thoughtSignature"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("CiMBjz1rX25K")))
+    });
+    assert!(signed, "{chunks:?}");
+    assert_eq!(response.finish_reason, FinishReason::ToolCalls);
+    assert_eq!(response.usage, Usage { input: 26, output: 155, cached_input: 0, reasoning: 132 });
+    assert_eq!(response.model.as_deref(), Some("gemini-3.1-pro-preview"));
 }

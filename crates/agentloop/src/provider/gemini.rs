@@ -24,6 +24,10 @@
 //!   content (the responses of a turn right after its calls).
 //! - Text → `text` parts; images and files → `inlineData` (base64) or `fileData` (URL, with a
 //!   `mimeType` guessed from the extension when it is a known one).
+//! - **Streamed arguments.** A call may also arrive in pieces (`streamFunctionCallArguments`):
+//!   `{name, willContinue: true}`, then `partialArgs` (a JSON path and a value each; a string
+//!   continues over pieces that say `willContinue`), then a part without `willContinue`. The
+//!   decoder builds the arguments by path and ends the call with them (`partial.rs`).
 //! - **Call ids.** Gemini sends whole calls (`functionCall {name, args}`), usually without an
 //!   id. The decoder gives each call the id `gemini_<responseId>_<n>` (`n` counts the calls of
 //!   the response from 0; a random id stands in for a missing `responseId`), so ids are stable
@@ -50,6 +54,7 @@
 
 mod decode;
 mod error;
+mod partial;
 mod schema;
 
 #[cfg(test)]

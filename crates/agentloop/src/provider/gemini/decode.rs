@@ -2,6 +2,7 @@
 //! `GenerateContentResponse`.
 
 use super::error::{from_api_error, ApiError};
+use super::partial::{OpenCall, PartialArg};
 use super::SYNTHETIC_ID_PREFIX;
 use crate::message::{FinishReason, Usage};
 use crate::provider::wire::{ResponseInfoOnce, StreamDecoder};
@@ -58,12 +59,21 @@ struct WirePart {
 }
 
 #[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct FunctionCall {
     #[serde(default)]
     id: Option<String>,
-    name: String,
+    /// Absent in the pieces of a streamed call after its first.
+    #[serde(default)]
+    name: Option<String>,
     #[serde(default)]
     args: Option<Value>,
+    /// Streamed arguments (`streamFunctionCallArguments`).
+    #[serde(default)]
+    partial_args: Option<Vec<PartialArg>>,
+    /// More of this call follows.
+    #[serde(default)]
+    will_continue: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -125,6 +135,8 @@ pub(crate) struct GeminiDecoder {
     finished: bool,
     /// The response's id (`responseId`, as sent) and model (`modelVersion`), reported once.
     info: ResponseInfoOnce,
+    /// A call whose arguments are streaming.
+    open: Option<OpenCall>,
 }
 
 impl GeminiDecoder {
@@ -154,18 +166,75 @@ impl GeminiDecoder {
         }
     }
 
-    fn part(&mut self, part: WirePart, out: &mut Vec<StreamChunk>) {
+    /// Ends the streamed call, if one is open: its arguments as assembled.
+    fn close_call(&mut self, out: &mut Vec<StreamChunk>) {
+        if let Some(call) = self.open.take() {
+            out.push(StreamChunk::ToolCallDelta { id: call.id.clone(), delta: call.arguments() });
+            out.push(StreamChunk::ToolCallEnd { id: call.id });
+        }
+    }
+
+    fn function_call(
+        &mut self,
+        call: FunctionCall,
+        signature: Option<String>,
+        out: &mut Vec<StreamChunk>,
+        raw: &str,
+    ) -> Result<(), ProviderError> {
+        self.signature(signature, out);
+        self.end_thinking(out);
+        let more = call.will_continue == Some(true);
+        match call.name.filter(|n| !n.is_empty()) {
+            Some(name) => {
+                self.close_call(out);
+                let id = self.call_id(call.id);
+                out.push(StreamChunk::ToolCallStart { id: id.clone(), name });
+                let mut open = OpenCall::new(id);
+                if let Some(pieces) = call.partial_args {
+                    open.apply(pieces).map_err(|e| ProviderError::protocol(e, raw))?;
+                }
+                if more {
+                    self.open = Some(open);
+                } else {
+                    let arguments = match call.args {
+                        Some(args @ Value::Object(_)) => crate::canonical::to_string(&args),
+                        _ if call.args.is_none() => open.arguments(),
+                        _ => "{}".to_owned(),
+                    };
+                    out.push(StreamChunk::ToolCallDelta { id: open.id.clone(), delta: arguments });
+                    out.push(StreamChunk::ToolCallEnd { id: open.id });
+                }
+            }
+            None => {
+                let Some(open) = self.open.as_mut() else {
+                    if call.partial_args.is_some() || call.args.is_some() {
+                        return Err(ProviderError::protocol(
+                            "a function call without a name (and no streamed call open)",
+                            raw,
+                        ));
+                    }
+                    // The closing part of a call already closed: nothing to do.
+                    return Ok(());
+                };
+                if let Some(pieces) = call.partial_args {
+                    open.apply(pieces).map_err(|e| ProviderError::protocol(e, raw))?;
+                }
+                if !more {
+                    self.close_call(out);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn part(
+        &mut self,
+        part: WirePart,
+        out: &mut Vec<StreamChunk>,
+        raw: &str,
+    ) -> Result<(), ProviderError> {
         if let Some(call) = part.function_call {
-            self.signature(part.thought_signature, out);
-            self.end_thinking(out);
-            let id = self.call_id(call.id);
-            let arguments = match call.args {
-                Some(args @ Value::Object(_)) => crate::canonical::to_string(&args),
-                _ => "{}".to_owned(),
-            };
-            out.push(StreamChunk::ToolCallStart { id: id.clone(), name: call.name });
-            out.push(StreamChunk::ToolCallDelta { id: id.clone(), delta: arguments });
-            out.push(StreamChunk::ToolCallEnd { id });
+            self.function_call(call, part.thought_signature, out, raw)?;
         } else if part.thought == Some(true) {
             let text = part.text.unwrap_or_default();
             if !text.is_empty() {
@@ -183,12 +252,19 @@ impl GeminiDecoder {
             self.signature(part.thought_signature, out);
             self.end_thinking(out);
             if let Some(text) = part.text.filter(|t| !t.is_empty()) {
+                self.close_call(out);
                 out.push(StreamChunk::TextDelta { text });
             }
         }
+        Ok(())
     }
 
-    fn chunk(&mut self, chunk: Chunk, out: &mut Vec<StreamChunk>) -> Result<(), ProviderError> {
+    fn chunk(
+        &mut self,
+        chunk: Chunk,
+        out: &mut Vec<StreamChunk>,
+        raw: &str,
+    ) -> Result<(), ProviderError> {
         if let Some(error) = chunk.error {
             return Err(from_api_error(&error, None));
         }
@@ -202,7 +278,7 @@ impl GeminiDecoder {
         let mut finish = None;
         if let Some(candidate) = candidate {
             for part in candidate.content.map(|c| c.parts).unwrap_or_default() {
-                self.part(part, out);
+                self.part(part, out, raw)?;
             }
             finish = candidate.finish_reason.as_deref().map(finish_reason);
         } else if chunk.prompt_feedback.and_then(|f| f.block_reason).is_some() {
@@ -214,6 +290,8 @@ impl GeminiDecoder {
         }
         if let Some(reason) = finish {
             self.end_thinking(out);
+            // A call still streaming when the answer ends has all it will get.
+            self.close_call(out);
             let reason = match reason {
                 FinishReason::Stop if self.calls > 0 => FinishReason::ToolCalls,
                 other => other,
@@ -253,7 +331,7 @@ impl StreamDecoder for GeminiDecoder {
             return Ok(());
         }
         let chunk = parse("stream chunk", data)?;
-        self.chunk(chunk, out)
+        self.chunk(chunk, out, data)
     }
 
     fn finish(&mut self, out: &mut Vec<StreamChunk>) -> Result<(), ProviderError> {
@@ -274,8 +352,9 @@ pub(super) fn decode_response(body: &[u8]) -> Result<ModelResponse, ProviderErro
     let chunk = parse("response", &text)?;
     let mut decoder = GeminiDecoder::default();
     let mut chunks = Vec::new();
-    decoder.chunk(chunk, &mut chunks)?;
+    decoder.chunk(chunk, &mut chunks, &text)?;
     decoder.end_thinking(&mut chunks);
+    decoder.close_call(&mut chunks);
     let mut assembler = ResponseAssembler::default();
     for chunk in chunks {
         assembler.push(chunk)?;
