@@ -8,6 +8,7 @@
 mod http_support;
 
 use agentloop::message::{FinishReason, Part, ToolCall, Usage};
+use agentloop::provider::anthropic::Anthropic;
 use agentloop::provider::gemini::Gemini;
 use agentloop::provider::openai::{Dialect, OpenAi};
 use agentloop::provider::{HttpConfig, ModelResponse, StreamChunk};
@@ -131,4 +132,59 @@ async fn gemini_streamed_function_call_arguments_assemble_into_two_calls() {
     assert_eq!(response.finish_reason, FinishReason::ToolCalls);
     assert_eq!(response.usage, Usage { input: 26, output: 155, cached_input: 0, reasoning: 132 });
     assert_eq!(response.model.as_deref(), Some("gemini-3.1-pro-preview"));
+}
+
+/// The Anthropic Messages provider against a server that plays a recorded stream and a
+/// recorded whole message: (streamed, whole).
+async fn anthropic_both_ways(chunks: &str, message: &str) -> (ModelResponse, ModelResponse) {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/messages"))
+        .and(body_partial_json(serde_json::json!({"stream": true})))
+        .respond_with(sse(as_sse(&fixture(DIR, chunks))))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/v1/messages"))
+        .respond_with(json_response(200, fixture(DIR, message)))
+        .mount(&server)
+        .await;
+    let mut whole = Vec::new();
+    for streaming in [true, false] {
+        let config = Anthropic::config("claude-opus-4-6")
+            .base_url(server.uri())
+            .api_key("k")
+            .streaming(streaming);
+        let provider =
+            Anthropic::with_config(config, Anthropic::messages("claude-opus-4-6")).unwrap();
+        let (chunks, error) = stream_all(&provider, simple_request("Summarise.")).await;
+        assert_eq!(error, None, "streaming {streaming}");
+        whole.push(assemble(&chunks));
+    }
+    let complete = whole.pop().unwrap();
+    (whole.pop().unwrap(), complete)
+}
+
+#[tokio::test]
+async fn anthropic_usage_with_compaction_is_the_sum_of_its_iterations() {
+    // Two recordings (the stream and the whole message are separate requests): each one's
+    // usage is the sum of its iterations (the compaction, then the message), not the last
+    // iteration's counts the top level reports.
+    let (streamed, complete) = anthropic_both_ways(
+        "anthropic/anthropic-compaction.1.chunks.txt",
+        "anthropic/anthropic-compaction.1.json",
+    )
+    .await;
+    assert!(streamed.message.text().starts_with("Based on the conversation history, you asked"));
+    assert_eq!(
+        streamed.usage,
+        Usage { input: 60_385 + 612, output: 522 + 2_819, cached_input: 0, reasoning: 0 }
+    );
+    assert_eq!(streamed.finish_reason, FinishReason::Stop);
+    assert!(complete.message.text().starts_with("Based on our conversation history, you had"));
+    assert_eq!(
+        complete.usage,
+        Usage { input: 60_385 + 682, output: 592 + 1_320, cached_input: 0, reasoning: 0 }
+    );
+    assert_eq!(complete.finish_reason, FinishReason::Stop);
 }

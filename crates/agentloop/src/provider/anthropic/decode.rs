@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 /// Token counts as Anthropic reports them. Every field is optional: a `message_delta` carries
 /// only what changed.
-#[derive(Debug, Default, Clone, Copy, Deserialize)]
+#[derive(Debug, Default, Clone, Deserialize)]
 pub(super) struct WireUsage {
     #[serde(default)]
     input_tokens: Option<u64>,
@@ -20,6 +20,23 @@ pub(super) struct WireUsage {
     cache_read_input_tokens: Option<u64>,
     #[serde(default)]
     cache_creation_input_tokens: Option<u64>,
+    /// With server-side context compaction, one entry per sampling iteration of the response
+    /// (the compaction, then the message); the top-level counts are the last iteration's
+    /// only, so the response's usage is the sum of these.
+    #[serde(default)]
+    iterations: Option<Vec<IterationUsage>>,
+}
+
+#[derive(Debug, Default, Clone, Copy, Deserialize)]
+pub(super) struct IterationUsage {
+    #[serde(default)]
+    input_tokens: u64,
+    #[serde(default)]
+    output_tokens: u64,
+    #[serde(default)]
+    cache_read_input_tokens: u64,
+    #[serde(default)]
+    cache_creation_input_tokens: u64,
 }
 
 impl WireUsage {
@@ -31,17 +48,43 @@ impl WireUsage {
             newer.cache_read_input_tokens.or(self.cache_read_input_tokens);
         self.cache_creation_input_tokens =
             newer.cache_creation_input_tokens.or(self.cache_creation_input_tokens);
+        if newer.iterations.is_some() {
+            self.iterations = newer.iterations;
+        }
     }
 
-    /// Canonical usage: the prompt total includes cache reads and cache writes.
-    fn to_usage(self) -> Usage {
-        let read = self.cache_read_input_tokens.unwrap_or(0);
-        let written = self.cache_creation_input_tokens.unwrap_or(0);
-        Usage {
-            input: self.input_tokens.unwrap_or(0).saturating_add(read).saturating_add(written),
-            output: self.output_tokens.unwrap_or(0),
+    /// Canonical usage: the prompt total includes cache reads and cache writes; with
+    /// iterations, the sum over them (every iteration was billed).
+    fn to_usage(&self) -> Usage {
+        let usage = |input: u64, output: u64, read: u64, written: u64| Usage {
+            input: input.saturating_add(read).saturating_add(written),
+            output,
             cached_input: read,
             reasoning: 0,
+        };
+        match self.iterations.as_deref() {
+            Some(iterations) if !iterations.is_empty() => {
+                iterations.iter().fold(Usage::default(), |total, i| {
+                    let one = usage(
+                        i.input_tokens,
+                        i.output_tokens,
+                        i.cache_read_input_tokens,
+                        i.cache_creation_input_tokens,
+                    );
+                    Usage {
+                        input: total.input.saturating_add(one.input),
+                        output: total.output.saturating_add(one.output),
+                        cached_input: total.cached_input.saturating_add(one.cached_input),
+                        reasoning: 0,
+                    }
+                })
+            }
+            _ => usage(
+                self.input_tokens.unwrap_or(0),
+                self.output_tokens.unwrap_or(0),
+                self.cache_read_input_tokens.unwrap_or(0),
+                self.cache_creation_input_tokens.unwrap_or(0),
+            ),
         }
     }
 }
