@@ -188,3 +188,30 @@ async fn anthropic_usage_with_compaction_is_the_sum_of_its_iterations() {
     );
     assert_eq!(complete.finish_reason, FinishReason::Stop);
 }
+
+#[tokio::test]
+async fn responses_through_github_copilot_keep_one_text_when_the_item_id_rotates() {
+    // Every event of the recording names another item id for the same message (same output
+    // index): one text, not one per id.
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/responses"))
+        .respond_with(sse(as_sse(&fixture(
+            DIR,
+            "openai_responses/github-copilot-id-rotation.1.chunks.txt",
+        ))))
+        .mount(&server)
+        .await;
+    let config = HttpConfig::new(format!("{}/v1", server.uri()), "gpt-5.3-codex");
+    let provider = OpenAi::responses_with(config, Dialect::openai()).unwrap();
+    let (chunks, error) = stream_all(&provider, simple_request("How many r in strawberry?")).await;
+    assert_eq!(error, None);
+    let response = assemble(&chunks);
+    assert_eq!(
+        response.message.text(),
+        "There are **3** letter **\u{201c}r\u{201d}**s in **\u{201c}strawberry.\u{201d}**\n\n\
+         Breakdown: **s t r a w b e r r y**  \nYou can see **r** at positions **3, 8, and 9**."
+    );
+    assert_eq!(reasoning(&response), "**Counting character occurrences**");
+    assert_eq!(response.finish_reason, FinishReason::Stop);
+}

@@ -33,6 +33,9 @@ pub(super) struct ResponsesDecoder {
     reasoning: Option<OpenReasoning>,
     /// Message items whose text arrived as deltas.
     text_items: HashSet<String>,
+    /// The output indexes of those items: some servers (GitHub Copilot) send another item id
+    /// with every event of one message, but keep its output index.
+    text_outputs: HashSet<u64>,
     terminal: bool,
     /// The response's id and model, reported once.
     info: ResponseInfoOnce,
@@ -163,6 +166,9 @@ impl StreamDecoder for ResponsesDecoder {
                 if let Some(item_id) = str_field(&value, "item_id") {
                     self.text_items.insert(item_id.to_owned());
                 }
+                if let Some(index) = output_index {
+                    self.text_outputs.insert(index);
+                }
                 if let Some(text) = str_field(&value, "delta").filter(|t| !t.is_empty()) {
                     out.push(StreamChunk::TextDelta { text: text.to_owned() });
                 }
@@ -238,7 +244,9 @@ impl StreamDecoder for ResponsesDecoder {
                     }
                     Some("message") => {
                         let id = str_field(item, "id").unwrap_or_default();
-                        if !self.text_items.contains(id) {
+                        let streamed = self.text_items.contains(id)
+                            || output_index.is_some_and(|i| self.text_outputs.contains(&i));
+                        if !streamed {
                             let text = message_text(item);
                             if !text.is_empty() {
                                 out.push(StreamChunk::TextDelta { text });
