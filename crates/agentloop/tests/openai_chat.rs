@@ -265,7 +265,7 @@ async fn the_agent_loop_runs_a_tool_and_sends_its_result_back() {
 }
 
 #[tokio::test]
-async fn reasoning_streams_and_is_not_sent_back() {
+async fn reasoning_streams_and_goes_back_with_the_turns_tool_calls() {
     let server = MockServer::start().await;
     Mock::given(method("POST"))
         .and(body_string_contains(r#""role":"tool""#))
@@ -295,7 +295,9 @@ async fn reasoning_streams_and_is_not_sent_back() {
     let outcome = events.last().and_then(Event::outcome).unwrap();
     assert_eq!(outcome.answer, "1 + 2 = 3.");
     let sent = bodies(&server).await;
-    // The compatible dialect: system instructions, max_tokens, no reasoning in the history.
+    // DeepSeek's dialect: system instructions, max_tokens, and the reasoning of this turn's
+    // tool call sent back as `reasoning_content` (its thinking mode requires it).
+    assert_eq!(sent[2]["messages"][2]["reasoning_content"], "The user wants a sum.");
     insta::assert_json_snapshot!("chat_reasoning_round_trip_second_request", sent[2]);
 }
 

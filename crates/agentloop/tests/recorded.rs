@@ -7,10 +7,10 @@
 
 mod http_support;
 
-use agentloop::message::{FinishReason, Part, ToolCall, Usage};
+use agentloop::message::{FinishReason, Message, Part, ToolCall, ToolResult, Usage};
 use agentloop::provider::anthropic::Anthropic;
 use agentloop::provider::gemini::Gemini;
-use agentloop::provider::openai::{Dialect, OpenAi};
+use agentloop::provider::openai::{Compat, Dialect, OpenAi};
 use agentloop::provider::{HttpConfig, ModelResponse, StreamChunk};
 use http_support::*;
 use wiremock::matchers::{body_partial_json, method, path};
@@ -214,4 +214,61 @@ async fn responses_through_github_copilot_keep_one_text_when_the_item_id_rotates
     );
     assert_eq!(reasoning(&response), "**Counting character occurrences**");
     assert_eq!(response.finish_reason, FinishReason::Stop);
+}
+
+#[tokio::test]
+async fn deepseek_thinking_mode_gets_its_reasoning_back_within_a_tool_loop() {
+    // The first turn is DeepSeek's real answer (reasoning, then a `weather` call); the
+    // request that carries the tool's result must send that reasoning back as
+    // `reasoning_content` (the API answers 400 without it), and an earlier turn's must not.
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(sse(as_sse(&fixture(DIR, "deepseek/deepseek-tool-call.chunks.txt"))))
+        .up_to_n_times(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(sse(as_sse(&fixture(DIR, "deepseek/deepseek-text.chunks.txt"))))
+        .mount(&server)
+        .await;
+    let preset = Compat::deepseek().base_url(format!("{}/v1", server.uri())).api_key("k");
+    let provider = OpenAi::compatible(preset, "deepseek-reasoner").unwrap();
+    let recorded_reasoning = "The user is asking for the weather in San Francisco. I need to use \
+        the weather tool to get this information. Let me invoke the weather tool with the \
+        location parameter set to \"San Francisco\".";
+
+    let (chunks, error) = stream_all(&provider, simple_request("Weather in San Francisco?")).await;
+    assert_eq!(error, None);
+    let first = assemble(&chunks);
+    assert_eq!(reasoning(&first), recorded_reasoning);
+    assert_eq!(first.finish_reason, FinishReason::ToolCalls);
+    let call = first.message.tool_calls().next().unwrap().clone();
+    assert_eq!(
+        (call.name.as_str(), call.arguments.as_str()),
+        ("weather", r#"{"location": "San Francisco"}"#)
+    );
+
+    // An earlier turn (its reasoning must stay out), then this turn's call and its result.
+    let earlier = first.message.clone();
+    let earlier_result = Message::tool_results([ToolResult::ok(call.id.clone(), "sunny")]);
+    let request = simple_request("Weather in San Francisco?").with_messages(vec![
+        Message::user("Weather in Paris?"),
+        earlier,
+        earlier_result,
+        Message::user("And in San Francisco?"),
+        first.message.clone(),
+        Message::tool_results([ToolResult::ok(call.id.clone(), "foggy, 14 °C")]),
+    ]);
+    let (_, error) = stream_all(&provider, request).await;
+    assert_eq!(error, None);
+    let sent = bodies(&server).await;
+    let messages = sent[1]["messages"].as_array().unwrap();
+    let assistants: Vec<&serde_json::Value> =
+        messages.iter().filter(|m| m["role"] == "assistant").collect();
+    assert_eq!(assistants.len(), 2, "{messages:#?}");
+    assert_eq!(assistants[0].get("reasoning_content"), None, "an earlier turn's reasoning");
+    assert_eq!(assistants[1]["reasoning_content"], recorded_reasoning);
+    assert_eq!(assistants[1]["tool_calls"][0]["function"]["name"], "weather");
 }

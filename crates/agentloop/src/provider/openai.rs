@@ -104,14 +104,15 @@ impl OpenAiChat {
         if let Some(instructions) = request.instructions.as_deref().filter(|i| !i.is_empty()) {
             out.push(json!({"role": instructions_role, "content": instructions}));
         }
-        for message in request.messages.iter() {
+        let turn = current_turn(request, &self.dialect);
+        for (index, message) in request.messages.iter().enumerate() {
             match message.role {
                 Role::System => out.push(json!({"role": "system", "content": message.text()})),
                 Role::Developer => {
                     out.push(json!({"role": instructions_role, "content": message.text()}))
                 }
                 Role::User => out.push(user_message(message)?),
-                Role::Assistant => out.push(assistant_message(message)),
+                Role::Assistant => out.push(assistant_message(message, index >= turn)),
                 Role::Tool => {}
             }
             // Tool results become one `tool` message each, whatever message holds them.
@@ -167,7 +168,37 @@ pub(crate) fn media_url(source: &MediaSource) -> String {
 /// An assistant message: its text (`null` when it only calls tools) and its tool calls.
 /// Reasoning is not sent back: the chat API has no field for it (and DeepSeek rejects
 /// `reasoning_content` in requests).
-fn assistant_message(message: &Message) -> Value {
+/// The index of the first message of the current turn (after the last user message that is
+/// not only tool results) when the dialect sends reasoning back within a turn; past the end
+/// otherwise.
+pub(crate) fn current_turn(request: &ModelRequest, dialect: &Dialect) -> usize {
+    if !dialect.reasoning_content_in_tool_loop {
+        return usize::MAX;
+    }
+    let asked = |m: &Message| {
+        m.role == Role::User && m.content.iter().any(|p| !matches!(p, Part::ToolResult(_)))
+    };
+    request.messages.iter().rposition(asked).map_or(0, |i| i + 1)
+}
+
+/// The reasoning text of an assistant message with tool calls, to send back as
+/// `reasoning_content` (`send`: it is in the current turn of a dialect that wants it).
+pub(crate) fn reasoning_content(message: &Message, send: bool) -> Option<String> {
+    if !send || !message.has_tool_calls() {
+        return None;
+    }
+    let text: String = message
+        .content
+        .iter()
+        .filter_map(|p| match p {
+            Part::Reasoning(r) => Some(r.text.as_str()),
+            _ => None,
+        })
+        .collect();
+    (!text.is_empty()).then_some(text)
+}
+
+fn assistant_message(message: &Message, in_turn: bool) -> Value {
     let text = message.text();
     let calls: Vec<Value> = message
         .tool_calls()
@@ -188,6 +219,9 @@ fn assistant_message(message: &Message) -> Value {
     );
     if !calls.is_empty() {
         out.insert("tool_calls".into(), Value::Array(calls));
+    }
+    if let Some(reasoning) = reasoning_content(message, in_turn) {
+        out.insert("reasoning_content".into(), json!(reasoning));
     }
     Value::Object(out)
 }

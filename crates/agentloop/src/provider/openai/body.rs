@@ -23,8 +23,9 @@ enum Entry<'a> {
     Text { role: &'static str, content: Cow<'a, str> },
     /// A user message with images or files, in the generic encoding.
     Value(Value),
-    /// An assistant message: its text and tool calls.
-    Assistant(&'a Message),
+    /// An assistant message: its text, tool calls and (a current-turn tool call of a dialect
+    /// that wants it) its reasoning.
+    Assistant(&'a Message, Option<String>),
     /// One tool result (a JSON result is sent as its JSON text).
     Tool { call_id: &'a str, content: &'a ToolResultContent },
 }
@@ -129,7 +130,8 @@ impl Serialize for Messages<'_> {
             let content = Cow::Borrowed(instructions);
             seq.serialize_element(&Entry::Text { role: instructions_role, content })?;
         }
-        for message in self.request.messages.iter() {
+        let turn = super::current_turn(self.request, &self.format.dialect);
+        for (index, message) in self.request.messages.iter().enumerate() {
             let entry = match message.role {
                 Role::System => Some(Entry::Text { role: "system", content: text(message) }),
                 Role::Developer => {
@@ -147,7 +149,10 @@ impl Serialize for Messages<'_> {
                         }
                     },
                 },
-                Role::Assistant => Some(Entry::Assistant(message)),
+                Role::Assistant => Some(Entry::Assistant(
+                    message,
+                    super::reasoning_content(message, index >= turn),
+                )),
                 Role::Tool => None,
             };
             if let Some(entry) = entry {
@@ -217,14 +222,18 @@ impl Serialize for Entry<'_> {
                 map.end()
             }
             Entry::Value(value) => Sorted(value).serialize(serializer),
-            Entry::Assistant(message) => {
+            Entry::Assistant(message, reasoning) => {
                 let text = text(message);
                 let has_calls = message.has_tool_calls();
-                let mut map = serializer.serialize_map(Some(2 + usize::from(has_calls)))?;
+                let fields = 2 + usize::from(has_calls) + usize::from(reasoning.is_some());
+                let mut map = serializer.serialize_map(Some(fields))?;
                 if text.is_empty() && has_calls {
                     map.serialize_entry("content", &())?;
                 } else {
                     map.serialize_entry("content", &text)?;
+                }
+                if let Some(reasoning) = reasoning {
+                    map.serialize_entry("reasoning_content", reasoning)?;
                 }
                 map.serialize_entry("role", "assistant")?;
                 if has_calls {

@@ -24,6 +24,11 @@ pub struct Dialect {
     /// Responses API: asks for `reasoning.encrypted_content`, which lets reasoning items be
     /// sent back on the next turn without server-side storage.
     pub responses_encrypted_reasoning: bool,
+    /// Chat: an assistant message with tool calls in the current turn (after the last user
+    /// message) carries its reasoning back as `reasoning_content`, as DeepSeek's thinking
+    /// mode requires within a tool loop (it answers 400 without it). Reasoning of earlier
+    /// turns is never sent.
+    pub reasoning_content_in_tool_loop: bool,
 }
 
 impl Dialect {
@@ -36,6 +41,7 @@ impl Dialect {
             tool_choice_required: "required",
             responses_store: Some(false),
             responses_encrypted_reasoning: true,
+            reasoning_content_in_tool_loop: false,
         }
     }
 
@@ -49,6 +55,7 @@ impl Dialect {
             tool_choice_required: "required",
             responses_store: None,
             responses_encrypted_reasoning: false,
+            reasoning_content_in_tool_loop: false,
         }
     }
 
@@ -85,6 +92,12 @@ impl Dialect {
     /// Sets [`responses_encrypted_reasoning`](Self::responses_encrypted_reasoning).
     pub fn responses_encrypted_reasoning(mut self, on: bool) -> Self {
         self.responses_encrypted_reasoning = on;
+        self
+    }
+
+    /// Sets [`reasoning_content_in_tool_loop`](Self::reasoning_content_in_tool_loop).
+    pub fn reasoning_content_in_tool_loop(mut self, on: bool) -> Self {
+        self.reasoning_content_in_tool_loop = on;
         self
     }
 }
@@ -255,14 +268,15 @@ impl Compat {
     }
 
     /// DeepSeek (`DEEPSEEK_API_KEY`, required; `reasoning_content` is read from its reasoning
-    /// models and never sent back, as its API requires).
+    /// models, and sent back only with the tool calls of the current turn, as its thinking
+    /// mode requires).
     pub fn deepseek() -> Self {
         Self::preset(
             "deepseek",
             "https://api.deepseek.com/v1",
             Some("DEEPSEEK_API_KEY"),
             true,
-            Dialect::compatible(),
+            Dialect::compatible().reasoning_content_in_tool_loop(true),
         )
     }
 

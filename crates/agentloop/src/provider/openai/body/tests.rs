@@ -99,6 +99,7 @@ fn dialects() -> Vec<Dialect> {
         Dialect::compatible().developer_role(true).stream_usage(false),
         Dialect::openai().max_tokens_field("a_first_field").tool_choice_required("any"),
         Dialect::openai().max_tokens_field("zz_last_field"),
+        Dialect::compatible().reasoning_content_in_tool_loop(true),
     ]
 }
 
