@@ -272,3 +272,51 @@ async fn deepseek_thinking_mode_gets_its_reasoning_back_within_a_tool_loop() {
     assert_eq!(assistants[1]["reasoning_content"], recorded_reasoning);
     assert_eq!(assistants[1]["tool_calls"][0]["function"]["name"], "weather");
 }
+
+#[tokio::test]
+async fn responses_items_the_client_must_run_end_the_turn_with_an_error_not_a_stop() {
+    // Real responses that ask the client to run a shell command, a local shell command, a
+    // patch and a custom (freeform) tool: agentloop runs function tools only, so each one,
+    // streamed and whole, is an error that names the item, never an answer that stops.
+    for (name, kind) in [
+        ("openai-shell-tool.1", "shell_call"),
+        ("openai-local-shell-tool.1", "local_shell_call"),
+        ("openai-apply-patch-tool.1", "apply_patch_call"),
+        ("openai-custom-tool.1", "custom_tool_call` item `write_sql"),
+    ] {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .and(path("/v1/responses"))
+            .and(body_partial_json(serde_json::json!({"stream": true})))
+            .respond_with(sse(as_sse(&fixture(
+                DIR,
+                &format!("openai_responses/{name}.chunks.txt"),
+            ))))
+            .mount(&server)
+            .await;
+        Mock::given(method("POST"))
+            .and(path("/v1/responses"))
+            .and(body_partial_json(serde_json::json!({"stream": false})))
+            .respond_with(json_response(
+                200,
+                fixture(DIR, &format!("openai_responses/{name}.json")),
+            ))
+            .mount(&server)
+            .await;
+        for streaming in [true, false] {
+            let config =
+                HttpConfig::new(format!("{}/v1", server.uri()), "gpt-5").streaming(streaming);
+            let provider = OpenAi::responses_with(config, Dialect::openai()).unwrap();
+            let (chunks, error) = stream_all(&provider, simple_request("Do it.")).await;
+            let error =
+                error.unwrap_or_else(|| panic!("{name} (streaming {streaming}): {chunks:?}"));
+            let message = error.to_string();
+            assert!(
+                message.contains(&format!("`{kind}`")) && message.contains("does not run"),
+                "{name} (streaming {streaming}): {message}"
+            );
+            assert!(!error.is_retryable(), "{name}");
+            assert!(!chunks.iter().any(|c| matches!(c, StreamChunk::Finish { .. })), "{name}");
+        }
+    }
+}

@@ -283,6 +283,9 @@ impl WireResponse {
         }
         let mut content = Vec::new();
         for item in self.output.iter().flatten() {
+            if let Some(error) = client_side_item(item) {
+                return Err(error);
+            }
             match item.get("type").and_then(Value::as_str) {
                 Some("message") => {
                     let text = message_text(item);
@@ -338,6 +341,39 @@ fn reasoning_text(item: &Value) -> String {
 }
 
 /// A `function_call` item as a tool call (its `call_id` is the id results refer to).
+/// The output items the client must execute: a custom (freeform) tool call, a shell or local
+/// shell command, a patch to apply, a computer action. agentloop runs function tools only,
+/// so such an item ends the turn with an error that names it, never a quiet stop.
+const CLIENT_SIDE_ITEMS: [&str; 5] =
+    ["custom_tool_call", "shell_call", "local_shell_call", "apply_patch_call", "computer_call"];
+
+/// The error for an output item the client would have to execute (see [`CLIENT_SIDE_ITEMS`]).
+pub(super) fn client_side_item(item: &Value) -> Option<ProviderError> {
+    let kind = item.get("type").and_then(Value::as_str)?;
+    if !CLIENT_SIDE_ITEMS.contains(&kind) {
+        return None;
+    }
+    let named = item
+        .get("name")
+        .and_then(Value::as_str)
+        // A tool name is an identifier: anything else in it is dropped, not printed.
+        .map(|name| {
+            let name: String = name
+                .chars()
+                .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+                .take(64)
+                .collect();
+            format!(" `{name}`")
+        })
+        .unwrap_or_default();
+    Some(ProviderError::Other {
+        message: format!(
+            "the model asked the client to run a `{kind}` item{named}, which agentloop does not \
+             run (it runs function tools only); the turn is not complete"
+        ),
+    })
+}
+
 fn function_call(item: &Value, raw: &str) -> Result<ToolCall, ProviderError> {
     let text = |field: &str| item.get(field).and_then(Value::as_str).filter(|s| !s.is_empty());
     let id = text("call_id")

@@ -1,7 +1,9 @@
 //! Decoding a streamed Responses API response: semantic events until `response.completed`,
 //! `response.incomplete` or `response.failed`.
 
-use super::{function_call, message_text, reasoning_text, stream_error, WireResponse};
+use super::{
+    client_side_item, function_call, message_text, reasoning_text, stream_error, WireResponse,
+};
 use crate::provider::wire::{ResponseInfoOnce, StreamDecoder};
 use crate::provider::{ProviderError, StreamChunk};
 use serde_json::Value;
@@ -151,6 +153,10 @@ impl StreamDecoder for ResponsesDecoder {
             }
             "response.output_item.added" => {
                 let item = value.get("item").unwrap_or(&Value::Null);
+                if let Some(error) = client_side_item(item) {
+                    self.terminal = true;
+                    return Err(error);
+                }
                 match str_field(item, "type") {
                     Some("function_call") => {
                         self.start_call(item, output_index, data, out)?;
