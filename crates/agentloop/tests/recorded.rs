@@ -282,7 +282,7 @@ async fn responses_items_the_client_must_run_end_the_turn_with_an_error_not_a_st
         ("openai-shell-tool.1", "shell_call"),
         ("openai-local-shell-tool.1", "local_shell_call"),
         ("openai-apply-patch-tool.1", "apply_patch_call"),
-        ("openai-custom-tool.1", "custom_tool_call` item `write_sql"),
+        ("openai-custom-tool.1", "custom_tool_call` (`write_sql"),
     ] {
         let server = MockServer::start().await;
         Mock::given(method("POST"))

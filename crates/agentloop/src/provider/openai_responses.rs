@@ -341,8 +341,8 @@ fn reasoning_text(item: &Value) -> String {
 }
 
 /// A `function_call` item as a tool call (its `call_id` is the id results refer to).
-/// The output items the client must execute: a custom (freeform) tool call, a shell or local
-/// shell command, a patch to apply, a computer action. agentloop runs function tools only,
+/// The output items the client must execute: a custom (freeform) tool call, a shell command
+/// (outside a hosted container) or a local shell command, a patch to apply, a computer action. agentloop runs function tools only,
 /// so such an item ends the turn with an error that names it, never a quiet stop.
 const CLIENT_SIDE_ITEMS: [&str; 5] =
     ["custom_tool_call", "shell_call", "local_shell_call", "apply_patch_call", "computer_call"];
@@ -351,6 +351,12 @@ const CLIENT_SIDE_ITEMS: [&str; 5] =
 pub(super) fn client_side_item(item: &Value) -> Option<ProviderError> {
     let kind = item.get("type").and_then(Value::as_str)?;
     if !CLIENT_SIDE_ITEMS.contains(&kind) {
+        return None;
+    }
+    // A shell call in a container (`environment.type` `container_auto`, `container_reference`)
+    // is run by the API, which sends its `shell_call_output`: nothing for the client to do.
+    let environment = item.get("environment").and_then(|e| e.get("type")).and_then(Value::as_str);
+    if environment.is_some_and(|e| e.starts_with("container")) {
         return None;
     }
     let named = item
@@ -363,13 +369,13 @@ pub(super) fn client_side_item(item: &Value) -> Option<ProviderError> {
                 .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
                 .take(64)
                 .collect();
-            format!(" `{name}`")
+            format!(" (`{name}`)")
         })
         .unwrap_or_default();
     Some(ProviderError::Other {
         message: format!(
-            "the model asked the client to run a `{kind}` item{named}, which agentloop does not \
-             run (it runs function tools only); the turn is not complete"
+            "the model asked the client to run an item of type `{kind}`{named}, which agentloop \
+             does not run (it runs function tools only); the turn is not complete"
         ),
     })
 }
