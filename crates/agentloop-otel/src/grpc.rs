@@ -1,6 +1,6 @@
 //! OTLP over gRPC (feature `grpc`): the encoded request sent as is to
 //! `opentelemetry.proto.collector.trace.v1.TraceService/Export` by tonic, on a
-//! current-thread runtime owned by the export thread.
+//! current-thread runtime the export thread makes and owns.
 
 use crate::export::SpanSink;
 use crate::Error;
@@ -14,38 +14,48 @@ use tonic::Status;
 const EXPORT: &str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
 
 pub(crate) struct GrpcSink {
-    runtime: tokio::runtime::Runtime,
-    channel: Channel,
+    endpoint: tonic::transport::Endpoint,
+    /// The runtime and channel, made on the export thread by the first export: a runtime
+    /// must not be made or dropped inside the caller's async context.
+    connected: Option<(tokio::runtime::Runtime, Channel)>,
     metadata: MetadataMap,
     timeout: Duration,
 }
 
 impl GrpcSink {
     pub(crate) fn new(url: &str, metadata: MetadataMap, timeout: Duration) -> Result<Self, Error> {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| Error::Exporter(format!("cannot start the gRPC runtime: {e}")))?;
         let endpoint = tonic::transport::Endpoint::from_shared(url.to_owned())
             .map_err(|e| Error::Config(format!("the gRPC endpoint {url:?}: {e}")))?
             .timeout(timeout)
             .connect_timeout(timeout);
-        let channel = {
-            let _entered = runtime.enter();
-            endpoint.connect_lazy()
-        };
-        Ok(Self { runtime, channel, metadata, timeout })
+        Ok(Self { endpoint, connected: None, metadata, timeout })
+    }
+
+    fn connect(&mut self) -> Result<&(tokio::runtime::Runtime, Channel), String> {
+        if self.connected.is_none() {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| format!("cannot start the gRPC runtime: {e}"))?;
+            let channel = {
+                let _entered = runtime.enter();
+                self.endpoint.connect_lazy()
+            };
+            self.connected = Some((runtime, channel));
+        }
+        self.connected.as_ref().ok_or_else(|| "no gRPC channel".to_owned())
     }
 }
 
 impl SpanSink for GrpcSink {
     fn export(&mut self, request: &[u8], _spans: usize) -> Result<(), String> {
-        let mut grpc = tonic::client::Grpc::new(self.channel.clone());
         let mut message = tonic::Request::new(Bytes::copy_from_slice(request));
         *message.metadata_mut() = self.metadata.clone();
         message.set_timeout(self.timeout);
+        let (runtime, channel) = self.connect()?;
+        let mut grpc = tonic::client::Grpc::new(channel.clone());
         let path = http::uri::PathAndQuery::from_static(EXPORT);
-        self.runtime.block_on(async move {
+        runtime.block_on(async move {
             grpc.ready().await.map_err(|e| format!("the collector is not reachable: {e}"))?;
             grpc.unary::<Bytes, Bytes, _>(message, path, Raw)
                 .await

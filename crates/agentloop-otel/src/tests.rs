@@ -438,3 +438,16 @@ async fn an_unsampled_trace_exports_nothing_and_a_sampled_caller_decides() {
     assert_eq!(spans.len(), 6);
     assert!(spans.iter().all(|s| crate::testing::hex(&s.trace_id) == parent[3..35]));
 }
+
+#[tokio::test]
+async fn a_malformed_grpc_endpoint_is_an_error_inside_an_async_context() {
+    // Built (and failing) inside a tokio runtime, as the CLI does: an error, not a panic.
+    let config = TelemetryConfig {
+        protocol: Protocol::Grpc,
+        traces_endpoint: Some("::bad::".into()),
+        metrics: false,
+        ..TelemetryConfig::default()
+    };
+    let error = Telemetry::new(config).unwrap_err();
+    assert!(error.to_string().contains("gRPC endpoint"), "{error}");
+}
