@@ -11,7 +11,7 @@ use agentloop::message::{FinishReason, Message, Part, ToolCall, ToolResult, Usag
 use agentloop::provider::anthropic::Anthropic;
 use agentloop::provider::gemini::Gemini;
 use agentloop::provider::openai::{Compat, Dialect, OpenAi};
-use agentloop::provider::{HttpConfig, ModelResponse, StreamChunk};
+use agentloop::provider::{HttpConfig, ModelResponse, Provider, ProviderError, StreamChunk};
 use http_support::*;
 use wiremock::matchers::{body_partial_json, method, path};
 use wiremock::{Mock, MockServer};
@@ -23,6 +23,53 @@ fn as_sse(lines: &str) -> String {
     lines.lines().filter(|l| !l.trim().is_empty()).map(|l| format!("data: {l}\n\n")).collect()
 }
 
+/// What one request gave: its chunks, and the error that ended it, if any.
+type Replayed = (Vec<StreamChunk>, Option<ProviderError>);
+
+/// Serves `api` from a mock server: the recorded stream (`chunks`) to streamed requests and
+/// the recorded whole response (`whole`), if any, to the others (every request, without). Asks `provider(base_url,
+/// streaming)` once streamed and (with `whole`) once not: the results in that order.
+async fn replay<P: Provider>(
+    api: &str,
+    chunks: &str,
+    whole: Option<&str>,
+    provider: impl Fn(&str, bool) -> P,
+) -> Vec<Replayed> {
+    let server = MockServer::start().await;
+    let streamed = Mock::given(method("POST")).and(path(api));
+    // With a whole response too, streamed requests are told apart by their `stream: true`
+    // (Gemini's say it in the URL: it is served streamed only).
+    let streamed = match whole {
+        Some(_) => streamed.and(body_partial_json(serde_json::json!({"stream": true}))),
+        None => streamed,
+    };
+    streamed.respond_with(sse(as_sse(&fixture(DIR, chunks)))).with_priority(1).mount(&server).await;
+    if let Some(whole) = whole {
+        Mock::given(method("POST"))
+            .and(path(api))
+            .respond_with(json_response(200, fixture(DIR, whole)))
+            .with_priority(5)
+            .mount(&server)
+            .await;
+    }
+    let mut results = Vec::new();
+    let modes: &[bool] = if whole.is_some() { &[true, false] } else { &[true] };
+    for &streaming in modes {
+        let provider = provider(&server.uri(), streaming);
+        results.push(stream_all(&provider, simple_request("Go on.")).await);
+    }
+    results
+}
+
+/// The responses of a replay that must not fail: (streamed, whole).
+fn both_ok(mut results: Vec<Replayed>) -> (ModelResponse, ModelResponse) {
+    for (n, (_, error)) in results.iter().enumerate() {
+        assert_eq!(*error, None, "request {n}");
+    }
+    let complete = assemble(&results.pop().unwrap().0);
+    (assemble(&results.pop().unwrap().0), complete)
+}
+
 /// The OpenAI-compatible chat provider (`dialect`) against a server that plays the recorded
 /// stream and the recorded completion: (streamed, whole).
 async fn chat_both_ways(
@@ -30,41 +77,17 @@ async fn chat_both_ways(
     chunks: &str,
     completion: &str,
 ) -> (ModelResponse, ModelResponse) {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/v1/chat/completions"))
-        .and(body_partial_json(serde_json::json!({"stream": true})))
-        .respond_with(sse(as_sse(&fixture(DIR, chunks))))
-        .mount(&server)
-        .await;
-    Mock::given(method("POST"))
-        .and(path("/v1/chat/completions"))
-        .and(body_partial_json(serde_json::json!({"stream": false})))
-        .respond_with(json_response(200, fixture(DIR, completion)))
-        .mount(&server)
-        .await;
-    let mut whole = Vec::new();
-    for streaming in [true, false] {
-        let config = HttpConfig::new(format!("{}/v1", server.uri()), "model").streaming(streaming);
-        let provider = OpenAi::chat_with(config, dialect.clone()).unwrap();
-        let (chunks, error) = stream_all(&provider, simple_request("What is 2+2?")).await;
-        assert_eq!(error, None, "streaming {streaming}");
-        whole.push(assemble(&chunks));
-    }
-    let complete = whole.pop().unwrap();
-    (whole.pop().unwrap(), complete)
+    both_ok(
+        replay("/v1/chat/completions", chunks, Some(completion), |base, streaming| {
+            let config = HttpConfig::new(format!("{base}/v1"), "model").streaming(streaming);
+            OpenAi::chat_with(config, dialect.clone()).unwrap()
+        })
+        .await,
+    )
 }
 
 fn reasoning(response: &ModelResponse) -> String {
-    response
-        .message
-        .content
-        .iter()
-        .filter_map(|p| match p {
-            Part::Reasoning(r) => Some(r.text.as_str()),
-            _ => None,
-        })
-        .collect()
+    response.message.reasoning_text()
 }
 
 #[tokio::test]
@@ -92,15 +115,17 @@ async fn magistral_thinking_and_text_parts_stream_and_complete_alike() {
 
 #[tokio::test]
 async fn gemini_streamed_function_call_arguments_assemble_into_two_calls() {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/v1beta/models/gemini-3.1-pro-preview:streamGenerateContent"))
-        .respond_with(sse(as_sse(&fixture(DIR, "gemini/stream-tool-call-arguments.chunks.txt"))))
-        .mount(&server)
-        .await;
-    let config = Gemini::config("gemini-3.1-pro-preview").base_url(server.uri()).api_key("k");
-    let provider = Gemini::with_config(config, Gemini::new("gemini-3.1-pro-preview")).unwrap();
-    let (chunks, error) = stream_all(&provider, simple_request("Weather?")).await;
+    let mut results = replay(
+        "/v1beta/models/gemini-3.1-pro-preview:streamGenerateContent",
+        "gemini/stream-tool-call-arguments.chunks.txt",
+        None,
+        |base, _| {
+            let config = Gemini::config("gemini-3.1-pro-preview").base_url(base).api_key("k");
+            Gemini::with_config(config, Gemini::new("gemini-3.1-pro-preview")).unwrap()
+        },
+    )
+    .await;
+    let (chunks, error) = results.pop().unwrap();
     assert_eq!(error, None);
     let response = assemble(&chunks);
     let calls: Vec<&ToolCall> = response
@@ -137,32 +162,16 @@ async fn gemini_streamed_function_call_arguments_assemble_into_two_calls() {
 /// The Anthropic Messages provider against a server that plays a recorded stream and a
 /// recorded whole message: (streamed, whole).
 async fn anthropic_both_ways(chunks: &str, message: &str) -> (ModelResponse, ModelResponse) {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/v1/messages"))
-        .and(body_partial_json(serde_json::json!({"stream": true})))
-        .respond_with(sse(as_sse(&fixture(DIR, chunks))))
-        .mount(&server)
-        .await;
-    Mock::given(method("POST"))
-        .and(path("/v1/messages"))
-        .respond_with(json_response(200, fixture(DIR, message)))
-        .mount(&server)
-        .await;
-    let mut whole = Vec::new();
-    for streaming in [true, false] {
-        let config = Anthropic::config("claude-opus-4-6")
-            .base_url(server.uri())
-            .api_key("k")
-            .streaming(streaming);
-        let provider =
-            Anthropic::with_config(config, Anthropic::messages("claude-opus-4-6")).unwrap();
-        let (chunks, error) = stream_all(&provider, simple_request("Summarise.")).await;
-        assert_eq!(error, None, "streaming {streaming}");
-        whole.push(assemble(&chunks));
-    }
-    let complete = whole.pop().unwrap();
-    (whole.pop().unwrap(), complete)
+    both_ok(
+        replay("/v1/messages", chunks, Some(message), |base, streaming| {
+            let config = Anthropic::config("claude-opus-4-6")
+                .base_url(base)
+                .api_key("k")
+                .streaming(streaming);
+            Anthropic::with_config(config, Anthropic::messages("claude-opus-4-6")).unwrap()
+        })
+        .await,
+    )
 }
 
 #[tokio::test]
@@ -193,18 +202,17 @@ async fn anthropic_usage_with_compaction_is_the_sum_of_its_iterations() {
 async fn responses_through_github_copilot_keep_one_text_when_the_item_id_rotates() {
     // Every event of the recording names another item id for the same message (same output
     // index): one text, not one per id.
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/v1/responses"))
-        .respond_with(sse(as_sse(&fixture(
-            DIR,
-            "openai_responses/github-copilot-id-rotation.1.chunks.txt",
-        ))))
-        .mount(&server)
-        .await;
-    let config = HttpConfig::new(format!("{}/v1", server.uri()), "gpt-5.3-codex");
-    let provider = OpenAi::responses_with(config, Dialect::openai()).unwrap();
-    let (chunks, error) = stream_all(&provider, simple_request("How many r in strawberry?")).await;
+    let mut results = replay(
+        "/v1/responses",
+        "openai_responses/github-copilot-id-rotation.1.chunks.txt",
+        None,
+        |base, _| {
+            let config = HttpConfig::new(format!("{base}/v1"), "gpt-5.3-codex");
+            OpenAi::responses_with(config, Dialect::openai()).unwrap()
+        },
+    )
+    .await;
+    let (chunks, error) = results.pop().unwrap();
     assert_eq!(error, None);
     let response = assemble(&chunks);
     assert_eq!(
@@ -284,30 +292,14 @@ async fn responses_items_the_client_must_run_end_the_turn_with_an_error_not_a_st
         ("openai-apply-patch-tool.1", "apply_patch_call"),
         ("openai-custom-tool.1", "custom_tool_call` (`write_sql"),
     ] {
-        let server = MockServer::start().await;
-        Mock::given(method("POST"))
-            .and(path("/v1/responses"))
-            .and(body_partial_json(serde_json::json!({"stream": true})))
-            .respond_with(sse(as_sse(&fixture(
-                DIR,
-                &format!("openai_responses/{name}.chunks.txt"),
-            ))))
-            .mount(&server)
-            .await;
-        Mock::given(method("POST"))
-            .and(path("/v1/responses"))
-            .and(body_partial_json(serde_json::json!({"stream": false})))
-            .respond_with(json_response(
-                200,
-                fixture(DIR, &format!("openai_responses/{name}.json")),
-            ))
-            .mount(&server)
-            .await;
-        for streaming in [true, false] {
-            let config =
-                HttpConfig::new(format!("{}/v1", server.uri()), "gpt-5").streaming(streaming);
-            let provider = OpenAi::responses_with(config, Dialect::openai()).unwrap();
-            let (chunks, error) = stream_all(&provider, simple_request("Do it.")).await;
+        let chunks = format!("openai_responses/{name}.chunks.txt");
+        let whole = format!("openai_responses/{name}.json");
+        let results = replay("/v1/responses", &chunks, Some(&whole), |base, streaming| {
+            let config = HttpConfig::new(format!("{base}/v1"), "gpt-5").streaming(streaming);
+            OpenAi::responses_with(config, Dialect::openai()).unwrap()
+        })
+        .await;
+        for ((chunks, error), streaming) in results.into_iter().zip([true, false]) {
             let error =
                 error.unwrap_or_else(|| panic!("{name} (streaming {streaming}): {chunks:?}"));
             let message = error.to_string();

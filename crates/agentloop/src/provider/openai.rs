@@ -165,9 +165,6 @@ pub(crate) fn media_url(source: &MediaSource) -> String {
     }
 }
 
-/// An assistant message: its text (`null` when it only calls tools) and its tool calls.
-/// Reasoning is not sent back: the chat API has no field for it (and DeepSeek rejects
-/// `reasoning_content` in requests).
 /// The index of the first message of the current turn (after the last user message that is
 /// not only tool results) when the dialect sends reasoning back within a turn; past the end
 /// otherwise.
@@ -187,17 +184,13 @@ pub(crate) fn reasoning_content(message: &Message, send: bool) -> Option<String>
     if !send || !message.has_tool_calls() {
         return None;
     }
-    let text: String = message
-        .content
-        .iter()
-        .filter_map(|p| match p {
-            Part::Reasoning(r) => Some(r.text.as_str()),
-            _ => None,
-        })
-        .collect();
-    (!text.is_empty()).then_some(text)
+    Some(message.reasoning_text()).filter(|text| !text.is_empty())
 }
 
+/// An assistant message: its text (`null` when it only calls tools), its tool calls and,
+/// `in_turn` of a dialect that wants it, its reasoning as `reasoning_content`
+/// ([`reasoning_content`]). Otherwise reasoning is not sent back: OpenAI's chat API has no
+/// field for it.
 fn assistant_message(message: &Message, in_turn: bool) -> Value {
     let text = message.text();
     let calls: Vec<Value> = message

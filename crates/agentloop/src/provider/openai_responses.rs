@@ -342,8 +342,9 @@ fn reasoning_text(item: &Value) -> String {
 
 /// A `function_call` item as a tool call (its `call_id` is the id results refer to).
 /// The output items the client must execute: a custom (freeform) tool call, a shell command
-/// (outside a hosted container) or a local shell command, a patch to apply, a computer action. agentloop runs function tools only,
-/// so such an item ends the turn with an error that names it, never a quiet stop.
+/// (outside a hosted container) or a local shell command, a patch to apply, a computer
+/// action. agentloop runs function tools only, so such an item ends the turn with an error
+/// that names it, never a quiet stop.
 const CLIENT_SIDE_ITEMS: [&str; 5] =
     ["custom_tool_call", "shell_call", "local_shell_call", "apply_patch_call", "computer_call"];
 
