@@ -99,6 +99,11 @@ impl ToolGrammar {
         request: &ModelRequest,
         protocol: &PromptedProtocol,
     ) -> Result<Option<Box<dyn Constraint>>, LocalError> {
+        if let Some(output) = &request.output {
+            if request.tools.is_empty() || request.tool_choice == ToolChoice::None {
+                return Ok(self.output_constraint(&output.schema));
+            }
+        }
         let mut answer = false;
         let after_result = request.messages.last().is_some_and(|m| m.role == Role::Tool);
         let tools: Vec<&ToolSpec> = match &request.tool_choice {
@@ -149,6 +154,23 @@ impl ToolGrammar {
             }
         }
         Ok(None)
+    }
+
+    /// The constraint of an answer that is a JSON value matching `schema` (structured
+    /// output), bounded like a call's arguments; `None` when its grammar does not compile
+    /// (a warning is logged; the run still validates the answer).
+    fn output_constraint(&self, schema: &Value) -> Option<Box<dyn Constraint>> {
+        for patterns in [true, false] {
+            let answer = schema::compile(schema, "o_", patterns, None);
+            let grammar = format!("start: {}\n{}", answer.root, answer.rules);
+            match self.matcher(grammar, false) {
+                Ok(constraint) => return Some(constraint),
+                Err(error) => {
+                    tracing::warn!(%error, patterns, "the output grammar does not compile")
+                }
+            }
+        }
+        None
     }
 
     /// The constraint of a Lark grammar; `free_text`: whether it has a text alternative.

@@ -279,6 +279,17 @@ impl LocalModel {
         if self.inner.grammar.is_some() && !request.tools.is_empty() {
             request.tool_choice = ToolChoice::Auto;
         }
+        if let Some(output) = &request.output {
+            // The grammar holds the answer to the schema; the model is told what it is for.
+            let note = format!(
+                "Answer with only a JSON object that matches this JSON Schema:\n{}",
+                output.wire_schema()
+            );
+            request.instructions = Some(match request.instructions.take() {
+                Some(instructions) => format!("{instructions}\n\n{note}"),
+                None => note,
+            });
+        }
         if let Some(examples) = self.inner.examples.filter(|_| !request.tools.is_empty()) {
             let mut messages = examples(&request.tools);
             messages.extend(request.messages.iter().cloned());
@@ -433,6 +444,12 @@ impl Provider for LocalModel {
 
     fn supports_tools(&self) -> bool {
         true
+    }
+
+    /// An answer without tools is decoded under a grammar compiled from the output schema;
+    /// with tools, the run's final-answer tool is (its call forced by the tool grammar).
+    fn native_output(&self, with_tools: bool) -> bool {
+        !with_tools && self.inner.grammar.is_some()
     }
 }
 

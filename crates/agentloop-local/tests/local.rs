@@ -162,3 +162,50 @@ async fn agent_calls_the_calculator_and_answers() {
     assert!(outcome.is_success(), "{:?}", outcome.stop_reason);
     assert!(!outcome.answer.trim().is_empty());
 }
+
+/// A capital and its country.
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+struct Capital {
+    /// The city.
+    city: String,
+    /// Its country.
+    country: String,
+    /// How many people live there, roughly.
+    population: u32,
+}
+
+/// Structured output on the local model: without tools the answer is decoded under a grammar
+/// compiled from the schema, so even a 135M model's answer parses and validates at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_typed_answer_is_decoded_under_the_schemas_grammar() {
+    let Some(model) = model() else { return };
+    let agent = Agent::builder(model).max_tokens(96).build().unwrap();
+    let mut events = agent.run_stream_with(
+        "What is the capital of France?",
+        agentloop::RunOptions::default().output(agentloop::run::OutputSpec::of::<Capital>()),
+    );
+    let mut partials = 0;
+    let mut outcome = None;
+    while let Some(event) = events.next().await {
+        match event {
+            Event::OutputDelta { .. } => partials += 1,
+            Event::RunFinished { outcome: o } => outcome = Some(o),
+            Event::RunFailed { .. } | Event::RunCancelled { .. } => panic!("{event:?}"),
+            _ => {}
+        }
+    }
+    let outcome = outcome.unwrap();
+    eprintln!("answer: {}", outcome.answer);
+    assert_eq!(outcome.iterations, 1, "valid at the first try: no retry");
+    assert!(partials >= 2, "{partials} partial values");
+    let capital: Capital = serde_json::from_value(outcome.output.clone().unwrap()).unwrap();
+    assert!(!capital.city.is_empty() && !capital.country.is_empty(), "{capital:?}");
+    eprintln!("{} has {} people", capital.city, capital.population);
+    // The same through `run_as`.
+    let agent = Agent::builder(model_or_skip()).max_tokens(96).build().unwrap();
+    let _: Capital = agent.run_as("What is the capital of Italy?").await.unwrap();
+}
+
+fn model_or_skip() -> LocalModel {
+    model().expect("the model file was there a moment ago")
+}

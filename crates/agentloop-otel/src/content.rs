@@ -39,12 +39,36 @@ struct MessageOut<'a> {
 #[derive(Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum PartOut<'a> {
-    Text { content: &'a str },
-    Image { source: Value },
-    File { source: Value, filename: Option<&'a str> },
-    ToolCall { id: &'a str, name: &'a str, arguments: Value },
-    ToolCallResponse { id: &'a str, response: String },
-    Reasoning { content: &'a str },
+    Text {
+        content: &'a str,
+    },
+    Image {
+        source: Value,
+    },
+    File {
+        source: Value,
+        filename: Option<&'a str>,
+    },
+    ToolCall {
+        id: &'a str,
+        name: &'a str,
+        arguments: Value,
+    },
+    ToolCallResponse {
+        id: &'a str,
+        response: String,
+    },
+    Reasoning {
+        content: &'a str,
+    },
+    /// A provider's content without a type of agentloop's (the conventions' generic part,
+    /// its type the provider's name for it).
+    #[serde(untagged)]
+    Generic {
+        #[serde(rename = "type")]
+        kind: &'a str,
+        provider: &'a str,
+    },
 }
 
 fn message(message: &Message) -> MessageOut<'_> {
@@ -74,6 +98,7 @@ fn part(part: &Part) -> PartOut<'_> {
             PartOut::ToolCallResponse { id: &result.call_id, response: result.content.to_text() }
         }
         Part::Reasoning(reasoning) => PartOut::Reasoning { content: &reasoning.text },
+        Part::Opaque(opaque) => PartOut::Generic { kind: &opaque.kind, provider: &opaque.provider },
     }
 }
 

@@ -2,10 +2,14 @@
 //! [`Agent::builder`].
 
 mod as_tool;
+mod options;
+mod output;
 mod replay;
 mod resume;
 
 pub use as_tool::{AgentTool, AgentToolArgs};
+pub use options::{RunInput, RunOptions};
+pub use output::RunAsError;
 pub use replay::JournalReplay;
 pub use resume::ResumeOptions;
 
@@ -14,7 +18,7 @@ use crate::driver::{Driver, EventStream, Start};
 use crate::error::{AgentError, BuildError};
 use crate::event::Event;
 use crate::hooks::{HookSet, Hooks, PermissionHook};
-use crate::message::{Message, ToolCall};
+use crate::message::ToolCall;
 use crate::provider::{Provider, ToolChoice};
 use crate::run::{
     BreakerConfig, Decision, Limits, Outcome, Price, Run, RunConfig, RunError, RunIdentity,
@@ -28,64 +32,6 @@ use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-
-/// The input of a run: the conversation so far, ending with the new user message.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct RunInput(pub Vec<Message>);
-
-impl From<&str> for RunInput {
-    fn from(text: &str) -> Self {
-        Self(vec![Message::user(text)])
-    }
-}
-
-impl From<String> for RunInput {
-    fn from(text: String) -> Self {
-        Self(vec![Message::user(text)])
-    }
-}
-
-impl From<Message> for RunInput {
-    fn from(message: Message) -> Self {
-        Self(vec![message])
-    }
-}
-
-impl From<Vec<Message>> for RunInput {
-    fn from(messages: Vec<Message>) -> Self {
-        Self(messages)
-    }
-}
-
-/// Per-run options.
-#[derive(Debug, Clone, Default)]
-pub struct RunOptions {
-    /// The run's id (default: a new time-ordered id).
-    pub run_id: Option<String>,
-    /// Cancels the run when cancelled.
-    pub cancel: Option<CancellationToken>,
-    /// The run that started this one (journaled as `RunConfig::parent_run_id`; stores list
-    /// a run's children with `RunFilter::parent_run_id`).
-    pub parent_run_id: Option<String>,
-    /// The W3C `traceparent` of the caller's span (an incoming A2A request's, a calling
-    /// tool's): the run's trace hangs under it. Journaled as `RunConfig::trace_parent`, so a
-    /// run resumed in another process stays in the same trace.
-    pub trace_parent: Option<String>,
-}
-
-impl RunOptions {
-    /// Hangs the run's trace under the caller's span (a W3C `traceparent`).
-    pub fn trace_parent(mut self, trace_parent: impl Into<String>) -> Self {
-        self.trace_parent = Some(trace_parent.into());
-        self
-    }
-
-    /// Marks the run as started by `parent_run_id` (a sub-agent's run).
-    pub fn parent_run_id(mut self, parent_run_id: impl Into<String>) -> Self {
-        self.parent_run_id = Some(parent_run_id.into());
-        self
-    }
-}
 
 /// A configured agent. Cheap to clone; runs share nothing but the provider and tools.
 ///
@@ -213,6 +159,9 @@ impl Agent {
         self.refresh_tools();
         let mut config = self.run_config(options.parent_run_id);
         config.trace_parent = options.trace_parent;
+        if let Some(spec) = options.output {
+            config.output = Some(self.resolve_output(spec, &config.tools));
+        }
         let observer = self.run_observer(&run_id, &config, false);
         let start =
             Start::New { run_id: run_id.clone(), config: Box::new(config), input: input.into().0 };
@@ -319,7 +268,17 @@ impl Agent {
     /// ([`StopReason::AwaitingInput`](crate::StopReason), the question in the outcome's
     /// `answer`).
     pub async fn run(&self, input: impl Into<RunInput>) -> Result<Outcome, AgentError> {
-        let (_, events) = self.start_inner(input, RunOptions::default(), true);
+        self.run_with(input, RunOptions::default()).await
+    }
+
+    /// [`run`](Self::run) with per-run options (an id, a cancellation token, a typed
+    /// output, …).
+    pub async fn run_with(
+        &self,
+        input: impl Into<RunInput>,
+        options: RunOptions,
+    ) -> Result<Outcome, AgentError> {
+        let (_, events) = self.start_inner(input, options, true);
         let outcome = outcome_of(events).await?;
         match outcome.stop_reason {
             StopReason::AwaitingApproval { .. } | StopReason::AwaitingInput { .. } => {

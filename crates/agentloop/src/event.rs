@@ -291,6 +291,23 @@ pub enum Event {
         /// The new text.
         delta: String,
     },
+    /// Provider content without a type of ours arrived — a server tool's call or result
+    /// (web search, code execution), a compaction item, an output item of a newer kind: it is
+    /// kept in the assistant message as a [`Part::Opaque`](crate::message::Part) and sent
+    /// back to the same provider on the next turn, never dropped.
+    OpaqueContent {
+        /// The content, verbatim.
+        part: crate::message::Opaque,
+    },
+    /// The structured answer so far, as it streams (a run with an output schema): the JSON
+    /// text so far — the answer's text in native mode, the final-answer tool's arguments in
+    /// tool mode — parsed as far as it goes (open objects and arrays closed, an unfinished
+    /// string kept as far as it goes, an unfinished number or key left out). Each differs
+    /// from the one before. Only a guide for a UI: the run's `output` is the validated value.
+    OutputDelta {
+        /// The value so far.
+        partial: Value,
+    },
     /// The reasoning of a model turn, whole.
     Reasoning {
         /// The text.
@@ -450,6 +467,8 @@ impl Event {
             Self::ReasoningDelta { .. } => "reasoning_delta",
             Self::ToolCallStreamStarted { .. } => "tool_call_stream_started",
             Self::ToolArgumentsDelta { .. } => "tool_arguments_delta",
+            Self::OutputDelta { .. } => "output_delta",
+            Self::OpaqueContent { .. } => "opaque_content",
             Self::Reasoning { .. } => "reasoning",
             Self::Text { .. } => "text",
             Self::ToolDetected { .. } => "tool_detected",

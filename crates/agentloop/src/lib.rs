@@ -53,7 +53,7 @@ pub mod store;
 mod terms;
 pub mod tool;
 
-pub use agent::{Agent, AgentBuilder, ResumeOptions, RunInput, RunOptions};
+pub use agent::{Agent, AgentBuilder, ResumeOptions, RunAsError, RunInput, RunOptions};
 pub use control::RunHandle;
 pub use driver::EventStream;
 pub use error::{AgentError, BuildError, ResumeError, SessionError};

@@ -146,6 +146,31 @@ pub struct Reasoning {
     pub opaque: Option<Value>,
 }
 
+/// Provider content agentloop has no type of its own for — a server-side tool's call and
+/// result (web search, code execution), a compaction item, an output item of a kind added
+/// after this build — kept as the provider sent it instead of being dropped: it stays in the
+/// history, is reported (`Event::OpaqueContent`), and the same provider family's encoder sends
+/// it back verbatim on the next turn (others leave it out).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Opaque {
+    /// The provider family that produced it ([`Provider::family`](crate::provider::Provider):
+    /// `openai-responses`, `anthropic`, `gemini`).
+    pub provider: String,
+    /// Its type as the provider names it (`web_search_call`, `compaction`,
+    /// `server_tool_use`, `executableCode`, …).
+    pub kind: String,
+    /// The item, block or part, verbatim.
+    #[serde(serialize_with = "crate::canonical::serialize")]
+    pub value: Value,
+}
+
+impl Opaque {
+    /// Content of this provider family and kind.
+    pub fn new(provider: impl Into<String>, kind: impl Into<String>, value: Value) -> Self {
+        Self { provider: provider.into(), kind: kind.into(), value }
+    }
+}
+
 /// One piece of a message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -174,6 +199,8 @@ pub enum Part {
     ToolResult(ToolResult),
     /// Reasoning (assistant messages).
     Reasoning(Reasoning),
+    /// Provider content without a type of its own (assistant messages), kept verbatim.
+    Opaque(Opaque),
 }
 
 impl Part {

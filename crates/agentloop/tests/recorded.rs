@@ -18,11 +18,6 @@ use wiremock::{Mock, MockServer};
 
 const DIR: &str = "recorded";
 
-/// Recorded chunks, one JSON document a line, as the SSE events they arrived in.
-fn as_sse(lines: &str) -> String {
-    lines.lines().filter(|l| !l.trim().is_empty()).map(|l| format!("data: {l}\n\n")).collect()
-}
-
 /// What one request gave: its chunks, and the error that ended it, if any.
 type Replayed = (Vec<StreamChunk>, Option<ProviderError>);
 

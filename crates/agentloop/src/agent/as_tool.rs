@@ -152,6 +152,7 @@ impl DynTool for AgentTool {
             cancel: None,
             parent_run_id: Some(ctx.run_id.to_string()),
             trace_parent: ctx.trace_parent(),
+            output: None,
         };
         let quiet = !ctx.takes_nested_events();
         let (handle, events) = self.agent.start_inner(args.input, options, quiet);

@@ -167,6 +167,11 @@ fn message_chunks(message: &Message) -> Result<Vec<StreamChunk>, ReplayError> {
                 }
                 chunks.push(StreamChunk::ToolCallEnd { id: call.id.clone() });
             }
+            Part::Opaque(opaque) => chunks.push(StreamChunk::Opaque {
+                provider: opaque.provider.clone(),
+                kind: opaque.kind.clone(),
+                value: opaque.value.clone(),
+            }),
             Part::Image { .. } | Part::File { .. } | Part::ToolResult(_) => {
                 return Err(ReplayError::Journal(
                     "a model response holds an image, file or tool result part".into(),

@@ -178,6 +178,9 @@ impl Agent {
         config.tools = self.driver.tools.specs();
         config.parent_run_id = parent_run_id;
         config.identity = None;
+        if let Some(spec) = config.output.take() {
+            config.output = Some(self.resolve_output(spec, &config.tools));
+        }
         let config_hash = config_hash(&config);
         config.identity = Some(RunIdentity { config_hash, ..self.identity.clone() });
         config

@@ -35,6 +35,9 @@ pub trait TokenCounter: Send + Sync {
                             }
                         },
                         Part::Reasoning(reasoning) => self.count_text(&reasoning.text),
+                        Part::Opaque(opaque) => {
+                            self.count_text(&crate::canonical::to_string(&opaque.value))
+                        }
                         // Providers bill images by size; a typical tile budget.
                         Part::Image { .. } | Part::File { .. } => 765,
                     }

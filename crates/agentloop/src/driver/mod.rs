@@ -13,6 +13,7 @@
 mod links;
 mod model;
 mod outbox;
+mod partial;
 mod tools;
 
 use crate::control::Control;

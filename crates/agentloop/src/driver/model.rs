@@ -4,6 +4,7 @@
 //! run: a response, or one `model_failed` that the run's re-ask rule then judges
 //! (`docs/PROVIDERS.md`, "Retries").
 
+use super::partial::PartialOutput;
 use super::{fail_hook, fail_on_error, Driver, Outbox, Scope};
 use crate::event::Event;
 use crate::message::{Message, Part, Role};
@@ -53,6 +54,7 @@ impl Driver {
                 // One cancellation waiter for the whole call (registering one per chunk
                 // costs a lock and an unregistration each time).
                 let mut cancelled = std::pin::pin!(scope.control.cancel.cancelled());
+                let output = if self.quiet { None } else { run.config().output.as_ref() };
                 let mut attempt = 1u32;
                 let whole = !self.provider.streams();
                 loop {
@@ -78,6 +80,7 @@ impl Driver {
                     } else {
                         let mut chunks = self.provider.stream(request.clone());
                         let mut assembler = ResponseAssembler::default();
+                        let mut partial = PartialOutput::new(output);
                         let mut delivered = false;
                         let ended = loop {
                             let next = tokio::select! {
@@ -87,9 +90,12 @@ impl Driver {
                             };
                             match next {
                                 None => {
+                                    if let Some(partial) = &mut partial {
+                                        out.push(partial.finish());
+                                    }
                                     break ModelCall::Responded(
                                         std::mem::take(&mut assembler).finish(),
-                                    )
+                                    );
                                 }
                                 Some(Err(error)) => break ModelCall::Failed(error),
                                 Some(Ok(chunk)) => {
@@ -101,6 +107,9 @@ impl Driver {
                                             // Handed out when the driver next
                                             // waits (for the network, at the latest).
                                             out.push(delta_event(&chunk));
+                                            if let Some(partial) = &mut partial {
+                                                out.push(partial.push(&chunk));
+                                            }
                                         }
                                     }
                                     if let Err(error) = assembler.push(chunk) {
@@ -171,7 +180,7 @@ impl Driver {
 /// A whole response as the chunk path would have delivered it: the delta events its chunks
 /// would have streamed (added to `events`, unless it is `None`), and the response as
 /// [`ResponseAssembler`] would have rebuilt it from them (assistant role, adjacent text parts
-/// joined, only text, reasoning and tool-call parts), without the chunks.
+/// joined, only text, reasoning, tool-call and opaque parts), without the chunks.
 fn as_streamed(response: ModelResponse, mut events: Option<&mut Vec<Event>>) -> ModelResponse {
     let ModelResponse { message, finish_reason, usage, id, model } = response;
     let mut parts: Vec<Part> = Vec::with_capacity(message.content.len());
@@ -208,6 +217,10 @@ fn as_streamed(response: ModelResponse, mut events: Option<&mut Vec<Event>>) -> 
                 }
                 parts.push(Part::ToolCall(call));
             }
+            Part::Opaque(opaque) => {
+                emit(&|| Event::OpaqueContent { part: opaque.clone() });
+                parts.push(Part::Opaque(opaque));
+            }
             Part::Image { .. } | Part::File { .. } | Part::ToolResult(_) => {}
         }
     }
@@ -228,6 +241,7 @@ fn is_delta(chunk: &StreamChunk) -> bool {
             | StreamChunk::ReasoningDelta { .. }
             | StreamChunk::ToolCallStart { .. }
             | StreamChunk::ToolCallDelta { .. }
+            | StreamChunk::Opaque { .. }
     )
 }
 
@@ -242,6 +256,9 @@ fn delta_event(chunk: &StreamChunk) -> Option<Event> {
         StreamChunk::ToolCallDelta { id, delta } => {
             Some(Event::ToolArgumentsDelta { call_id: id.clone(), delta: delta.clone() })
         }
+        StreamChunk::Opaque { provider, kind, value } => Some(Event::OpaqueContent {
+            part: crate::message::Opaque::new(provider.clone(), kind.clone(), value.clone()),
+        }),
         StreamChunk::ResponseInfo { .. }
         | StreamChunk::ReasoningEnd { .. }
         | StreamChunk::ToolCallEnd { .. }

@@ -147,9 +147,16 @@ impl Anthropic {
     }
 }
 
+/// The family name of this API (its [`WireFormat::name`]), on its opaque blocks.
+pub(crate) const FAMILY: &str = "anthropic";
+
 impl WireFormat for Anthropic {
     fn name(&self) -> &'static str {
-        "anthropic"
+        FAMILY
+    }
+
+    fn native_output(&self, _with_tools: bool) -> bool {
+        true
     }
 
     fn auth(&self) -> AuthStyle {
@@ -190,6 +197,11 @@ impl WireFormat for Anthropic {
                 ToolChoice::Named(name) => json!({"type": "tool", "name": name}),
             };
             body.insert("tool_choice".into(), choice);
+        }
+        if let Some(output) = &request.output {
+            // Structured outputs (GA): every object closed, as the API requires.
+            let format = json!({"type": "json_schema", "schema": output.closed_schema()});
+            body.insert("output_config".into(), json!({ "format": format }));
         }
         if stream {
             body.insert("stream".into(), Value::Bool(true));
@@ -300,6 +312,9 @@ fn content_block(part: &Part) -> Option<Value> {
         Part::ToolCall(call) => Some(tool_use_block(call)),
         Part::ToolResult(result) => Some(tool_result_block(result)),
         Part::Reasoning(reasoning) => reasoning_block(reasoning),
+        // This API's blocks without a type of ours (a server tool's call and result), as they
+        // came; another provider's are left out.
+        Part::Opaque(opaque) => (opaque.provider == FAMILY).then(|| opaque.value.clone()),
     }
 }
 

@@ -1,7 +1,7 @@
 //! Folding a chunk stream into a whole [`ModelResponse`].
 
 use super::{ModelResponse, ProviderError, StreamChunk};
-use crate::message::{FinishReason, Message, Part, Reasoning, Role, ToolCall, Usage};
+use crate::message::{FinishReason, Message, Opaque, Part, Reasoning, Role, ToolCall, Usage};
 
 /// Builds a [`ModelResponse`] from [`StreamChunk`]s, in order. Text deltas join the current
 /// text part, reasoning deltas the current reasoning block, argument deltas their call (by id);
@@ -80,6 +80,10 @@ impl ResponseAssembler {
                 if self.call_index(&id).is_none() {
                     return Err(ProviderError::protocol("end of unknown tool call", &id));
                 }
+            }
+            StreamChunk::Opaque { provider, kind, value } => {
+                self.open_reasoning = None;
+                self.parts.push(Part::Opaque(Opaque { provider, kind, value }));
             }
             StreamChunk::Usage { usage } => self.usage = self.usage.max(usage),
             StreamChunk::Finish { reason } => self.finish = Some(reason),

@@ -147,6 +147,12 @@ impl Gemini {
         if let Some(max_tokens) = request.max_tokens {
             config.insert("maxOutputTokens".into(), json!(max_tokens));
         }
+        if let Some(output) = &request.output {
+            config.insert("responseMimeType".into(), json!("application/json"));
+            if let Some(schema) = schema::to_gemini_schema(&output.schema) {
+                config.insert("responseSchema".into(), schema);
+            }
+        }
         if self.include_thoughts || self.thinking_budget.is_some() {
             let mut thinking = Map::new();
             if self.include_thoughts {
@@ -161,9 +167,18 @@ impl Gemini {
     }
 }
 
+/// The family name of this API (its [`WireFormat::name`]), on its opaque parts.
+pub(crate) const FAMILY: &str = "gemini";
+
 impl WireFormat for Gemini {
     fn name(&self) -> &'static str {
-        "gemini"
+        FAMILY
+    }
+
+    /// `responseSchema` with function calling is refused by the Gemini 2 models: native
+    /// output only without tools.
+    fn native_output(&self, with_tools: bool) -> bool {
+        !with_tools
     }
 
     fn auth(&self) -> AuthStyle {
@@ -349,7 +364,10 @@ fn content_part(part: &Part) -> Option<Value> {
         Part::Text { text } => Some(json!({ "text": text })),
         Part::Image { source } | Part::File { source, .. } => Some(media_part(source)),
         Part::ToolCall(call) => Some(function_call(call)),
-        Part::ToolResult(_) | Part::Reasoning(_) => None,
+        // This API's parts without a type of ours (code it ran and its result), as they came;
+        // another provider's are left out.
+        Part::Opaque(opaque) if opaque.provider == FAMILY => Some(opaque.value.clone()),
+        Part::ToolResult(_) | Part::Reasoning(_) | Part::Opaque(_) => None,
     }
 }
 

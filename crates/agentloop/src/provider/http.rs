@@ -639,6 +639,10 @@ impl<W: WireFormat> Provider for HttpProvider<W> {
     fn streams(&self) -> bool {
         self.shared.streaming
     }
+
+    fn native_output(&self, with_tools: bool) -> bool {
+        self.shared.format.native_output(with_tools)
+    }
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ pub mod gemini;
 pub mod http;
 pub mod openai;
 pub mod openai_responses;
+mod output;
 pub mod prompted;
 pub mod replay;
 mod retry;
@@ -22,6 +23,7 @@ pub use assemble::ResponseAssembler;
 pub use error::ProviderError;
 pub use gemini::Gemini;
 pub use http::{HttpConfig, HttpConfigError, HttpProvider};
+pub use output::OutputFormat;
 pub use prompted::{PromptedProtocol, PromptedTools, ToolCallFormat, ToolProtocol};
 pub use retry::RetryPolicy;
 pub use tool_choice::{StepToolChoice, ToolChoicePolicy};
@@ -80,6 +82,10 @@ pub struct ModelRequest {
         serialize_with = "crate::canonical::serialize_map"
     )]
     pub metadata: Map<String, Value>,
+    /// The schema the answer must match, in the provider's own structured-output mode (set
+    /// by a run whose output mode is native; `None`: free text).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<OutputFormat>,
     /// The W3C `traceparent` of the model call's span, when the run is traced: the HTTP
     /// providers send it as the `traceparent` header. Not part of the request's content.
     #[serde(skip)]
@@ -126,6 +132,12 @@ impl ModelRequest {
     /// With this output token limit.
     pub fn with_max_tokens(mut self, max_tokens: u32) -> Self {
         self.max_tokens = Some(max_tokens);
+        self
+    }
+
+    /// With this output schema (the provider's structured-output mode).
+    pub fn with_output(mut self, output: OutputFormat) -> Self {
+        self.output = Some(output);
         self
     }
 
@@ -191,6 +203,17 @@ pub enum StreamChunk {
     ToolCallEnd {
         /// The call id.
         id: String,
+    },
+    /// Provider content without a type of its own, whole (see
+    /// [`Opaque`](crate::message::Opaque)): it becomes a part of the message where it came.
+    Opaque {
+        /// The provider family.
+        provider: String,
+        /// Its type as the provider names it.
+        kind: String,
+        /// The item, block or part, verbatim.
+        #[serde(serialize_with = "crate::canonical::serialize")]
+        value: Value,
     },
     /// Usage so far (a cumulative snapshot: later chunks supersede earlier ones field by field).
     Usage {
@@ -283,6 +306,15 @@ pub trait Provider: Send + Sync {
     fn supports_tools(&self) -> bool {
         true
     }
+
+    /// Whether the provider constrains the answer to [`ModelRequest::output`] itself (its
+    /// API's structured-output mode), in a request with tools (`with_tools`) or without. A
+    /// run whose output mode is `auto` uses it when it can, and a final-answer tool
+    /// otherwise. Default: `false`.
+    fn native_output(&self, with_tools: bool) -> bool {
+        let _ = with_tools;
+        false
+    }
 }
 
 impl<P: Provider + ?Sized> Provider for Arc<P> {
@@ -310,6 +342,9 @@ impl<P: Provider + ?Sized> Provider for Arc<P> {
     fn streams(&self) -> bool {
         (**self).streams()
     }
+    fn native_output(&self, with_tools: bool) -> bool {
+        (**self).native_output(with_tools)
+    }
 }
 
 impl<P: Provider + ?Sized> Provider for Box<P> {
@@ -336,6 +371,9 @@ impl<P: Provider + ?Sized> Provider for Box<P> {
     }
     fn streams(&self) -> bool {
         (**self).streams()
+    }
+    fn native_output(&self, with_tools: bool) -> bool {
+        (**self).native_output(with_tools)
     }
 }
 

@@ -19,7 +19,7 @@ pub use compat::{Compat, Dialect};
 
 use super::http::{error_object, HttpConfig, HttpConfigError, HttpProvider};
 use super::wire::{EncodedRequest, StreamDecoder, WireFormat, WireRequest};
-use super::{ModelRequest, ModelResponse, ProviderError, ToolChoice};
+use super::{ModelRequest, ModelResponse, OutputFormat, ProviderError, ToolChoice};
 use crate::message::{FinishReason, MediaSource, Message, Part, Reasoning, Role, ToolCall, Usage};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -147,7 +147,7 @@ fn user_message(message: &Message) -> Result<Value, ProviderError> {
                     message: "the chat completions API takes files as base64 data, not URLs".into(),
                 })
             }
-            Part::ToolCall(_) | Part::ToolResult(_) | Part::Reasoning(_) => {}
+            Part::ToolCall(_) | Part::ToolResult(_) | Part::Reasoning(_) | Part::Opaque(_) => {}
         }
     }
     let content = match parts.as_slice() {
@@ -219,9 +219,32 @@ fn assistant_message(message: &Message, in_turn: bool) -> Value {
     Value::Object(out)
 }
 
+impl OpenAiChat {
+    /// `response_format` for an output schema: `json_schema`, strict when the schema allows
+    /// it ([`OutputFormat::strict_schema`]); `json_object` on a server without `json_schema`.
+    pub(super) fn response_format(&self, output: &OutputFormat) -> Value {
+        if !self.dialect.json_schema_output {
+            return json!({"type": "json_object"});
+        }
+        let (schema, strict) = match output.strict_schema() {
+            Some(schema) => (schema, true),
+            None => (output.wire_schema(), false),
+        };
+        let mut spec = json!({"name": output.name, "schema": schema, "strict": strict});
+        if let Some(description) = &output.description {
+            spec["description"] = json!(description);
+        }
+        json!({"type": "json_schema", "json_schema": spec})
+    }
+}
+
 impl WireFormat for OpenAiChat {
     fn name(&self) -> &'static str {
         "openai"
+    }
+
+    fn native_output(&self, _with_tools: bool) -> bool {
+        self.dialect.json_schema_output
     }
 
     fn encode(&self, request: &ModelRequest, stream: bool) -> Result<WireRequest, ProviderError> {
@@ -258,6 +281,9 @@ impl WireFormat for OpenAiChat {
         }
         if let Some(max_tokens) = request.max_tokens {
             body.insert(self.dialect.max_tokens_field.into(), json!(max_tokens));
+        }
+        if let Some(output) = &request.output {
+            body.insert("response_format".into(), self.response_format(output));
         }
         body.insert("stream".into(), json!(stream));
         if stream && self.dialect.stream_usage {

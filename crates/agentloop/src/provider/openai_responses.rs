@@ -11,7 +11,9 @@ use super::openai::{
 };
 use super::wire::{StreamDecoder, WireFormat, WireRequest};
 use super::{ModelRequest, ModelResponse, ProviderError, ToolChoice};
-use crate::message::{FinishReason, MediaSource, Message, Part, Reasoning, Role, ToolCall, Usage};
+use crate::message::{
+    FinishReason, MediaSource, Message, Opaque, Part, Reasoning, Role, ToolCall, Usage,
+};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
@@ -110,7 +112,7 @@ fn user_item(message: &Message) -> Result<Value, ProviderError> {
                 }
                 parts.push(file);
             }
-            Part::ToolCall(_) | Part::ToolResult(_) | Part::Reasoning(_) => {}
+            Part::ToolCall(_) | Part::ToolResult(_) | Part::Reasoning(_) | Part::Opaque(_) => {}
         }
     }
     let content = match parts.as_slice() {
@@ -146,6 +148,12 @@ fn assistant_items(message: &Message, items: &mut Vec<Value>) {
                 }
                 items.push(item);
             }
+            // Items of this API without a type of ours (a web search, a compaction), as they
+            // came.
+            Part::Opaque(opaque) if opaque.provider == FAMILY => {
+                flush(&mut text, items);
+                items.push(opaque.value.clone());
+            }
             Part::ToolCall(call) => {
                 flush(&mut text, items);
                 let arguments =
@@ -164,9 +172,16 @@ fn assistant_items(message: &Message, items: &mut Vec<Value>) {
     flush(&mut text, items);
 }
 
+/// The family name of this API (its [`WireFormat::name`]), on its opaque items.
+pub(super) const FAMILY: &str = "openai-responses";
+
 impl WireFormat for OpenAiResponses {
     fn name(&self) -> &'static str {
-        "openai-responses"
+        FAMILY
+    }
+
+    fn native_output(&self, _with_tools: bool) -> bool {
+        self.dialect.json_schema_output
     }
 
     fn encode(&self, request: &ModelRequest, stream: bool) -> Result<WireRequest, ProviderError> {
@@ -208,6 +223,18 @@ impl WireFormat for OpenAiResponses {
         }
         if let Some(max_tokens) = request.max_tokens {
             body.insert("max_output_tokens".into(), json!(max_tokens));
+        }
+        if let Some(output) = &request.output {
+            // Strict when the schema allows it, as for chat.
+            let (schema, strict) = match output.strict_schema() {
+                Some(schema) => (schema, true),
+                None => (output.wire_schema(), false),
+            };
+            let mut format = json!({"type": "json_schema", "name": output.name, "schema": schema, "strict": strict});
+            if let Some(description) = &output.description {
+                format["description"] = json!(description);
+            }
+            body.insert("text".into(), json!({ "format": format }));
         }
         if let Some(store) = self.dialect.responses_store {
             body.insert("store".into(), json!(store));
@@ -290,7 +317,15 @@ impl WireResponse {
                 Some("message") => {
                     let text = message_text(item);
                     if !text.is_empty() {
-                        content.push(Part::text(text));
+                        // A second message's text is a new paragraph of the same part, as
+                        // streamed.
+                        match content.last_mut() {
+                            Some(Part::Text { text: last }) => {
+                                last.push_str(TEXT_SEPARATOR);
+                                last.push_str(&text);
+                            }
+                            _ => content.push(Part::text(text)),
+                        }
                     }
                 }
                 Some("function_call") => content.push(Part::ToolCall(function_call(item, raw)?)),
@@ -298,7 +333,8 @@ impl WireResponse {
                     text: reasoning_text(item),
                     opaque: Some(item.clone()),
                 })),
-                _ => {}
+                Some(kind) => content.push(Part::Opaque(Opaque::new(FAMILY, kind, item.clone()))),
+                None => {}
             }
         }
         let has_calls = content.iter().any(|p| matches!(p, Part::ToolCall(_)));
@@ -312,15 +348,22 @@ impl WireResponse {
     }
 }
 
-/// The texts (and refusals) of an output message item.
+/// The texts (and refusals) of an output message item, a blank line between two.
 fn message_text(item: &Value) -> String {
-    item.get("content")
+    let texts: Vec<&str> = item
+        .get("content")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
         .filter_map(|c| c.get("text").or_else(|| c.get("refusal")).and_then(Value::as_str))
-        .collect()
+        .filter(|text| !text.is_empty())
+        .collect();
+    texts.join(TEXT_SEPARATOR)
 }
+
+/// Between two texts of a response (two content parts, two message items): they are separate
+/// paragraphs, not one run-on sentence.
+pub(super) const TEXT_SEPARATOR: &str = "\n\n";
 
 /// The summary (or, from open models, the raw reasoning) text of a reasoning item.
 fn reasoning_text(item: &Value) -> String {

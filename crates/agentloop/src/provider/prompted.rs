@@ -261,7 +261,10 @@ impl PromptedProtocol {
                             result.is_error,
                         )),
                         Part::Reasoning(_) => {}
-                        Part::Image { .. } | Part::File { .. } => other.push(part.clone()),
+                        // The inner provider's encoder decides (its own kind goes back).
+                        Part::Image { .. } | Part::File { .. } | Part::Opaque(_) => {
+                            other.push(part.clone())
+                        }
                     }
                 }
                 let role = if message.role == Role::Tool { Role::User } else { message.role };
@@ -478,6 +481,12 @@ impl<P: Provider> Provider for PromptedTools<P> {
 
     fn supports_tools(&self) -> bool {
         true
+    }
+
+    /// A constrained answer could not hold a prompted tool call: native output only for a
+    /// request without tools.
+    fn native_output(&self, with_tools: bool) -> bool {
+        !with_tools && self.inner.native_output(false)
     }
 }
 

@@ -228,6 +228,10 @@ impl<P: Provider> Provider for RecordingProvider<P> {
     fn supports_tools(&self) -> bool {
         self.inner.supports_tools()
     }
+
+    fn native_output(&self, with_tools: bool) -> bool {
+        self.inner.native_output(with_tools)
+    }
 }
 
 /// Serves a cassette: the n-th request gets the n-th recorded response, if the request is the

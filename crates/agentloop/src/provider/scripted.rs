@@ -184,6 +184,7 @@ fn estimate_chars(request: &ModelRequest) -> usize {
             Part::ToolCall(call) => call.name.len() + call.arguments.len(),
             Part::ToolResult(result) => result.content.to_text().len(),
             Part::Reasoning(reasoning) => reasoning.text.len(),
+            Part::Opaque(opaque) => opaque.value.to_string().len(),
             Part::Image { .. } | Part::File { .. } => 1_000,
         })
         .sum();

@@ -200,6 +200,11 @@ pub fn response_chunks(response: ModelResponse) -> Vec<StreamChunk> {
                 }
                 chunks.push(StreamChunk::ToolCallEnd { id: call.id });
             }
+            Part::Opaque(opaque) => chunks.push(StreamChunk::Opaque {
+                provider: opaque.provider,
+                kind: opaque.kind,
+                value: opaque.value,
+            }),
             Part::Image { .. } | Part::File { .. } | Part::ToolResult(_) => {}
         }
     }

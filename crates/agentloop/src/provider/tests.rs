@@ -132,3 +132,5 @@ async fn complete_collects_the_stream() {
 }
 
 mod wrappers;
+
+mod output;

@@ -111,6 +111,10 @@ impl<P: Provider> Provider for ToolChoicePolicy<P> {
     fn supports_tools(&self) -> bool {
         self.inner.supports_tools()
     }
+
+    fn native_output(&self, with_tools: bool) -> bool {
+        self.inner.native_output(with_tools)
+    }
 }
 
 #[cfg(test)]

@@ -97,6 +97,13 @@ pub trait WireFormat: Send + Sync + 'static {
         let _ = (status, body);
         generic
     }
+
+    /// Whether the API constrains the answer to a JSON Schema itself (see
+    /// [`Provider::native_output`](super::Provider::native_output)). Default: `false`.
+    fn native_output(&self, with_tools: bool) -> bool {
+        let _ = with_tools;
+        false
+    }
 }
 
 /// What a decoder has reported of the response's id and model: each is sent once, in a

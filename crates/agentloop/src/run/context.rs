@@ -230,6 +230,7 @@ impl Run {
             temperature: self.config.temperature,
             max_tokens: self.config.max_tokens,
             metadata: self.config.metadata.clone(),
+            output: None,
             trace_parent: None,
         }
     }

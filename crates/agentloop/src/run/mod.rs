@@ -12,6 +12,7 @@ mod breaker;
 mod commands;
 mod context;
 mod fold;
+mod output;
 mod stop;
 
 pub use commands::Gate;
@@ -19,9 +20,10 @@ pub use commands::Gate;
 // are the run's API all the same.
 pub use crate::terms::{
     ApprovalRecord, AuditEntry, BreakerConfig, Decision, IterationMetrics, LimitKind, Limits,
-    Metrics, Outcome, Price, PriceTable, RunConfig, RunIdentity, Signal, Spent, StallAction,
-    StopReason, ToolFailureMode, CONTEXT_LIMIT_TEXT, DEFAULT_DONE_TOOL_NUDGE, DEFAULT_STALL_NOTE,
-    DEFAULT_WIND_DOWN_FALLBACK, DEFAULT_WIND_DOWN_PROMPT,
+    Metrics, Outcome, OutputMode, OutputSpec, Price, PriceTable, RunConfig, RunIdentity, Signal,
+    Spent, StallAction, StopReason, ToolFailureMode, CONTEXT_LIMIT_TEXT, DEFAULT_DONE_TOOL_NUDGE,
+    DEFAULT_OUTPUT_RETRIES, DEFAULT_STALL_NOTE, DEFAULT_WIND_DOWN_FALLBACK,
+    DEFAULT_WIND_DOWN_PROMPT, OUTPUT_TOOL,
 };
 
 use crate::event::{Event, ModelPurpose};
@@ -238,6 +240,12 @@ pub struct Run {
     pause_request: Option<String>,
     /// Continuations requested by hooks so far.
     continuations: u32,
+    /// The valid structured answer, once the model gave one (see `run/output.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    output: Option<Value>,
+    /// Answers sent back for not matching the output schema so far.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    output_retries: u32,
     /// Context management state.
     #[serde(default)]
     context: context::ContextState,
@@ -278,6 +286,8 @@ impl Run {
             paused: None,
             pause_request: None,
             continuations: 0,
+            output: None,
+            output_retries: 0,
             context: context::ContextState::default(),
             cache: context::ContextCache::default(),
             outbox: Vec::new(),
@@ -567,8 +577,10 @@ impl Run {
             temperature: config.temperature,
             max_tokens: config.max_tokens,
             metadata: config.metadata.clone(),
+            output: None,
             trace_parent: None,
         };
+        self.add_output(&mut request);
         if let Some(note) = &self.note {
             // For this request only: a temporary copy of the history plus the note.
             Arc::make_mut(&mut request.messages).push(Message::user(note.clone()));
@@ -635,6 +647,10 @@ impl Run {
             }
         }
     }
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// Milliseconds of a duration, saturating.

@@ -34,6 +34,7 @@ impl Run {
             iterations: self.iteration,
             usage: self.spent.usage,
             metrics,
+            output: self.output.clone(),
         }
     }
 
@@ -57,6 +58,7 @@ impl Run {
             iterations: self.iteration,
             usage: self.spent.usage,
             metrics: Metrics::default(),
+            output: None,
         }
     }
 
@@ -70,7 +72,7 @@ impl Run {
 
     /// Removes the tool calls of the last (assistant) message: calls that will never run must
     /// not stay in the history unanswered. A message left empty is removed.
-    fn drop_unanswered_calls(&mut self) {
+    pub(super) fn drop_unanswered_calls(&mut self) {
         if !self.history.last().is_some_and(Message::has_tool_calls) {
             return;
         }
@@ -92,9 +94,12 @@ impl Run {
         usage: &Usage,
     ) -> Phase {
         let text = self.last_text();
+        // A new answer: an earlier one (sent back for a retry) is not the output.
+        self.output = None;
         if let ModelPurpose::WindDown { limit } = purpose {
             // Tools were not offered; calls the model made anyway are not run.
             self.drop_unanswered_calls();
+            self.wind_down_output(&text);
             let answer =
                 if text.is_empty() { self.config.wind_down_fallback.clone() } else { text };
             return self.finishing(answer, StopReason::LimitReached { limit: limit.clone() });
@@ -141,8 +146,12 @@ impl Run {
             .map(|m| m.tool_calls().map(|c| PendingCall::new(Arc::new(c.clone()))).collect())
             .unwrap_or_default();
         if !calls.is_empty() {
-            return Phase::AwaitingTools { calls, suspended: false };
+            return self.output_from_calls(calls);
         }
+        let text = match self.output_from_text(text) {
+            Ok(phase) => return phase,
+            Err(text) => text,
+        };
         if self.config.require_done_tool {
             if let Some(nudge) = &self.config.done_tool_nudge {
                 let nudge = Message::user(nudge.clone());

@@ -20,6 +20,7 @@ fn outcome() -> Box<Outcome> {
         iterations: 1,
         usage: Default::default(),
         metrics: Default::default(),
+        output: None,
     })
 }
 

@@ -76,6 +76,10 @@ pub struct RunConfig {
     pub wind_down_prompt: String,
     /// The answer when the wind-down call fails.
     pub wind_down_fallback: String,
+    /// The typed final answer the run must end with (`None`: free text). Its mode is
+    /// resolved (never `auto`) when the run starts. Left out of the journal when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<super::OutputSpec>,
     /// Who runs it (set by the agent when it starts a run; journaled with it): a resume by an
     /// agent of another identity is refused (`ResumeError::IdentityChanged`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -128,6 +132,7 @@ impl Default for RunConfig {
             done_tool_nudge: Some(DEFAULT_DONE_TOOL_NUDGE.to_owned()),
             wind_down_prompt: DEFAULT_WIND_DOWN_PROMPT.to_owned(),
             wind_down_fallback: DEFAULT_WIND_DOWN_FALLBACK.to_owned(),
+            output: None,
             identity: None,
         }
     }

@@ -10,6 +10,7 @@ mod config;
 mod limits;
 mod metrics;
 mod outcome;
+mod output;
 
 pub use breaker::{BreakerConfig, StallAction, ToolFailureMode, DEFAULT_STALL_NOTE};
 pub use config::{
@@ -19,3 +20,4 @@ pub use config::{
 pub use limits::{LimitKind, Limits, Price, PriceTable, Spent};
 pub use metrics::{ApprovalRecord, AuditEntry, IterationMetrics, Metrics};
 pub use outcome::{Decision, Outcome, Signal, StopReason, CONTEXT_LIMIT_TEXT};
+pub use output::{OutputMode, OutputSpec, DEFAULT_OUTPUT_RETRIES, OUTPUT_TOOL};

@@ -127,6 +127,11 @@ pub enum StopReason {
         /// What went wrong.
         error: String,
     },
+    /// The model's answer did not match the run's output schema, after every retry.
+    OutputInvalid {
+        /// What was wrong with the last answer.
+        errors: String,
+    },
     /// The runtime failed (a bug or an inconsistent journal), not the model.
     Internal {
         /// What went wrong.
@@ -161,6 +166,10 @@ pub struct Outcome {
     /// Latencies, counts, cost and the audit trail of every tool call.
     #[serde(default)]
     pub metrics: Metrics,
+    /// The typed answer, validated against the run's output schema, when the run has one
+    /// (`RunConfig::output`) and ended with a valid answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<serde_json::Value>,
 }
 
 impl Outcome {
@@ -178,6 +187,7 @@ impl Outcome {
             iterations: 0,
             usage: Usage::default(),
             metrics: Metrics::default(),
+            output: None,
         }
     }
 
@@ -193,8 +203,8 @@ impl Outcome {
         )
     }
 
-    /// Whether a failure ended the run (the model, a tool in `fail` mode, the breaker, a
-    /// critical hook, or the runtime).
+    /// Whether a failure ended the run (the model, an answer that never matched the output
+    /// schema, a tool in `fail` mode, the breaker, a critical hook, or the runtime).
     pub fn is_failure(&self) -> bool {
         matches!(
             self.stop_reason,
@@ -203,6 +213,7 @@ impl Outcome {
                 | StopReason::CircuitOpen { .. }
                 | StopReason::Stalled { .. }
                 | StopReason::HookFailed { .. }
+                | StopReason::OutputInvalid { .. }
                 | StopReason::Internal { .. }
         )
     }

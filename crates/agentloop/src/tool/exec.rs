@@ -173,20 +173,8 @@ impl ToolExecutor {
         // `is_valid` stops at the first failure and builds no error: the common case pays
         // only for the check.
         if !entry.validator.is_valid(&args) {
-            let violations: Vec<String> = entry
-                .validator
-                .iter_errors(&args)
-                .take(MAX_REPORTED_VIOLATIONS)
-                .map(|e| {
-                    let path = e.instance_path().to_string();
-                    if path.is_empty() {
-                        e.to_string()
-                    } else {
-                        format!("at {path}: {e}")
-                    }
-                })
-                .collect();
-            return Err(ToolError::InvalidArguments(violations.join("; ")));
+            let violations = violations(&entry.validator, &args, MAX_REPORTED_VIOLATIONS);
+            return Err(ToolError::InvalidArguments(violations));
         }
         let set =
             self.sets.get(entry.set).ok_or_else(|| ToolError::UnknownTool(name.to_owned()))?;
@@ -223,4 +211,22 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     } else {
         "panic with a non-text payload".to_owned()
     }
+}
+
+/// What is wrong with `value` under `validator`: at most `max` violations, each with where it
+/// is (`at /path: …`), joined with `; ` (empty when `value` is valid).
+pub(crate) fn violations(validator: &jsonschema::Validator, value: &Value, max: usize) -> String {
+    let violations: Vec<String> = validator
+        .iter_errors(value)
+        .take(max)
+        .map(|error| {
+            let path = error.instance_path().to_string();
+            if path.is_empty() {
+                error.to_string()
+            } else {
+                format!("at {path}: {error}")
+            }
+        })
+        .collect();
+    violations.join("; ")
 }

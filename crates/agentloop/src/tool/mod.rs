@@ -14,6 +14,7 @@ pub use builtin::{
     AskUser, AskUserArgs, Calculator, HttpGet, ListDir, ReadFile, Shell, TaskComplete,
     TaskCompleteArgs, Workspace, WorkspaceError, WriteFile,
 };
+pub(crate) use exec::violations;
 pub use exec::{ToolExecution, ToolExecutor, ToolSetupError};
 pub use link::NESTED_EVENT_BUFFER;
 pub(crate) use link::{CallLink, Erased, UsageReports};

@@ -34,6 +34,11 @@ pub fn sse(body: String) -> ResponseTemplate {
     ResponseTemplate::new(200).set_body_raw(body, "text/event-stream")
 }
 
+/// Recorded chunks, one JSON document a line, as the SSE events they arrived in.
+pub fn as_sse(lines: &str) -> String {
+    lines.lines().filter(|l| !l.trim().is_empty()).map(|l| format!("data: {l}\n\n")).collect()
+}
+
 /// A JSON response.
 pub fn json_response(status: u16, body: String) -> ResponseTemplate {
     ResponseTemplate::new(status).set_body_raw(body, "application/json")

@@ -1,7 +1,7 @@
 //! Reading Anthropic responses: the streamed events and the whole-message body.
 
 use super::error::{stream_error, ApiError};
-use crate::message::{FinishReason, Message, Part, Reasoning, Role, ToolCall, Usage};
+use crate::message::{FinishReason, Message, Opaque, Part, Reasoning, Role, ToolCall, Usage};
 use crate::provider::wire::{ResponseInfoOnce, StreamDecoder};
 use crate::provider::{ModelResponse, ProviderError, StreamChunk};
 use serde::de::DeserializeOwned;
@@ -202,7 +202,12 @@ enum OpenBlock {
     Redacted {
         data: String,
     },
-    Ignored,
+    /// A block without a type of ours (a server tool's call or result, …), kept whole; the
+    /// input of a `server_tool_use` streams as JSON deltas.
+    Opaque {
+        block: Value,
+        json: String,
+    },
 }
 
 /// Decodes one streamed Messages response.
@@ -277,7 +282,12 @@ impl AnthropicDecoder {
                 OpenBlock::Thinking { signature: signature.unwrap_or_default() }
             }
             BlockStart::RedactedThinking { data } => OpenBlock::Redacted { data },
-            BlockStart::Other => OpenBlock::Ignored,
+            BlockStart::Other => {
+                // Parsed again for the whole block (rare: server tools).
+                let mut event: Value = parse("event", data)?;
+                let block = event.get_mut("content_block").map(Value::take).unwrap_or_default();
+                OpenBlock::Opaque { block, json: String::new() }
+            }
         };
         self.blocks.push((index, block));
         Ok(())
@@ -292,7 +302,11 @@ impl AnthropicDecoder {
     ) -> Result<(), ProviderError> {
         let block = self.block_mut(index, data)?;
         match (block, delta) {
-            (_, BlockDelta::Other) | (OpenBlock::Ignored, _) => {}
+            (_, BlockDelta::Other) => {}
+            (OpenBlock::Opaque { json, .. }, BlockDelta::InputJsonDelta { partial_json }) => {
+                json.push_str(&partial_json);
+            }
+            (OpenBlock::Opaque { .. }, _) => {}
             (OpenBlock::Text, BlockDelta::TextDelta { text }) => {
                 if !text.is_empty() {
                     out.push(StreamChunk::TextDelta { text });
@@ -354,7 +368,21 @@ impl AnthropicDecoder {
             OpenBlock::Redacted { data } => {
                 out.push(StreamChunk::ReasoningEnd { opaque: Some(redacted_opaque(&data)) });
             }
-            OpenBlock::Text | OpenBlock::Ignored => {}
+            OpenBlock::Opaque { mut block, json } => {
+                if !json.trim().is_empty() {
+                    let input: Value = parse("server tool input", &json)?;
+                    if let Value::Object(fields) = &mut block {
+                        fields.insert("input".into(), input);
+                    }
+                }
+                let kind = block.get("type").and_then(Value::as_str).unwrap_or("unknown");
+                out.push(StreamChunk::Opaque {
+                    provider: super::FAMILY.into(),
+                    kind: kind.to_owned(),
+                    value: block,
+                });
+            }
+            OpenBlock::Text => {}
         }
         Ok(())
     }
@@ -422,7 +450,8 @@ enum Body {
         /// The model that answered.
         #[serde(default)]
         model: Option<String>,
-        content: Vec<ResponseBlock>,
+        /// Blocks as JSON: those without a type of ours are kept whole.
+        content: Vec<Value>,
         #[serde(default)]
         stop_reason: Option<String>,
         #[serde(default)]
@@ -468,7 +497,10 @@ pub(super) fn decode_response(body: &[u8]) -> Result<ModelResponse, ProviderErro
         Body::Error { error } => return Err(stream_error(&error)),
     };
     let mut parts = Vec::with_capacity(content.len());
-    for block in content {
+    for value in content {
+        let block = ResponseBlock::deserialize(&value).map_err(|error| {
+            ProviderError::protocol(format!("malformed anthropic content block: {error}"), &text)
+        })?;
         match block {
             ResponseBlock::Text { text } => parts.push(Part::Text { text }),
             ResponseBlock::ToolUse { id, name, input } => {
@@ -488,7 +520,10 @@ pub(super) fn decode_response(body: &[u8]) -> Result<ModelResponse, ProviderErro
                 text: String::new(),
                 opaque: Some(redacted_opaque(&data)),
             })),
-            ResponseBlock::Other => {}
+            ResponseBlock::Other => {
+                let kind = value.get("type").and_then(Value::as_str).unwrap_or("unknown");
+                parts.push(Part::Opaque(Opaque::new(super::FAMILY, kind.to_owned(), value)));
+            }
         }
     }
     let has_calls = parts.iter().any(|p| matches!(p, Part::ToolCall(_)));

@@ -56,6 +56,10 @@ struct WirePart {
     thought_signature: Option<String>,
     #[serde(default)]
     function_call: Option<FunctionCall>,
+    /// Every other field: a part of a kind without a type of ours (`executableCode`,
+    /// `codeExecutionResult`, `inlineData` from an image model, …) is kept whole.
+    #[serde(flatten)]
+    other: serde_json::Map<String, Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -248,6 +252,19 @@ impl GeminiDecoder {
                     opaque: Some(json!({ "thoughtSignature": signature })),
                 });
             }
+        } else if part.text.is_none() && !part.other.is_empty() {
+            self.end_thinking(out);
+            self.close_call(out);
+            let kind = part.other.keys().next().cloned().unwrap_or_default();
+            let mut value = part.other;
+            if let Some(signature) = part.thought_signature {
+                value.insert("thoughtSignature".into(), Value::String(signature));
+            }
+            out.push(StreamChunk::Opaque {
+                provider: super::FAMILY.into(),
+                kind,
+                value: Value::Object(value),
+            });
         } else {
             self.signature(part.thought_signature, out);
             self.end_thinking(out);

@@ -629,3 +629,35 @@ fn the_response_id_and_model_version_reach_the_response() {
     let whole = format().decode_response(bare.as_bytes()).unwrap();
     assert_eq!((whole.id, whole.model), (None, None));
 }
+
+#[test]
+fn code_execution_parts_are_kept_whole_and_sent_back_in_the_model_turn() {
+    let sse = "data: {\"candidates\":[{\"content\":{\"role\":\"model\",\"parts\":[\
+               {\"text\":\"Let me compute.\"},\
+               {\"executableCode\":{\"language\":\"PYTHON\",\"code\":\"print(2**10)\"}},\
+               {\"codeExecutionResult\":{\"outcome\":\"OUTCOME_OK\",\"output\":\"1024\\n\"}},\
+               {\"text\":\"It is 1024.\"}]},\"index\":0,\"finishReason\":\"STOP\"}]}\n\n";
+    let response = decode_sse(format().stream_decoder(), sse).unwrap();
+    let code = json!({"executableCode": {"language": "PYTHON", "code": "print(2**10)"}});
+    let result = json!({"codeExecutionResult": {"outcome": "OUTCOME_OK", "output": "1024\n"}});
+    assert_eq!(
+        response.message.content,
+        vec![
+            Part::text("Let me compute."),
+            Part::Opaque(crate::message::Opaque::new("gemini", "executableCode", code.clone())),
+            Part::Opaque(crate::message::Opaque::new(
+                "gemini",
+                "codeExecutionResult",
+                result.clone()
+            )),
+            Part::text("It is 1024."),
+        ]
+    );
+    let sent = body(&request(vec![Message::user("2^10?"), response.message, Message::user("ok")]));
+    let parts = sent["contents"][1]["parts"].as_array().unwrap().clone();
+    assert_eq!(sent["contents"][1]["role"], "model");
+    assert_eq!(
+        parts,
+        vec![json!({"text": "Let me compute."}), code, result, json!({"text": "It is 1024."})]
+    );
+}

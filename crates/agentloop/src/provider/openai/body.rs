@@ -72,6 +72,9 @@ pub(super) fn encode_body(
     if let Some(max_tokens) = request.max_tokens {
         fields.push((format.dialect.max_tokens_field, Field::U32(max_tokens)));
     }
+    if let Some(output) = &request.output {
+        fields.push(("response_format", Field::Value(format.response_format(output))));
+    }
     fields.push(("stream", Field::Bool(stream)));
     if stream && format.dialect.stream_usage {
         fields.push(("stream_options", Field::Value(json!({"include_usage": true}))));

@@ -29,6 +29,11 @@ pub struct Dialect {
     /// mode requires within a tool loop (it answers 400 without it). Reasoning of earlier
     /// turns is never sent.
     pub reasoning_content_in_tool_loop: bool,
+    /// Chat: the server takes `response_format: {"type": "json_schema"}` (structured
+    /// output). When it does not, a request with an output schema asks for
+    /// `{"type": "json_object"}` (JSON, unconstrained by the schema) and the provider does not
+    /// offer native output (a run then uses its final-answer tool).
+    pub json_schema_output: bool,
 }
 
 impl Dialect {
@@ -42,6 +47,7 @@ impl Dialect {
             responses_store: Some(false),
             responses_encrypted_reasoning: true,
             reasoning_content_in_tool_loop: false,
+            json_schema_output: true,
         }
     }
 
@@ -56,6 +62,7 @@ impl Dialect {
             responses_store: None,
             responses_encrypted_reasoning: false,
             reasoning_content_in_tool_loop: false,
+            json_schema_output: true,
         }
     }
 
@@ -92,6 +99,12 @@ impl Dialect {
     /// Sets [`responses_encrypted_reasoning`](Self::responses_encrypted_reasoning).
     pub fn responses_encrypted_reasoning(mut self, on: bool) -> Self {
         self.responses_encrypted_reasoning = on;
+        self
+    }
+
+    /// Sets [`json_schema_output`](Self::json_schema_output).
+    pub fn json_schema_output(mut self, on: bool) -> Self {
+        self.json_schema_output = on;
         self
     }
 
@@ -269,14 +282,15 @@ impl Compat {
 
     /// DeepSeek (`DEEPSEEK_API_KEY`, required; `reasoning_content` is read from its reasoning
     /// models, and sent back only with the tool calls of the current turn, as its thinking
-    /// mode requires).
+    /// mode requires; JSON output only as `json_object`, so structured output goes through the
+    /// final-answer tool).
     pub fn deepseek() -> Self {
         Self::preset(
             "deepseek",
             "https://api.deepseek.com/v1",
             Some("DEEPSEEK_API_KEY"),
             true,
-            Dialect::compatible().reasoning_content_in_tool_loop(true),
+            Dialect::compatible().reasoning_content_in_tool_loop(true).json_schema_output(false),
         )
     }
 

@@ -3,11 +3,15 @@
 
 use super::{
     client_side_item, function_call, message_text, reasoning_text, stream_error, WireResponse,
+    FAMILY, TEXT_SEPARATOR,
 };
 use crate::provider::wire::{ResponseInfoOnce, StreamDecoder};
 use crate::provider::{ProviderError, StreamChunk};
 use serde_json::Value;
 use std::collections::HashSet;
+
+/// Where a text delta comes from: its output index and content index (either may be missing).
+type TextSource = (Option<u64>, Option<u64>);
 
 /// A function call being streamed.
 #[derive(Debug)]
@@ -38,6 +42,9 @@ pub(super) struct ResponsesDecoder {
     /// The output indexes of those items: some servers (GitHub Copilot) send another item id
     /// with every event of one message, but keep its output index.
     text_outputs: HashSet<u64>,
+    /// Where the last text came from, once text came (see [`text`](Self::text)): text from
+    /// another place starts after a [`TEXT_SEPARATOR`].
+    last_text: Option<Option<TextSource>>,
     terminal: bool,
     /// The response's id and model, reported once.
     info: ResponseInfoOnce,
@@ -48,6 +55,21 @@ fn str_field<'a>(value: &'a Value, name: &str) -> Option<&'a str> {
 }
 
 impl ResponsesDecoder {
+    /// Text from `from` (a delta's output and content index; `None`: a whole message item):
+    /// after text from elsewhere, a separator first.
+    fn text(&mut self, mut text: String, from: Option<TextSource>, out: &mut Vec<StreamChunk>) {
+        let separate = match (self.last_text, from) {
+            (None, _) => false,
+            (Some(_), None) => true,
+            (Some(last), Some(from)) => last != Some(from),
+        };
+        if separate {
+            text.insert_str(0, TEXT_SEPARATOR);
+        }
+        self.last_text = Some(from);
+        out.push(StreamChunk::TextDelta { text });
+    }
+
     fn call_index(&self, event: &Value) -> Option<usize> {
         let item_id = str_field(event, "item_id");
         let output_index = event.get("output_index").and_then(Value::as_u64);
@@ -176,7 +198,8 @@ impl StreamDecoder for ResponsesDecoder {
                     self.text_outputs.insert(index);
                 }
                 if let Some(text) = str_field(&value, "delta").filter(|t| !t.is_empty()) {
-                    out.push(StreamChunk::TextDelta { text: text.to_owned() });
+                    let from = (output_index, value.get("content_index").and_then(Value::as_u64));
+                    self.text(text.to_owned(), Some(from), out);
                 }
             }
             "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => {
@@ -255,11 +278,17 @@ impl StreamDecoder for ResponsesDecoder {
                         if !streamed {
                             let text = message_text(item);
                             if !text.is_empty() {
-                                out.push(StreamChunk::TextDelta { text });
+                                self.text(text, None, out);
                             }
                         }
                     }
-                    _ => {}
+                    // Items the client must run ended the stream when they were added.
+                    Some(kind) => out.push(StreamChunk::Opaque {
+                        provider: FAMILY.into(),
+                        kind: kind.to_owned(),
+                        value: item.clone(),
+                    }),
+                    None => {}
                 }
             }
             "response.completed" | "response.incomplete" => self.finished(&value, out)?,

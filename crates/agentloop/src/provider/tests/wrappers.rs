@@ -76,6 +76,10 @@ impl Provider for Probe {
     fn supports_tools(&self) -> bool {
         false
     }
+
+    fn native_output(&self, _with_tools: bool) -> bool {
+        true
+    }
 }
 
 /// What a wrapper changes on purpose.
@@ -85,6 +89,8 @@ struct Deliberate {
     supports_tools: Option<bool>,
     /// The inner provider gets requests with this tool choice.
     tool_choice: Option<ToolChoice>,
+    /// It reports this as native output with tools instead of the inner provider's answer.
+    native_output_with_tools: Option<bool>,
 }
 
 fn request() -> ModelRequest {
@@ -149,6 +155,14 @@ async fn check_forwarding(
     );
     checked.insert("supports_tools");
 
+    assert!(wrapper.native_output(false), "{label}: native_output without tools");
+    assert_eq!(
+        wrapper.native_output(true),
+        deliberate.native_output_with_tools.unwrap_or(true),
+        "{label}: native_output with tools"
+    );
+    checked.insert("native_output");
+
     checked
 }
 
@@ -196,7 +210,12 @@ async fn every_wrapper_forwards_every_method() {
     done(check_forwarding("ToolChoicePolicy", &policy, &probe, &required).await);
 
     let prompted = PromptedTools::new(inner());
-    let tools = Deliberate { supports_tools: Some(true), ..Deliberate::default() };
+    // Prompted calls are text: an answer constrained to a schema could not hold one.
+    let tools = Deliberate {
+        supports_tools: Some(true),
+        native_output_with_tools: Some(false),
+        ..Deliberate::default()
+    };
     done(check_forwarding("PromptedTools", &prompted, &probe, &tools).await);
 
     let dir = tempfile::tempdir().unwrap();

@@ -222,6 +222,7 @@ fn has_answer_tells_an_answer_from_its_absence() {
         iterations: 1,
         usage: Usage::default(),
         metrics: Metrics::default(),
+        output: None,
     };
     let limit = || StopReason::LimitReached { limit: LimitKind::Iterations };
     assert!(outcome("42", StopReason::Completed).has_answer());

@@ -100,6 +100,7 @@ fn dialects() -> Vec<Dialect> {
         Dialect::openai().max_tokens_field("a_first_field").tool_choice_required("any"),
         Dialect::openai().max_tokens_field("zz_last_field"),
         Dialect::compatible().reasoning_content_in_tool_loop(true),
+        Dialect::compatible().json_schema_output(false),
     ]
 }
 
@@ -146,6 +147,18 @@ fn the_direct_body_is_the_value_body_for_every_shape_dialect_and_option() {
         let bare =
             ModelRequest { messages: Arc::new(vec![Message::user("hi")]), ..Default::default() };
         check(&format, &bare, true);
+        // With an output schema: strict, not strict (json_object on a server without schemas).
+        for schema in [
+            json!({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}),
+            json!({"type": "object", "properties": {"a": {"type": "string"}}}),
+        ] {
+            let output = crate::provider::OutputFormat {
+                name: "answer".into(),
+                description: Some("The answer.".into()),
+                schema,
+            };
+            check(&format, &bare.clone().with_output(output), true);
+        }
         check(&format, &ModelRequest::default(), false);
     }
 }

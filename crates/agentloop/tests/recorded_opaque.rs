@@ -1,0 +1,177 @@
+//! Nothing silently dropped, on real recordings (vercel/ai's fixtures, recorded from the
+//! providers' APIs; sources and commits in `fixtures/recorded/corpus/INDEX.tsv`): server-side
+//! tools' calls and results and compaction items become `Part::Opaque` parts, reported as
+//! `opaque_content` events, and go back verbatim to the same API on the next turn; texts of
+//! several messages (Responses `phase`: commentary, then the final answer) stay apart.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod http_support;
+
+use agentloop::event::Event;
+use agentloop::message::{Message, Opaque, Part};
+use agentloop::prelude::*;
+use agentloop::provider::anthropic::Anthropic;
+use agentloop::provider::openai::{Compat, Dialect, OpenAi};
+use agentloop::provider::openai_responses::OpenAiResponses;
+use agentloop::provider::wire::WireFormat;
+use agentloop::provider::{ModelRequest, ModelResponse};
+use futures::StreamExt;
+use http_support::*;
+use serde_json::Value;
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer};
+
+const DIR: &str = "recorded/corpus";
+
+/// The response a provider makes of a recorded stream.
+async fn replayed<P: Provider>(
+    api: &str,
+    file: &str,
+    provider: impl Fn(&str) -> P,
+) -> ModelResponse {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path(api))
+        .respond_with(sse(as_sse(&fixture(DIR, file))))
+        .mount(&server)
+        .await;
+    let (chunks, error) = stream_all(&provider(&server.uri()), simple_request("Go on.")).await;
+    assert_eq!(error, None, "{file}");
+    assemble(&chunks)
+}
+
+fn responses(base: &str) -> impl Provider {
+    let compat = Compat::openai().base_url(format!("{base}/v1")).api_key("k");
+    OpenAi::responses_compatible(compat, "gpt-5").unwrap()
+}
+
+fn anthropic(base: &str) -> impl Provider {
+    let config = Anthropic::config("claude-sonnet-4-5").base_url(base).api_key("k");
+    Anthropic::with_config(config, Anthropic::messages("claude-sonnet-4-5")).unwrap()
+}
+
+fn opaque(response: &ModelResponse) -> Vec<&Opaque> {
+    response
+        .message
+        .content
+        .iter()
+        .filter_map(|part| match part {
+            Part::Opaque(opaque) => Some(opaque),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The next turn's request: the recorded answer in the history, then a new question.
+fn next_turn(response: &ModelResponse) -> ModelRequest {
+    ModelRequest::new(vec![
+        Message::user("Go on."),
+        response.message.clone(),
+        Message::user("And then?"),
+    ])
+}
+
+#[tokio::test]
+async fn responses_web_search_calls_are_kept_and_sent_back() {
+    let response =
+        replayed("/v1/responses", "openai__openai-web-search-tool.1.chunks.txt", responses).await;
+    let kept = opaque(&response);
+    assert!(kept.len() >= 2, "{kept:?}");
+    assert!(kept.iter().all(|o| o.provider == "openai-responses" && o.kind == "web_search_call"));
+    assert!(kept.iter().all(|o| o.value["status"] == "completed" && o.value["action"].is_object()));
+    assert!(!response.message.text().is_empty());
+    // Sent back as they came, in their place among the reasoning items.
+    let format = OpenAiResponses::new("gpt-5", Dialect::openai());
+    let body = format.encode(&next_turn(&response), true).unwrap().body;
+    let input = body["input"].as_array().unwrap();
+    for item in &kept {
+        assert!(input.contains(&item.value), "{} sent back", item.value["id"]);
+    }
+    // Chat completions cannot take them: left out there.
+    let chat = agentloop::provider::openai::OpenAiChat::new("gpt-5", Dialect::openai());
+    let body = chat.encode(&next_turn(&response), true).unwrap().body.to_string();
+    assert!(!body.contains("web_search_call"));
+}
+
+#[tokio::test]
+async fn responses_compaction_items_are_kept_and_sent_back() {
+    let response =
+        replayed("/v1/responses", "openai__openai-compaction.1.chunks.txt", responses).await;
+    let kept = opaque(&response);
+    let compaction = kept.iter().find(|o| o.kind == "compaction").expect("the compaction item");
+    assert!(compaction.value.get("encrypted_content").is_some(), "{}", compaction.value);
+    let format = OpenAiResponses::new("gpt-5", Dialect::openai());
+    let body = format.encode(&next_turn(&response), true).unwrap().body;
+    assert!(body["input"].as_array().unwrap().contains(&compaction.value));
+}
+
+#[tokio::test]
+async fn responses_commentary_and_final_answer_stay_apart() {
+    let response = replayed("/v1/responses", "openai__openai-phase.1.chunks.txt", responses).await;
+    let text = response.message.text();
+    let paragraphs: Vec<&str> = text.split("\n\n").collect();
+    assert!(paragraphs.len() >= 2, "{text:?}");
+    assert!(paragraphs.iter().all(|p| !p.trim().is_empty()), "{text:?}");
+}
+
+#[tokio::test]
+async fn anthropic_server_tool_blocks_are_kept_with_their_streamed_input_and_sent_back() {
+    let response =
+        replayed("/v1/messages", "anthropic__anthropic-web-search-tool.1.chunks.txt", anthropic)
+            .await;
+    let kept = opaque(&response);
+    let kinds: Vec<&str> = kept.iter().map(|o| o.kind.as_str()).collect();
+    assert!(kinds.contains(&"server_tool_use"), "{kinds:?}");
+    assert!(kinds.contains(&"web_search_tool_result"), "{kinds:?}");
+    let call = kept.iter().find(|o| o.kind == "server_tool_use").unwrap();
+    assert!(call.value["input"]["query"].is_string(), "the streamed input: {}", call.value);
+    let result = kept.iter().find(|o| o.kind == "web_search_tool_result").unwrap();
+    assert!(result.value["content"].is_array(), "{}", result.value);
+    let body =
+        Anthropic::messages("claude-sonnet-4-5").encode(&next_turn(&response), true).unwrap().body;
+    let assistant = &body["messages"][1];
+    assert_eq!(assistant["role"], "assistant");
+    let content = assistant["content"].as_array().unwrap();
+    for block in &kept {
+        assert!(content.contains(&block.value), "{} sent back", block.kind);
+    }
+}
+
+#[tokio::test]
+async fn anthropic_code_execution_results_are_kept() {
+    let response = replayed(
+        "/v1/messages",
+        "anthropic__anthropic-code-execution-20250825.1.chunks.txt",
+        anthropic,
+    )
+    .await;
+    let kinds: Vec<String> = opaque(&response).iter().map(|o| o.kind.clone()).collect();
+    assert!(kinds.iter().any(|k| k == "server_tool_use"), "{kinds:?}");
+    assert!(kinds.iter().any(|k| k.ends_with("_tool_result")), "{kinds:?}");
+}
+
+#[tokio::test]
+async fn an_agent_reports_opaque_content_and_keeps_it_in_the_history() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/responses"))
+        .respond_with(sse(as_sse(&fixture(DIR, "openai__openai-web-search-tool.1.chunks.txt"))))
+        .mount(&server)
+        .await;
+    let agent = Agent::builder(responses(&server.uri())).build().unwrap();
+    let mut events = agent.run_stream("What happened in San Francisco last week?");
+    let mut reported = Vec::new();
+    let mut journaled = None;
+    while let Some(event) = events.next().await {
+        match event {
+            Event::OpaqueContent { part } => reported.push(part.kind),
+            Event::ModelResponded { message, .. } => journaled = Some(message),
+            _ => {}
+        }
+    }
+    assert!(reported.len() >= 2 && reported.iter().all(|k| k == "web_search_call"), "{reported:?}");
+    let message = journaled.unwrap();
+    let kept = message.content.iter().filter(|p| matches!(p, Part::Opaque(_))).count();
+    assert_eq!(kept, reported.len(), "the journaled message holds what was reported");
+    let _: Value = serde_json::to_value(&message).unwrap();
+}
