@@ -182,7 +182,7 @@ pub fn chat_messages(request: &ModelRequest) -> Result<Vec<ChatMessage>, LocalEr
         for part in &message.content {
             match part {
                 Part::Text { text } => texts.push(text.clone()),
-                Part::Reasoning(_) | Part::Opaque(_) => {}
+                Part::Reasoning(_) | Part::Opaque(_) | Part::Citation(_) => {}
                 Part::ToolCall(call) => {
                     texts.push(format!("{}({})", call.name, call.arguments));
                 }

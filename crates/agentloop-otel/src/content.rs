@@ -99,6 +99,9 @@ fn part(part: &Part) -> PartOut<'_> {
         }
         Part::Reasoning(reasoning) => PartOut::Reasoning { content: &reasoning.text },
         Part::Opaque(opaque) => PartOut::Generic { kind: &opaque.kind, provider: &opaque.provider },
+        Part::Citation(citation) => {
+            PartOut::Generic { kind: "citation", provider: &citation.provider }
+        }
     }
 }
 

@@ -299,6 +299,13 @@ pub enum Event {
         /// The content, verbatim.
         part: crate::message::Opaque,
     },
+    /// The text so far cites a source (a web page, a document passage): it is kept in the
+    /// assistant message as a [`Part::Citation`](crate::message::Part) after the text, and in
+    /// the outcome's `citations` when the message is the answer.
+    Citation {
+        /// The citation.
+        citation: crate::message::Citation,
+    },
     /// The structured answer so far, as it streams (a run with an output schema): the JSON
     /// text so far — the answer's text in native mode, the final-answer tool's arguments in
     /// tool mode — parsed as far as it goes (open objects and arrays closed, an unfinished
@@ -469,6 +476,7 @@ impl Event {
             Self::ToolArgumentsDelta { .. } => "tool_arguments_delta",
             Self::OutputDelta { .. } => "output_delta",
             Self::OpaqueContent { .. } => "opaque_content",
+            Self::Citation { .. } => "citation",
             Self::Reasoning { .. } => "reasoning",
             Self::Text { .. } => "text",
             Self::ToolDetected { .. } => "tool_detected",

@@ -171,6 +171,52 @@ impl Opaque {
     }
 }
 
+/// A source that the text before it cites — a web page, a passage of a document — as the
+/// provider gave it (an Anthropic `citations` entry, a Responses `url_citation` annotation):
+/// its common fields read out, its own form kept to be sent back to the same provider.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Citation {
+    /// The cited page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Its title.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// The cited passage, when the provider gives it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cited_text: Option<String>,
+    /// Where the citing text starts and ends, as the provider counts, when it says: for
+    /// Responses, character offsets in the text of its content part; for an Anthropic
+    /// document, offsets in the cited document.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<u64>,
+    /// See [`start`](Self::start).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end: Option<u64>,
+    /// The provider family that produced it.
+    pub provider: String,
+    /// The citation as the provider wrote it.
+    #[serde(serialize_with = "crate::canonical::serialize")]
+    pub value: Value,
+}
+
+impl Citation {
+    /// The citation of a provider's citation object (the common fields read out of it).
+    pub fn from_value(provider: impl Into<String>, value: Value) -> Self {
+        let text = |key: &str| value.get(key).and_then(Value::as_str).map(str::to_owned);
+        let number = |keys: &[&str]| keys.iter().find_map(|key| value.get(*key)?.as_u64());
+        Self {
+            url: text("url"),
+            title: text("title").or_else(|| text("document_title")),
+            cited_text: text("cited_text"),
+            start: number(&["start_index", "start_char_index", "start_page_number"]),
+            end: number(&["end_index", "end_char_index", "end_page_number"]),
+            provider: provider.into(),
+            value,
+        }
+    }
+}
+
 /// One piece of a message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -201,6 +247,8 @@ pub enum Part {
     Reasoning(Reasoning),
     /// Provider content without a type of its own (assistant messages), kept verbatim.
     Opaque(Opaque),
+    /// A source the text before it cites (assistant messages).
+    Citation(Citation),
 }
 
 impl Part {

@@ -175,3 +175,88 @@ async fn an_agent_reports_opaque_content_and_keeps_it_in_the_history() {
     assert_eq!(kept, reported.len(), "the journaled message holds what was reported");
     let _: Value = serde_json::to_value(&message).unwrap();
 }
+
+fn citations(response: &ModelResponse) -> Vec<&agentloop::message::Citation> {
+    response
+        .message
+        .content
+        .iter()
+        .filter_map(|part| match part {
+            Part::Citation(citation) => Some(citation),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn anthropic_citations_are_typed_and_go_back_on_their_text_block() {
+    let response =
+        replayed("/v1/messages", "anthropic__anthropic-web-search-tool.1.chunks.txt", anthropic)
+            .await;
+    let found = citations(&response);
+    assert!(found.len() >= 2, "{found:?}");
+    for citation in &found {
+        assert!(citation.url.as_deref().is_some_and(|u| u.starts_with("https://")), "{citation:?}");
+        assert!(citation.title.is_some() && citation.cited_text.is_some(), "{citation:?}");
+        assert_eq!(citation.value["type"], "web_search_result_location");
+    }
+    // Each follows the text it belongs to, and goes back in that text block's `citations`.
+    let body =
+        Anthropic::messages("claude-sonnet-4-5").encode(&next_turn(&response), true).unwrap().body;
+    let sent: Vec<Value> = body["messages"][1]["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|b| b["type"] == "text")
+        .flat_map(|b| b["citations"].as_array().cloned().unwrap_or_default())
+        .collect();
+    let expected: Vec<Value> = found.iter().map(|c| c.value.clone()).collect();
+    assert_eq!(sent, expected);
+}
+
+#[tokio::test]
+async fn responses_url_citations_are_typed_reported_and_sent_back_as_annotations() {
+    let response =
+        replayed("/v1/responses", "openai__openai-web-search-tool.1.chunks.txt", responses).await;
+    let found = citations(&response);
+    assert!(!found.is_empty());
+    for citation in &found {
+        assert_eq!(citation.value["type"], "url_citation");
+        assert!(citation.url.is_some() && citation.title.is_some(), "{citation:?}");
+        let (start, end) = (citation.start.unwrap(), citation.end.unwrap());
+        assert!(start < end, "{citation:?}");
+    }
+    let format = OpenAiResponses::new("gpt-5", Dialect::openai());
+    let body = format.encode(&next_turn(&response), true).unwrap().body;
+    let sent: Vec<Value> = body["input"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|item| item["type"] == "message" && item["role"] == "assistant")
+        .flat_map(|m| m["content"][0]["annotations"].as_array().cloned().unwrap_or_default())
+        .collect();
+    assert_eq!(sent, found.iter().map(|c| c.value.clone()).collect::<Vec<_>>());
+
+    // Through an agent: reported as they come, and the answer's sources in the outcome.
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/responses"))
+        .respond_with(sse(as_sse(&fixture(DIR, "openai__openai-web-search-tool.1.chunks.txt"))))
+        .mount(&server)
+        .await;
+    let agent = Agent::builder(responses(&server.uri())).build().unwrap();
+    let mut events = agent.run_stream("News?");
+    let mut reported = 0;
+    let mut outcome = None;
+    while let Some(event) = events.next().await {
+        match event {
+            Event::Citation { .. } => reported += 1,
+            Event::RunFinished { outcome: o } => outcome = Some(o),
+            _ => {}
+        }
+    }
+    let outcome = outcome.unwrap();
+    assert_eq!(reported, found.len());
+    assert_eq!(outcome.citations.len(), found.len());
+    assert_eq!(outcome.citations[0].url, found[0].url);
+}

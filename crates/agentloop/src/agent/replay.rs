@@ -172,6 +172,10 @@ fn message_chunks(message: &Message) -> Result<Vec<StreamChunk>, ReplayError> {
                 kind: opaque.kind.clone(),
                 value: opaque.value.clone(),
             }),
+            Part::Citation(citation) => chunks.push(StreamChunk::Citation {
+                provider: citation.provider.clone(),
+                value: citation.value.clone(),
+            }),
             Part::Image { .. } | Part::File { .. } | Part::ToolResult(_) => {
                 return Err(ReplayError::Journal(
                     "a model response holds an image, file or tool result part".into(),

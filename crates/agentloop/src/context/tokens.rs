@@ -38,6 +38,9 @@ pub trait TokenCounter: Send + Sync {
                         Part::Opaque(opaque) => {
                             self.count_text(&crate::canonical::to_string(&opaque.value))
                         }
+                        Part::Citation(citation) => {
+                            self.count_text(&crate::canonical::to_string(&citation.value))
+                        }
                         // Providers bill images by size; a typical tile budget.
                         Part::Image { .. } | Part::File { .. } => 765,
                     }

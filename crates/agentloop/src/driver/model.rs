@@ -180,7 +180,7 @@ impl Driver {
 /// A whole response as the chunk path would have delivered it: the delta events its chunks
 /// would have streamed (added to `events`, unless it is `None`), and the response as
 /// [`ResponseAssembler`] would have rebuilt it from them (assistant role, adjacent text parts
-/// joined, only text, reasoning, tool-call and opaque parts), without the chunks.
+/// joined, only text, reasoning, tool-call, opaque and citation parts), without the chunks.
 fn as_streamed(response: ModelResponse, mut events: Option<&mut Vec<Event>>) -> ModelResponse {
     let ModelResponse { message, finish_reason, usage, id, model } = response;
     let mut parts: Vec<Part> = Vec::with_capacity(message.content.len());
@@ -221,6 +221,10 @@ fn as_streamed(response: ModelResponse, mut events: Option<&mut Vec<Event>>) -> 
                 emit(&|| Event::OpaqueContent { part: opaque.clone() });
                 parts.push(Part::Opaque(opaque));
             }
+            Part::Citation(citation) => {
+                emit(&|| Event::Citation { citation: citation.clone() });
+                parts.push(Part::Citation(citation));
+            }
             Part::Image { .. } | Part::File { .. } | Part::ToolResult(_) => {}
         }
     }
@@ -242,6 +246,7 @@ fn is_delta(chunk: &StreamChunk) -> bool {
             | StreamChunk::ToolCallStart { .. }
             | StreamChunk::ToolCallDelta { .. }
             | StreamChunk::Opaque { .. }
+            | StreamChunk::Citation { .. }
     )
 }
 
@@ -258,6 +263,9 @@ fn delta_event(chunk: &StreamChunk) -> Option<Event> {
         }
         StreamChunk::Opaque { provider, kind, value } => Some(Event::OpaqueContent {
             part: crate::message::Opaque::new(provider.clone(), kind.clone(), value.clone()),
+        }),
+        StreamChunk::Citation { provider, value } => Some(Event::Citation {
+            citation: crate::message::Citation::from_value(provider.clone(), value.clone()),
         }),
         StreamChunk::ResponseInfo { .. }
         | StreamChunk::ReasoningEnd { .. }

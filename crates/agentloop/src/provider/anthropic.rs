@@ -264,10 +264,20 @@ fn encode_messages(messages: &[Message]) -> Vec<Value> {
             Role::Assistant => "assistant",
         };
         let mut results = Vec::new();
-        let mut blocks = Vec::new();
+        let mut blocks: Vec<Value> = Vec::new();
         for part in &message.content {
             match part {
                 Part::ToolResult(result) => results.push(tool_result_block(result)),
+                // This API's citations go back on the text block they follow.
+                Part::Citation(citation) if citation.provider == FAMILY => {
+                    let text = blocks.iter_mut().rev().find(|b| b["type"] == "text");
+                    if let Some(Value::Object(block)) = text {
+                        let list = block.entry("citations").or_insert_with(|| json!([]));
+                        if let Value::Array(list) = list {
+                            list.push(citation.value.clone());
+                        }
+                    }
+                }
                 Part::Reasoning(reasoning) if message.role == Role::Assistant => {
                     blocks.extend(reasoning_block(reasoning));
                 }
@@ -315,6 +325,8 @@ fn content_block(part: &Part) -> Option<Value> {
         // This API's blocks without a type of ours (a server tool's call and result), as they
         // came; another provider's are left out.
         Part::Opaque(opaque) => (opaque.provider == FAMILY).then(|| opaque.value.clone()),
+        // Attached to the text block before it (see `encode_messages`).
+        Part::Citation(_) => None,
     }
 }
 

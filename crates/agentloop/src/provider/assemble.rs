@@ -1,7 +1,9 @@
 //! Folding a chunk stream into a whole [`ModelResponse`].
 
 use super::{ModelResponse, ProviderError, StreamChunk};
-use crate::message::{FinishReason, Message, Opaque, Part, Reasoning, Role, ToolCall, Usage};
+use crate::message::{
+    Citation, FinishReason, Message, Opaque, Part, Reasoning, Role, ToolCall, Usage,
+};
 
 /// Builds a [`ModelResponse`] from [`StreamChunk`]s, in order. Text deltas join the current
 /// text part, reasoning deltas the current reasoning block, argument deltas their call (by id);
@@ -84,6 +86,10 @@ impl ResponseAssembler {
             StreamChunk::Opaque { provider, kind, value } => {
                 self.open_reasoning = None;
                 self.parts.push(Part::Opaque(Opaque { provider, kind, value }));
+            }
+            StreamChunk::Citation { provider, value } => {
+                self.open_reasoning = None;
+                self.parts.push(Part::Citation(Citation::from_value(provider, value)));
             }
             StreamChunk::Usage { usage } => self.usage = self.usage.max(usage),
             StreamChunk::Finish { reason } => self.finish = Some(reason),

@@ -367,7 +367,7 @@ fn content_part(part: &Part) -> Option<Value> {
         // This API's parts without a type of ours (code it ran and its result), as they came;
         // another provider's are left out.
         Part::Opaque(opaque) if opaque.provider == FAMILY => Some(opaque.value.clone()),
-        Part::ToolResult(_) | Part::Reasoning(_) | Part::Opaque(_) => None,
+        Part::ToolResult(_) | Part::Reasoning(_) | Part::Opaque(_) | Part::Citation(_) => None,
     }
 }
 

@@ -215,6 +215,15 @@ pub enum StreamChunk {
         #[serde(serialize_with = "crate::canonical::serialize")]
         value: Value,
     },
+    /// A source the text so far cites, as the provider wrote it (see
+    /// [`Citation`](crate::message::Citation)).
+    Citation {
+        /// The provider family.
+        provider: String,
+        /// The citation object, verbatim.
+        #[serde(serialize_with = "crate::canonical::serialize")]
+        value: Value,
+    },
     /// Usage so far (a cumulative snapshot: later chunks supersede earlier ones field by field).
     Usage {
         /// The usage.

@@ -147,7 +147,11 @@ fn user_message(message: &Message) -> Result<Value, ProviderError> {
                     message: "the chat completions API takes files as base64 data, not URLs".into(),
                 })
             }
-            Part::ToolCall(_) | Part::ToolResult(_) | Part::Reasoning(_) | Part::Opaque(_) => {}
+            Part::ToolCall(_)
+            | Part::ToolResult(_)
+            | Part::Reasoning(_)
+            | Part::Opaque(_)
+            | Part::Citation(_) => {}
         }
     }
     let content = match parts.as_slice() {

@@ -12,7 +12,7 @@ use super::openai::{
 use super::wire::{StreamDecoder, WireFormat, WireRequest};
 use super::{ModelRequest, ModelResponse, ProviderError, ToolChoice};
 use crate::message::{
-    FinishReason, MediaSource, Message, Opaque, Part, Reasoning, Role, ToolCall, Usage,
+    Citation, FinishReason, MediaSource, Message, Opaque, Part, Reasoning, Role, ToolCall, Usage,
 };
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -112,7 +112,11 @@ fn user_item(message: &Message) -> Result<Value, ProviderError> {
                 }
                 parts.push(file);
             }
-            Part::ToolCall(_) | Part::ToolResult(_) | Part::Reasoning(_) | Part::Opaque(_) => {}
+            Part::ToolCall(_)
+            | Part::ToolResult(_)
+            | Part::Reasoning(_)
+            | Part::Opaque(_)
+            | Part::Citation(_) => {}
         }
     }
     let content = match parts.as_slice() {
@@ -126,22 +130,28 @@ fn user_item(message: &Message) -> Result<Value, ProviderError> {
 /// sent back as they came), output text messages, function calls.
 fn assistant_items(message: &Message, items: &mut Vec<Value>) {
     let mut text = String::new();
-    let flush = |text: &mut String, items: &mut Vec<Value>| {
+    // This API's citations of the text so far, sent back as its annotations.
+    let mut annotations: Vec<Value> = Vec::new();
+    let flush = |text: &mut String, annotations: &mut Vec<Value>, items: &mut Vec<Value>| {
         if !text.is_empty() {
-            items.push(json!({
-                "type": "message",
-                "role": "assistant",
-                "content": [{"type": "output_text", "text": std::mem::take(text)}],
-            }));
+            let mut output = json!({"type": "output_text", "text": std::mem::take(text)});
+            if !annotations.is_empty() {
+                output["annotations"] = Value::Array(std::mem::take(annotations));
+            }
+            items.push(json!({"type": "message", "role": "assistant", "content": [output]}));
         }
+        annotations.clear();
     };
     for part in &message.content {
         match part {
             Part::Text { text: more } => text.push_str(more),
+            Part::Citation(citation) if citation.provider == FAMILY => {
+                annotations.push(citation.value.clone());
+            }
             Part::Reasoning(Reasoning { opaque: Some(item), .. })
                 if item.get("type").and_then(Value::as_str) == Some("reasoning") =>
             {
-                flush(&mut text, items);
+                flush(&mut text, &mut annotations, items);
                 let mut item = item.clone();
                 if let Some(fields) = item.as_object_mut() {
                     fields.remove("status");
@@ -151,11 +161,11 @@ fn assistant_items(message: &Message, items: &mut Vec<Value>) {
             // Items of this API without a type of ours (a web search, a compaction), as they
             // came.
             Part::Opaque(opaque) if opaque.provider == FAMILY => {
-                flush(&mut text, items);
+                flush(&mut text, &mut annotations, items);
                 items.push(opaque.value.clone());
             }
             Part::ToolCall(call) => {
-                flush(&mut text, items);
+                flush(&mut text, &mut annotations, items);
                 let arguments =
                     if call.arguments.trim().is_empty() { "{}" } else { &call.arguments };
                 items.push(json!({
@@ -169,7 +179,7 @@ fn assistant_items(message: &Message, items: &mut Vec<Value>) {
             _ => {}
         }
     }
-    flush(&mut text, items);
+    flush(&mut text, &mut annotations, items);
 }
 
 /// The family name of this API (its [`WireFormat::name`]), on its opaque items.
@@ -327,6 +337,9 @@ impl WireResponse {
                             _ => content.push(Part::text(text)),
                         }
                     }
+                    for value in message_annotations(item) {
+                        content.push(Part::Citation(Citation::from_value(FAMILY, value)));
+                    }
                 }
                 Some("function_call") => content.push(Part::ToolCall(function_call(item, raw)?)),
                 Some("reasoning") => content.push(Part::Reasoning(Reasoning {
@@ -359,6 +372,19 @@ fn message_text(item: &Value) -> String {
         .filter(|text| !text.is_empty())
         .collect();
     texts.join(TEXT_SEPARATOR)
+}
+
+/// The annotations (citations) of an output message item's texts, in order.
+fn message_annotations(item: &Value) -> Vec<Value> {
+    item.get("content")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c.get("annotations").and_then(Value::as_array))
+        .flatten()
+        .filter(|a| a.is_object())
+        .cloned()
+        .collect()
 }
 
 /// Between two texts of a response (two content parts, two message items): they are separate

@@ -262,9 +262,10 @@ impl PromptedProtocol {
                         )),
                         Part::Reasoning(_) => {}
                         // The inner provider's encoder decides (its own kind goes back).
-                        Part::Image { .. } | Part::File { .. } | Part::Opaque(_) => {
-                            other.push(part.clone())
-                        }
+                        Part::Image { .. }
+                        | Part::File { .. }
+                        | Part::Opaque(_)
+                        | Part::Citation(_) => other.push(part.clone()),
                     }
                 }
                 let role = if message.role == Role::Tool { Role::User } else { message.role };

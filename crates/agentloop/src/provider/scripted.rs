@@ -185,6 +185,7 @@ fn estimate_chars(request: &ModelRequest) -> usize {
             Part::ToolResult(result) => result.content.to_text().len(),
             Part::Reasoning(reasoning) => reasoning.text.len(),
             Part::Opaque(opaque) => opaque.value.to_string().len(),
+            Part::Citation(citation) => citation.value.to_string().len(),
             Part::Image { .. } | Part::File { .. } => 1_000,
         })
         .sum();

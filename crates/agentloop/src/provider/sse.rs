@@ -205,6 +205,8 @@ pub fn response_chunks(response: ModelResponse) -> Vec<StreamChunk> {
                 kind: opaque.kind,
                 value: opaque.value,
             }),
+            Part::Citation(citation) => chunks
+                .push(StreamChunk::Citation { provider: citation.provider, value: citation.value }),
             Part::Image { .. } | Part::File { .. } | Part::ToolResult(_) => {}
         }
     }

@@ -22,6 +22,8 @@ impl Run {
         let Some(spec) = &self.config.output else { return };
         match spec.mode {
             OutputMode::Native => request.output = Some(spec.format()),
+            // An agent tool of that name keeps it (and the run takes no answer from it).
+            OutputMode::Tool | OutputMode::Auto if !self.is_output_call(OUTPUT_TOOL) => {}
             OutputMode::Tool | OutputMode::Auto => {
                 let mut tools = Vec::with_capacity(request.tools.len() + 1);
                 tools.extend(request.tools.iter().cloned());

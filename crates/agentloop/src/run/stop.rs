@@ -3,7 +3,9 @@
 
 use super::{PendingCall, Phase, Run};
 use crate::event::ModelPurpose;
-use crate::message::{FinishReason, Message, Part, ToolCall, ToolResultContent, Usage};
+use crate::message::{
+    Citation, FinishReason, Message, Part, Role, ToolCall, ToolResultContent, Usage,
+};
 use crate::provider::ProviderError;
 use crate::terms::{LimitKind, Metrics, Outcome, Signal, StopReason, CONTEXT_LIMIT_TEXT};
 use crate::tool::ToolOutput;
@@ -35,6 +37,7 @@ impl Run {
             usage: self.spent.usage,
             metrics,
             output: self.output.clone(),
+            citations: self.answer_citations(),
         }
     }
 
@@ -59,7 +62,20 @@ impl Run {
             usage: self.spent.usage,
             metrics: Metrics::default(),
             output: None,
+            citations: Vec::new(),
         }
+    }
+
+    /// The citations of the last assistant message: the answer's sources.
+    fn answer_citations(&self) -> Vec<Citation> {
+        let last = self.history.iter().rev().find(|m| m.role == Role::Assistant);
+        last.into_iter()
+            .flat_map(|m| &m.content)
+            .filter_map(|part| match part {
+                Part::Citation(citation) => Some(citation.clone()),
+                _ => None,
+            })
+            .collect()
     }
 
     fn failing(&self, error: String) -> Phase {

@@ -21,6 +21,7 @@ fn outcome() -> Box<Outcome> {
         usage: Default::default(),
         metrics: Default::default(),
         output: None,
+        citations: Vec::new(),
     })
 }
 

@@ -4,7 +4,7 @@
 use super::config::DEFAULT_WIND_DOWN_FALLBACK;
 use super::limits::LimitKind;
 use super::metrics::Metrics;
-use crate::message::{ToolCall, Usage};
+use crate::message::{Citation, ToolCall, Usage};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -170,6 +170,10 @@ pub struct Outcome {
     /// (`RunConfig::output`) and ended with a valid answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<serde_json::Value>,
+    /// The sources the answer cites: the citations of the run's last assistant message
+    /// (web search results, document passages), in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub citations: Vec<Citation>,
 }
 
 impl Outcome {
@@ -188,6 +192,7 @@ impl Outcome {
             usage: Usage::default(),
             metrics: Metrics::default(),
             output: None,
+            citations: Vec::new(),
         }
     }
 

@@ -1,7 +1,9 @@
 //! Reading Anthropic responses: the streamed events and the whole-message body.
 
 use super::error::{stream_error, ApiError};
-use crate::message::{FinishReason, Message, Opaque, Part, Reasoning, Role, ToolCall, Usage};
+use crate::message::{
+    Citation, FinishReason, Message, Opaque, Part, Reasoning, Role, ToolCall, Usage,
+};
 use crate::provider::wire::{ResponseInfoOnce, StreamDecoder};
 use crate::provider::{ModelResponse, ProviderError, StreamChunk};
 use serde::de::DeserializeOwned;
@@ -176,6 +178,9 @@ enum BlockDelta {
     SignatureDelta {
         signature: String,
     },
+    CitationsDelta {
+        citation: Value,
+    },
     #[serde(other)]
     Other,
 }
@@ -189,7 +194,10 @@ struct MessageDeltaBody {
 /// A content block between its start and stop events.
 #[derive(Debug)]
 enum OpenBlock {
-    Text,
+    /// Its citations come as deltas, and are passed on after its text.
+    Text {
+        citations: Vec<Value>,
+    },
     /// `received_json`: whether any argument text has streamed.
     Tool {
         id: String,
@@ -269,7 +277,7 @@ impl AnthropicDecoder {
                 if !text.is_empty() {
                     out.push(StreamChunk::TextDelta { text });
                 }
-                OpenBlock::Text
+                OpenBlock::Text { citations: Vec::new() }
             }
             BlockStart::ToolUse { id, name, input } => {
                 out.push(StreamChunk::ToolCallStart { id: id.clone(), name });
@@ -307,7 +315,10 @@ impl AnthropicDecoder {
                 json.push_str(&partial_json);
             }
             (OpenBlock::Opaque { .. }, _) => {}
-            (OpenBlock::Text, BlockDelta::TextDelta { text }) => {
+            (OpenBlock::Text { citations }, BlockDelta::CitationsDelta { citation }) => {
+                citations.push(citation);
+            }
+            (OpenBlock::Text { .. }, BlockDelta::TextDelta { text }) => {
                 if !text.is_empty() {
                     out.push(StreamChunk::TextDelta { text });
                 }
@@ -382,7 +393,11 @@ impl AnthropicDecoder {
                     value: block,
                 });
             }
-            OpenBlock::Text => {}
+            OpenBlock::Text { citations } => {
+                for value in citations {
+                    out.push(StreamChunk::Citation { provider: super::FAMILY.into(), value });
+                }
+            }
         }
         Ok(())
     }
@@ -467,6 +482,8 @@ enum Body {
 enum ResponseBlock {
     Text {
         text: String,
+        #[serde(default)]
+        citations: Option<Vec<Value>>,
     },
     ToolUse {
         id: String,
@@ -502,7 +519,12 @@ pub(super) fn decode_response(body: &[u8]) -> Result<ModelResponse, ProviderErro
             ProviderError::protocol(format!("malformed anthropic content block: {error}"), &text)
         })?;
         match block {
-            ResponseBlock::Text { text } => parts.push(Part::Text { text }),
+            ResponseBlock::Text { text, citations } => {
+                parts.push(Part::Text { text });
+                for value in citations.unwrap_or_default() {
+                    parts.push(Part::Citation(Citation::from_value(super::FAMILY, value)));
+                }
+            }
             ResponseBlock::ToolUse { id, name, input } => {
                 let arguments = match input {
                     Some(input) => crate::canonical::to_string(&input),

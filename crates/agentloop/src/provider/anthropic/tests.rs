@@ -477,7 +477,7 @@ fn malformed_events_are_protocol_errors_with_an_excerpt() {
 }
 
 #[test]
-fn unknown_events_and_deltas_are_skipped_and_unknown_blocks_kept_whole() {
+fn unknown_events_are_skipped_and_unknown_blocks_and_citations_kept() {
     let sse = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{}}\n\n\
                event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"server_tool_use\",\"id\":\"srvtoolu_1\",\"name\":\"web_search\",\"input\":{}}}\n\n\
                event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{}\"}}\n\n\
@@ -490,14 +490,16 @@ fn unknown_events_and_deltas_are_skipped_and_unknown_blocks_kept_whole() {
                event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n\
                event: content_block_start\ndata: {\"type\":\"after the end\"\n\n";
     let response = decode_sse(format().stream_decoder(), sse).unwrap();
-    // The server tool's call is kept, its streamed input in place; nothing after the end.
+    // The server tool's call is kept, its streamed input in place, the text's citation after
+    // it; nothing after the end.
     let block =
         json!({"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}});
     assert_eq!(
         response.message.content,
         vec![
             Part::Opaque(crate::message::Opaque::new("anthropic", "server_tool_use", block)),
-            Part::text("Hi")
+            Part::text("Hi"),
+            Part::Citation(crate::message::Citation::from_value("anthropic", json!({}))),
         ]
     );
 }

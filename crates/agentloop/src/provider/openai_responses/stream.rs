@@ -2,8 +2,8 @@
 //! `response.incomplete` or `response.failed`.
 
 use super::{
-    client_side_item, function_call, message_text, reasoning_text, stream_error, WireResponse,
-    FAMILY, TEXT_SEPARATOR,
+    client_side_item, function_call, message_annotations, message_text, reasoning_text,
+    stream_error, WireResponse, FAMILY, TEXT_SEPARATOR,
 };
 use crate::provider::wire::{ResponseInfoOnce, StreamDecoder};
 use crate::provider::{ProviderError, StreamChunk};
@@ -45,6 +45,9 @@ pub(super) struct ResponsesDecoder {
     /// Where the last text came from, once text came (see [`text`](Self::text)): text from
     /// another place starts after a [`TEXT_SEPARATOR`].
     last_text: Option<Option<TextSource>>,
+    /// Annotations (citations) of the message being streamed, passed on after its text when
+    /// the message is done.
+    annotations: Vec<Value>,
     terminal: bool,
     /// The response's id and model, reported once.
     info: ResponseInfoOnce,
@@ -202,6 +205,11 @@ impl StreamDecoder for ResponsesDecoder {
                     self.text(text.to_owned(), Some(from), out);
                 }
             }
+            "response.output_text.annotation.added" => {
+                if let Some(annotation) = value.get("annotation").filter(|a| a.is_object()) {
+                    self.annotations.push(annotation.clone());
+                }
+            }
             "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => {
                 let Some(text) = str_field(&value, "delta").filter(|t| !t.is_empty()) else {
                     return Ok(());
@@ -280,6 +288,14 @@ impl StreamDecoder for ResponsesDecoder {
                             if !text.is_empty() {
                                 self.text(text, None, out);
                             }
+                        }
+                        // Streamed annotations, else the done item's.
+                        let annotations = match std::mem::take(&mut self.annotations) {
+                            streamed if !streamed.is_empty() => streamed,
+                            _ => message_annotations(item),
+                        };
+                        for value in annotations {
+                            out.push(StreamChunk::Citation { provider: FAMILY.into(), value });
                         }
                     }
                     // Items the client must run ended the stream when they were added.

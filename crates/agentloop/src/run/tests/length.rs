@@ -223,6 +223,7 @@ fn has_answer_tells_an_answer_from_its_absence() {
         usage: Usage::default(),
         metrics: Metrics::default(),
         output: None,
+        citations: Vec::new(),
     };
     let limit = || StopReason::LimitReached { limit: LimitKind::Iterations };
     assert!(outcome("42", StopReason::Completed).has_answer());
