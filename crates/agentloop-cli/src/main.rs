@@ -89,6 +89,10 @@ enum Command {
         /// Print every event as a JSON line instead.
         #[arg(long)]
         json: bool,
+        /// A JSON Schema file: the answer must be a JSON value that matches it (checked; a
+        /// wrong answer goes back to the model with its errors). See docs/OUTPUT.md.
+        #[arg(long, value_name = "FILE")]
+        output_schema: Option<PathBuf>,
         #[command(flatten)]
         agent: AgentFlags,
     },
@@ -312,13 +316,17 @@ async fn dispatch_command(cli: Cli, config: Config) -> anyhow::Result<i32> {
             anyhow::bail!("this build has no local models (feature `local`)")
         }
         Command::A2a { command } => a2a::run(command).await,
-        Command::Run { prompt, json, agent } => {
+        Command::Run { prompt, json, output_schema, agent } => {
             let config = with_agent_flags(&config, &agent);
+            let mut options = RunOptions::default();
+            if let Some(path) = output_schema {
+                options = options.output(output_spec(&path)?);
+            }
+            let purpose = if options.output.is_some() { Purpose::TypedRun } else { Purpose::Run };
             let stores = runs::open(&config.store).await?;
             let agent =
-                build_agent(&config, &cli.provider, &agent, None, Some(stores), Purpose::Run)
-                    .await?;
-            Ok(run_once(&agent, prompt, json).await.code())
+                build_agent(&config, &cli.provider, &agent, None, Some(stores), purpose).await?;
+            Ok(run_once(&agent, prompt, json, options).await.code())
         }
         Command::Chat { session, agent } => {
             let config = with_agent_flags(&config, &agent);
@@ -494,6 +502,10 @@ fn with_agent_flags(config: &Config, flags: &AgentFlags) -> Config {
 enum Purpose {
     /// One run (`run`, `runs resume`).
     Run,
+    /// One run with a typed answer (`run --output-schema`): the local model gets no recipe
+    /// (its done tool and per-step policy would take the answer's place) and, unless tools
+    /// are asked for, no tools, so that its answer is decoded under the schema's grammar.
+    TypedRun,
     /// An interactive session.
     Chat,
     /// Listing its tools (no model call).
@@ -612,10 +624,12 @@ async fn build_agent(
     if let Some(workspace) = &agent_flags.workspace {
         tool_section.workspace = Some(workspace.clone());
     }
+    let typed_local = recipe && purpose == Purpose::TypedRun;
     let enabled: Vec<String> = agent_flags
         .tools
         .clone()
         .or_else(|| tool_section.enabled.clone())
+        .or_else(|| typed_local.then(Vec::new))
         .unwrap_or_else(|| tools::DEFAULT_TOOLS.iter().map(|t| (*t).to_owned()).collect());
     for name in &enabled {
         if !config::BUILTIN_TOOLS.contains(&name.as_str()) {
@@ -626,7 +640,7 @@ async fn build_agent(
         }
     }
     builder = tools::install(builder, &tool_section, &enabled, lines)?;
-    if recipe {
+    if recipe && !typed_local {
         builder = builder.tool(agentloop::tool::builtin::TaskComplete);
         let mut names: Vec<&str> = enabled.iter().map(String::as_str).collect();
         names.push("task_complete");
@@ -657,7 +671,26 @@ async fn build_agent(
 }
 
 /// Runs once, rendering every event; Ctrl-C cancels the run.
-async fn run_once(agent: &Agent, input: impl Into<RunInput>, json: bool) -> Ending {
-    let (handle, events) = agent.start(input);
+/// The typed answer a `--output-schema` file asks for (named after the file).
+fn output_spec(path: &std::path::Path) -> anyhow::Result<agentloop::run::OutputSpec> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the output schema {}", path.display()))?;
+    let schema: serde_json::Value = serde_json::from_str(&text)
+        .with_context(|| format!("{}: the output schema is not JSON", path.display()))?;
+    let name = path.file_stem().map_or("output".into(), |s| s.to_string_lossy());
+    let name = name.trim_end_matches(".schema");
+    let spec = agentloop::run::OutputSpec::new(name, schema);
+    spec.check_schema()
+        .map_err(|error| anyhow::anyhow!("{}: not a valid JSON Schema: {error}", path.display()))?;
+    Ok(spec)
+}
+
+async fn run_once(
+    agent: &Agent,
+    input: impl Into<RunInput>,
+    json: bool,
+    options: RunOptions,
+) -> Ending {
+    let (handle, events) = agent.start_with(input, options);
     render::show_events(events, json, Some(|| handle.cancel("interrupted (Ctrl-C)"))).await
 }

@@ -330,3 +330,81 @@ fn model_and_tool_output_cannot_drive_the_terminal() {
         .collect();
     assert_eq!(texts.concat(), "\u{1b}[2Jcleared \u{202e}desrever");
 }
+
+fn city_schema(dir: &Path) -> String {
+    let path = dir.join("city.schema.json");
+    let schema = json!({
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "population": {"type": "integer"}},
+        "required": ["city", "population"],
+    });
+    std::fs::write(&path, schema.to_string()).unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn an_output_schema_makes_the_answer_json_that_matches_it() {
+    let dir = tempfile::tempdir().unwrap();
+    // The first answer misses a field: it goes back with the error, the second is taken.
+    let path = script(
+        dir.path(),
+        json!([{"text": "{\"city\": \"Lyon\"}"}, {"text": "{\"city\": \"Lyon\", \"population\": 522250}"}]),
+    );
+    let schema = city_schema(dir.path());
+    let output = agentloop(dir.path())
+        .args(["--provider", "scripted", "--script", &path, "run", "--json"])
+        .args(["--output-schema", &schema, "Third city of France?"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let events: Vec<Event> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let outcome = events
+        .iter()
+        .find_map(|event| match event {
+            Event::RunFinished { outcome } => Some(outcome),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(outcome.output, Some(json!({"city": "Lyon", "population": 522250})));
+    assert_eq!(outcome.iterations, 2);
+}
+
+#[test]
+fn an_output_schema_that_is_not_one_is_refused_with_its_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = script(dir.path(), json!([{"text": "{}"}]));
+    let schema = dir.path().join("bad.json");
+    std::fs::write(&schema, r#"{"type": "no-such-type"}"#).unwrap();
+    agentloop(dir.path())
+        .args(["--provider", "scripted", "--script", &path, "run", "--output-schema"])
+        .args([schema.to_str().unwrap(), "hi"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("bad.json").and(predicate::str::contains("not a valid")));
+}
+
+#[tokio::test]
+async fn an_output_schema_goes_to_an_openai_compatible_server_as_its_response_format() {
+    let server = openai_server(r#"{"city": "Lyon", "population": 522250}"#).await;
+    let dir = tempfile::tempdir().unwrap();
+    let schema = city_schema(dir.path());
+    let base = format!("{}/v1", server.uri());
+    let output = tokio::task::spawn_blocking(move || {
+        agentloop(dir.path())
+            .env("AGENTLOOP_BASE_URL", base)
+            .args(["--model", "m", "run", "--output-schema", &schema, "Third city?"])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(String::from_utf8_lossy(&output.stdout).contains(r#""population": 522250"#));
+    let requests = server.received_requests().await.unwrap();
+    let sent: serde_json::Value = serde_json::from_slice(&requests[0].body).unwrap();
+    assert_eq!(sent["response_format"]["type"], "json_schema");
+    assert_eq!(sent["response_format"]["json_schema"]["name"], "city");
+}

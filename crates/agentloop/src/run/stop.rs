@@ -7,7 +7,9 @@ use crate::message::{
     Citation, FinishReason, Message, Part, Role, ToolCall, ToolResultContent, Usage,
 };
 use crate::provider::ProviderError;
-use crate::terms::{LimitKind, Metrics, Outcome, Signal, StopReason, CONTEXT_LIMIT_TEXT};
+use crate::terms::{
+    LimitKind, Metrics, Outcome, Signal, StopReason, CONTEXT_LIMIT_TEXT, OUTPUT_TOOL,
+};
 use crate::tool::ToolOutput;
 use std::sync::Arc;
 
@@ -242,6 +244,14 @@ impl Run {
             .find_map(|c| c.signal.take().map(|signal| (c.call.name.clone(), signal)));
         self.history_mut().push(Message::tool_results(results));
         match signal {
+            // Another done tool (`task_complete`) of a run with an output: its answer is
+            // taken as a text answer would be (valid, or sent back while retries are left).
+            Some((tool, Signal::Done { answer })) if tool != OUTPUT_TOOL => {
+                match self.output_from_text(answer) {
+                    Ok(phase) => phase,
+                    Err(answer) => self.finishing(answer, StopReason::DoneTool { tool }),
+                }
+            }
             Some((tool, Signal::Done { answer })) => {
                 self.finishing(answer, StopReason::DoneTool { tool })
             }

@@ -115,6 +115,12 @@ impl OutputSpec {
         self
     }
 
+    /// Whether the schema is a valid JSON Schema (what a validator makes of it), so that a bad
+    /// schema is refused before a run rather than failing it.
+    pub fn check_schema(&self) -> Result<(), String> {
+        jsonschema::validator_for(&self.schema).map(|_| ()).map_err(|error| error.to_string())
+    }
+
     /// The schema for a provider's structured-output mode.
     pub fn format(&self) -> OutputFormat {
         OutputFormat {

@@ -185,3 +185,23 @@ fn a_spec_of_a_type_names_and_describes_it() {
     assert!(tool.parameters.get("$schema").is_none());
     assert!(tool.description.contains("A place on a map."));
 }
+
+#[test]
+fn another_done_tools_answer_is_taken_as_a_text_answer() {
+    let mut run = Run::new("r", with_output(OutputMode::Tool, 2), vec![Message::user("where")]);
+    let _ = expect_model(&mut run);
+    run.model_responded(calls_response(&[("d", "task_complete", "{}")]), ms(1)).unwrap();
+    let Step::CallTools(_) = run.next_step() else { panic!("expected tools") };
+    run.tool_started("d", Some(json!({}))).unwrap();
+    run.tool_finished("d", Ok(ToolOutput::Done("Lyon".into())), ms(1)).unwrap();
+    // Not the answer: the model is asked for the final-answer tool.
+    let request = expect_model(&mut run);
+    assert!(request.messages.last().unwrap().text().contains(OUTPUT_TOOL));
+    run.model_responded(calls_response(&[("e", "task_complete", "{}")]), ms(1)).unwrap();
+    let Step::CallTools(_) = run.next_step() else { panic!("expected tools") };
+    run.tool_started("e", Some(json!({}))).unwrap();
+    let answer = r#"{"city": "Lyon", "population": 7}"#;
+    run.tool_finished("e", Ok(ToolOutput::Done(answer.into())), ms(1)).unwrap();
+    let outcome = expect_finish(&mut run);
+    assert_eq!(outcome.output, Some(json!({"city": "Lyon", "population": 7})));
+}
