@@ -159,6 +159,46 @@ impl StreamDecoder for ResponsesDecoder {
         data: &str,
         out: &mut Vec<StreamChunk>,
     ) -> Result<(), ProviderError> {
+        let before = out.len();
+        let decoded = self.decode_event(event, data, out);
+        // Text after other content (a call, reasoning, an item, a citation) starts a part of
+        // its own, without a separator — as a whole response gives it.
+        let new = out.get(before..).unwrap_or_default();
+        if let Some(last) = new.iter().rev().find(|chunk| is_content(chunk)) {
+            if !matches!(last, StreamChunk::TextDelta { .. }) {
+                self.last_text = None;
+            }
+        }
+        decoded
+    }
+
+    fn finish(&mut self, _out: &mut Vec<StreamChunk>) -> Result<(), ProviderError> {
+        if self.terminal {
+            return Ok(());
+        }
+        Err(ProviderError::Network {
+            message: "the stream ended before the response was complete (no \
+                      response.completed)"
+                .into(),
+        })
+    }
+}
+
+/// Whether a chunk is content of the message (not its id, usage or finish).
+fn is_content(chunk: &StreamChunk) -> bool {
+    !matches!(
+        chunk,
+        StreamChunk::ResponseInfo { .. } | StreamChunk::Usage { .. } | StreamChunk::Finish { .. }
+    )
+}
+
+impl ResponsesDecoder {
+    fn decode_event(
+        &mut self,
+        event: &str,
+        data: &str,
+        out: &mut Vec<StreamChunk>,
+    ) -> Result<(), ProviderError> {
         let data = data.trim();
         if data.is_empty() || data == "[DONE]" {
             return Ok(());
@@ -327,16 +367,5 @@ impl StreamDecoder for ResponsesDecoder {
             _ => {}
         }
         Ok(())
-    }
-
-    fn finish(&mut self, _out: &mut Vec<StreamChunk>) -> Result<(), ProviderError> {
-        if self.terminal {
-            return Ok(());
-        }
-        Err(ProviderError::Network {
-            message: "the stream ended before the response was complete (no \
-                      response.completed)"
-                .into(),
-        })
     }
 }

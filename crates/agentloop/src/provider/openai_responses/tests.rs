@@ -396,3 +396,50 @@ fn the_response_id_and_model_reach_the_response() {
     let response = assemble(chunks);
     assert_eq!((response.id.as_deref(), response.model.as_deref()), (Some("resp_2"), Some("m-1")));
 }
+
+#[test]
+fn texts_of_several_messages_are_apart_the_same_way_streamed_and_whole() {
+    let message = |id: &str, texts: &[&str]| {
+        let content: Vec<Value> =
+            texts.iter().map(|t| json!({"type": "output_text", "text": t})).collect();
+        json!({"type": "message", "id": id, "role": "assistant", "content": content})
+    };
+    let call = json!({"type": "function_call", "id": "fc", "call_id": "c", "name": "add", "arguments": "{}"});
+    let items = [
+        message("m1", &["Looking it up.", "One moment."]),
+        message("m2", &["Found it."]),
+        call.clone(),
+        message("m3", &["Done."]),
+    ];
+    // Streamed: text deltas of each message part, then each item done.
+    let mut events = vec![json!({"type": "response.created", "response": {"id": "r"}})];
+    for (index, item) in items.iter().enumerate() {
+        if item["type"] == "message" {
+            for (part, text) in item["content"].as_array().unwrap().iter().enumerate() {
+                events.push(json!({"type": "response.output_text.delta", "item_id": item["id"], "output_index": index, "content_index": part, "delta": text["text"]}));
+            }
+        } else {
+            events.push(
+                json!({"type": "response.output_item.added", "output_index": index, "item": item}),
+            );
+        }
+        events.push(
+            json!({"type": "response.output_item.done", "output_index": index, "item": item}),
+        );
+    }
+    events.push(json!({"type": "response.completed", "response": {"id": "r", "status": "completed", "output": items}}));
+    let streamed = assemble(decode_all(&events).unwrap());
+    let body = json!({"id": "r", "status": "completed", "output": items}).to_string();
+    let whole = format().decode_response(body.as_bytes()).unwrap();
+    assert_eq!(streamed.message.content, whole.message.content);
+    let texts: Vec<&str> = whole
+        .message
+        .content
+        .iter()
+        .filter_map(|p| match p {
+            Part::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(texts, ["Looking it up.\n\nOne moment.\n\nFound it.", "Done."]);
+}
