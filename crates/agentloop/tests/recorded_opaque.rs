@@ -144,6 +144,22 @@ async fn anthropic_server_tool_blocks_are_kept_with_their_streamed_input_and_sen
 }
 
 #[tokio::test]
+async fn anthropic_compaction_blocks_keep_their_streamed_summary_and_go_back() {
+    let response =
+        replayed("/v1/messages", "anthropic__anthropic-compaction.1.chunks.txt", anthropic).await;
+    let kept = opaque(&response);
+    let compaction = kept.iter().find(|o| o.kind == "compaction").expect("the compaction block");
+    // The summary arrives as `compaction_delta`s: all of it is in the block.
+    let summary = compaction.value["content"].as_str().unwrap_or_default();
+    assert!(summary.starts_with("## Summary of Conversation"), "{}", compaction.value);
+    assert!(summary.contains("### Pending Response Needed"), "{summary}");
+    let body =
+        Anthropic::messages("claude-sonnet-4-5").encode(&next_turn(&response), true).unwrap().body;
+    let content = body["messages"][1]["content"].as_array().unwrap();
+    assert!(content.contains(&compaction.value), "the compaction block goes back whole");
+}
+
+#[tokio::test]
 async fn anthropic_code_execution_results_are_kept() {
     let response = replayed(
         "/v1/messages",

@@ -20,7 +20,9 @@ pub use compat::{Compat, Dialect};
 use super::http::{error_object, HttpConfig, HttpConfigError, HttpProvider};
 use super::wire::{EncodedRequest, StreamDecoder, WireFormat, WireRequest};
 use super::{ModelRequest, ModelResponse, OutputFormat, ProviderError, ToolChoice};
-use crate::message::{FinishReason, MediaSource, Message, Part, Reasoning, Role, ToolCall, Usage};
+use crate::message::{
+    Citation, FinishReason, MediaSource, Message, Part, Reasoning, Role, ToolCall, Usage,
+};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
@@ -344,6 +346,13 @@ impl WireFormat for OpenAiChat {
         if !answer.is_empty() {
             content.push(Part::text(answer));
         }
+        let annotations = message.annotations.unwrap_or_default().into_iter();
+        for value in annotations
+            .map(annotation_citation)
+            .chain(sources(response.citations, response.search_results))
+        {
+            content.push(Part::Citation(Citation::from_value(FAMILY, value)));
+        }
         for (index, call) in message.tool_calls.unwrap_or_default().into_iter().enumerate() {
             let function = call.function.unwrap_or_default();
             let name = function
@@ -538,6 +547,51 @@ struct ChatResponse {
     choices: Option<Vec<ChatChoice>>,
     usage: Option<WireUsage>,
     error: Option<Value>,
+    /// Perplexity's sources (see [`sources`]).
+    citations: Option<Vec<Value>>,
+    search_results: Option<Vec<Value>>,
+}
+
+/// The chat family's name on the citations it decodes.
+pub(crate) const FAMILY: &str = "openai-chat";
+
+/// The sources a chat completion cites, as servers send them beside the choices: Perplexity's
+/// `search_results` (title, URL, date), or only their URLs in `citations`, numbered as the
+/// text's `[1]`, `[2]` refer to them — as citation objects (`search_results` when given).
+fn sources(citations: Option<Vec<Value>>, search_results: Option<Vec<Value>>) -> Vec<Value> {
+    match (search_results, citations) {
+        (Some(results), _) if !results.is_empty() => results,
+        (_, Some(urls)) => urls
+            .into_iter()
+            .map(|url| match url {
+                Value::String(url) => serde_json::json!({"url": url}),
+                other => other,
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// A message annotation (OpenAI's `url_citation`, with its fields under the type's name) as
+/// one flat citation object, the shape the Responses API gives it.
+fn annotation_citation(annotation: Value) -> Value {
+    let kind = annotation.get("type").and_then(Value::as_str).map(str::to_owned);
+    match (kind, annotation) {
+        (Some(kind), Value::Object(mut fields)) => match fields.remove(&kind) {
+            Some(Value::Object(inner)) => {
+                let mut flat = serde_json::Map::with_capacity(inner.len() + 1);
+                flat.insert("type".into(), Value::String(kind));
+                flat.extend(inner);
+                Value::Object(flat)
+            }
+            Some(other) => {
+                fields.insert(kind, other);
+                Value::Object(fields)
+            }
+            None => Value::Object(fields),
+        },
+        (_, annotation) => annotation,
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -555,6 +609,8 @@ struct ChatMessage {
     reasoning: Option<Value>,
     refusal: Option<String>,
     tool_calls: Option<Vec<WireToolCall>>,
+    /// Citations of the text (OpenAI's `url_citation`s with web search).
+    annotations: Option<Vec<Value>>,
 }
 
 impl ChatMessage {
@@ -585,6 +641,7 @@ struct WireFunction {
 pub(crate) struct WireUsage {
     prompt_tokens: Option<u64>,
     completion_tokens: Option<u64>,
+    total_tokens: Option<u64>,
     prompt_tokens_details: Option<TokenDetails>,
     completion_tokens_details: Option<TokenDetails>,
 }
@@ -596,12 +653,23 @@ struct TokenDetails {
 }
 
 impl WireUsage {
+    /// `output` counts reasoning tokens too, as OpenAI's `completion_tokens` does. Some
+    /// servers (xAI's chat API) leave reasoning out of `completion_tokens`, which shows in a
+    /// `total_tokens` of prompt + completion + reasoning: their reasoning is added back, or the
+    /// output (and its cost) would be counted short.
     fn into_usage(self) -> Usage {
+        let input = self.prompt_tokens.unwrap_or(0);
+        let completion = self.completion_tokens.unwrap_or(0);
+        let reasoning =
+            self.completion_tokens_details.and_then(|d| d.reasoning_tokens).unwrap_or(0);
+        let apart = reasoning > 0
+            && self.total_tokens
+                == Some(input.saturating_add(completion).saturating_add(reasoning));
         Usage {
-            input: self.prompt_tokens.unwrap_or(0),
-            output: self.completion_tokens.unwrap_or(0),
+            input,
+            output: if apart { completion.saturating_add(reasoning) } else { completion },
             cached_input: self.prompt_tokens_details.and_then(|d| d.cached_tokens).unwrap_or(0),
-            reasoning: self.completion_tokens_details.and_then(|d| d.reasoning_tokens).unwrap_or(0),
+            reasoning,
         }
     }
 }

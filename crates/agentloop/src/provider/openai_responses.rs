@@ -409,18 +409,19 @@ fn reasoning_text(item: &Value) -> String {
     }
 }
 
-/// A `function_call` item as a tool call (its `call_id` is the id results refer to).
 /// The output items the client must execute: a custom (freeform) tool call, a shell command
 /// (outside a hosted container) or a local shell command, a patch to apply, a computer
-/// action. agentloop runs function tools only, so such an item ends the turn with an error
-/// that names it, never a quiet stop.
+/// action — and any item marked `"execution": "client"` (a client-side `tool_search_call`).
+/// agentloop runs function tools only, so such an item ends the turn with an error that
+/// names it, never a quiet stop.
 const CLIENT_SIDE_ITEMS: [&str; 5] =
     ["custom_tool_call", "shell_call", "local_shell_call", "apply_patch_call", "computer_call"];
 
 /// The error for an output item the client would have to execute (see [`CLIENT_SIDE_ITEMS`]).
 pub(super) fn client_side_item(item: &Value) -> Option<ProviderError> {
     let kind = item.get("type").and_then(Value::as_str)?;
-    if !CLIENT_SIDE_ITEMS.contains(&kind) {
+    let for_the_client = item.get("execution").and_then(Value::as_str) == Some("client");
+    if !CLIENT_SIDE_ITEMS.contains(&kind) && !for_the_client {
         return None;
     }
     // A shell call in a container (`environment.type` `container_auto`, `container_reference`)
@@ -450,6 +451,7 @@ pub(super) fn client_side_item(item: &Value) -> Option<ProviderError> {
     })
 }
 
+/// A `function_call` item as a tool call (its `call_id` is the id results refer to).
 fn function_call(item: &Value, raw: &str) -> Result<ToolCall, ProviderError> {
     let text = |field: &str| item.get(field).and_then(Value::as_str).filter(|s| !s.is_empty());
     let id = text("call_id")

@@ -181,6 +181,11 @@ enum BlockDelta {
     CitationsDelta {
         citation: Value,
     },
+    /// The summary of a `compaction` block, streamed.
+    CompactionDelta {
+        #[serde(default)]
+        content: Option<String>,
+    },
     #[serde(other)]
     Other,
 }
@@ -313,6 +318,16 @@ impl AnthropicDecoder {
             (_, BlockDelta::Other) => {}
             (OpenBlock::Opaque { json, .. }, BlockDelta::InputJsonDelta { partial_json }) => {
                 json.push_str(&partial_json);
+            }
+            (OpenBlock::Opaque { block, .. }, BlockDelta::CompactionDelta { content }) => {
+                // Appended to the block's `content`, as the whole block holds it.
+                if let (Some(fields), Some(more)) = (block.as_object_mut(), content) {
+                    let text = match fields.get("content").and_then(Value::as_str) {
+                        Some(before) => format!("{before}{more}"),
+                        None => more,
+                    };
+                    fields.insert("content".into(), Value::String(text));
+                }
             }
             (OpenBlock::Opaque { .. }, _) => {}
             (OpenBlock::Text { citations }, BlockDelta::CitationsDelta { citation }) => {
@@ -520,7 +535,11 @@ pub(super) fn decode_response(body: &[u8]) -> Result<ModelResponse, ProviderErro
         })?;
         match block {
             ResponseBlock::Text { text, citations } => {
-                parts.push(Part::Text { text });
+                // Text blocks one after another are one text, as when streamed.
+                match parts.last_mut() {
+                    Some(Part::Text { text: before }) => before.push_str(&text),
+                    _ => parts.push(Part::Text { text }),
+                }
                 for value in citations.unwrap_or_default() {
                     parts.push(Part::Citation(Citation::from_value(super::FAMILY, value)));
                 }

@@ -1,6 +1,9 @@
 //! Decoding a streamed chat completion: `chat.completion.chunk` events until `[DONE]`.
 
-use super::{finish_reason, stream_error, ChatMessage, ContentParts, WireUsage};
+use super::{
+    annotation_citation, finish_reason, sources, stream_error, ChatMessage, ContentParts,
+    WireUsage, FAMILY,
+};
 use crate::message::FinishReason;
 use crate::provider::wire::{ResponseInfoOnce, StreamDecoder};
 use crate::provider::{ProviderError, StreamChunk};
@@ -19,6 +22,9 @@ struct ChatChunk<'a> {
     choices: Option<Vec<ChunkChoice>>,
     usage: Option<WireUsage>,
     error: Option<Value>,
+    /// Perplexity's sources (see [`sources`](super::sources)).
+    citations: Option<Vec<Value>>,
+    search_results: Option<Vec<Value>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -54,6 +60,10 @@ pub(super) struct ChatDecoder {
     done: bool,
     /// The completion's id and model, reported once.
     info: ResponseInfoOnce,
+    /// Citations of the text, passed on after it at the end: annotations as they came, and
+    /// the sources the last chunk that named any named (servers repeat them in every chunk).
+    annotations: Vec<Value>,
+    sources: Vec<Value>,
 }
 
 impl ChatDecoder {
@@ -85,6 +95,10 @@ impl ChatDecoder {
 
     fn end(&mut self, out: &mut Vec<StreamChunk>) -> Result<(), ProviderError> {
         self.close(out)?;
+        let annotations = std::mem::take(&mut self.annotations).into_iter();
+        for value in annotations.map(annotation_citation).chain(std::mem::take(&mut self.sources)) {
+            out.push(StreamChunk::Citation { provider: FAMILY.into(), value });
+        }
         let reason: FinishReason = finish_reason(self.finish.as_deref(), !self.calls.is_empty());
         out.push(StreamChunk::Finish { reason });
         Ok(())
@@ -180,6 +194,10 @@ impl StreamDecoder for ChatDecoder {
             return Err(stream_error(&error));
         }
         self.info.report(chunk.id.as_deref(), chunk.model.as_deref(), out);
+        let sources = sources(chunk.citations, chunk.search_results);
+        if !sources.is_empty() {
+            self.sources = sources;
+        }
         for choice in chunk.choices.unwrap_or_default() {
             if choice.index.unwrap_or(0) != 0 {
                 continue;
@@ -202,6 +220,7 @@ impl StreamDecoder for ChatDecoder {
                     self.close_reasoning(out);
                     out.push(StreamChunk::TextDelta { text });
                 }
+                self.annotations.extend(delta.annotations.take().into_iter().flatten());
                 for (position, call) in delta.tool_calls.take().into_iter().flatten().enumerate() {
                     self.close_reasoning(out);
                     self.tool_call(position, call, out);

@@ -227,6 +227,18 @@ fn a_whole_response_decodes_text_reasoning_calls_and_usage() {
 }
 
 #[test]
+fn reasoning_left_out_of_completion_tokens_is_counted_as_output() {
+    // xAI's chat API (usage as in vercel/ai's recorded `xai-text.chunks.txt`): total =
+    // prompt + completion + reasoning, so completion_tokens leaves the reasoning out.
+    let xai = br#"{"choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"Grok"}}],"usage":{"prompt_tokens":12,"completion_tokens":2,"total_tokens":354,"prompt_tokens_details":{"cached_tokens":11},"completion_tokens_details":{"reasoning_tokens":340}}}"#;
+    let usage = openai().decode_response(xai).unwrap().usage;
+    assert_eq!(usage, Usage { input: 12, output: 342, cached_input: 11, reasoning: 340 });
+    // OpenAI's: completion_tokens holds the reasoning (total = prompt + completion).
+    let openai_style = br#"{"choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"x"}}],"usage":{"prompt_tokens":12,"completion_tokens":342,"total_tokens":354,"completion_tokens_details":{"reasoning_tokens":340}}}"#;
+    assert_eq!(openai().decode_response(openai_style).unwrap().usage.output, 342);
+}
+
+#[test]
 fn finish_reasons_map_and_stop_with_calls_is_tool_calls() {
     assert_eq!(finish_reason(Some("stop"), false), FinishReason::Stop);
     assert_eq!(finish_reason(Some("stop"), true), FinishReason::ToolCalls);
@@ -528,4 +540,35 @@ fn the_completion_id_and_model_reach_the_response() {
         .decode_response(br#"{"choices":[{"index":0,"message":{"content":"Hi"}}]}"#)
         .unwrap();
     assert_eq!((whole.id, whole.model), (None, None));
+}
+
+#[test]
+fn url_citations_come_after_the_text_streamed_and_whole_alike() {
+    // OpenAI's chat annotations (the shape of vercel/ai's chat test of them).
+    let annotation = r#"{"type":"url_citation","url_citation":{"start_index":24,"end_index":29,"url":"https://example.com/doc1.pdf","title":"Document 1"}}"#;
+    let streamed = assemble(
+        decode_all(&[
+            r#"{"id":"c","choices":[{"index":0,"delta":{"content":"Based on the search results [doc1], I found it."}}]}"#,
+            &format!(r#"{{"id":"c","choices":[{{"index":0,"delta":{{"annotations":[{annotation}]}}}}]}}"#),
+            r#"{"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
+            "[DONE]",
+        ])
+        .unwrap(),
+    );
+    let body = format!(
+        r#"{{"id":"c","choices":[{{"index":0,"finish_reason":"stop","message":{{"role":"assistant","content":"Based on the search results [doc1], I found it.","annotations":[{annotation}]}}}}]}}"#
+    );
+    let whole = openai().decode_response(body.as_bytes()).unwrap();
+    assert_eq!(streamed.message, whole.message);
+    let Some(Part::Citation(citation)) = whole.message.content.get(1) else {
+        panic!("no citation after the text: {:?}", whole.message.content);
+    };
+    assert_eq!(citation.url.as_deref(), Some("https://example.com/doc1.pdf"));
+    assert_eq!(citation.title.as_deref(), Some("Document 1"));
+    assert_eq!((citation.start, citation.end), (Some(24), Some(29)));
+    assert_eq!(citation.provider, FAMILY);
+    // Citations are the server's, not sent back on the chat wire.
+    let request = request(vec![Message::user("q"), whole.message, Message::user("more")]);
+    let encoded = openai().encode(&request, false).unwrap().body.to_string();
+    assert!(!encoded.contains("doc1.pdf"), "{encoded}");
 }

@@ -200,7 +200,8 @@ impl ResponsesDecoder {
         out: &mut Vec<StreamChunk>,
     ) -> Result<(), ProviderError> {
         let data = data.trim();
-        if data.is_empty() || data == "[DONE]" {
+        // One stream is one response: nothing after its end is part of it.
+        if data.is_empty() || data == "[DONE]" || self.terminal {
             return Ok(());
         }
         let value: Value = serde_json::from_str(data)
