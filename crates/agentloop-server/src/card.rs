@@ -53,7 +53,11 @@ pub fn agent_card(served: &ServedAgent, url: &str, auth: Option<&Auth>) -> Agent
             extended_agent_card: Some(false),
         },
         default_input_modes: served.input.input_modes.clone(),
-        default_output_modes: vec!["text/plain".to_owned()],
+        // An agent with an output schema answers with a data part (JSON).
+        default_output_modes: vec![match served.agent.config().output {
+            Some(_) => "application/json".to_owned(),
+            None => "text/plain".to_owned(),
+        }],
         skills,
         provider: None,
         documentation_url: None,

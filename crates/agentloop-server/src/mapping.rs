@@ -7,7 +7,7 @@
 //! | run | task |
 //! |---|---|
 //! | started, running | `TASK_STATE_WORKING` |
-//! | finished (`completed`, `done_tool`, a limit, …) | `TASK_STATE_COMPLETED`, the answer as the artifact `answer`; the stop reason (and limit) in the status metadata |
+//! | finished (`completed`, `done_tool`, a limit, …) | `TASK_STATE_COMPLETED`, the answer as the artifact `answer` (a data part: the typed answer, when the agent has an output schema); the stop reason (and limit) in the status metadata |
 //! | finished with `content_filtered` | `TASK_STATE_REJECTED` |
 //! | finished with `awaiting_input` (an ask-user tool) | `TASK_STATE_INPUT_REQUIRED`, the question as the status message |
 //! | suspended for approval | `TASK_STATE_INPUT_REQUIRED`, the calls as a data part `{"approvalRequired": [...]}` |
@@ -117,13 +117,18 @@ fn stop_metadata(outcome: &Outcome) -> Value {
     })
 }
 
-/// The answer artifact holding `text`.
-pub fn answer_artifact(text: impl Into<String>) -> Artifact {
+/// The answer artifact: the typed answer as a data part when the run has one (an agent with
+/// an output schema), else `text`.
+pub fn answer_artifact(text: impl Into<String>, output: Option<&Value>) -> Artifact {
+    let part = match output {
+        Some(value) => A2aPart::data(value.clone()),
+        None => A2aPart::text(text),
+    };
     Artifact {
         artifact_id: ANSWER_ARTIFACT.to_owned(),
         name: Some("answer".to_owned()),
         description: None,
-        parts: vec![A2aPart::text(text)],
+        parts: vec![part],
         metadata: None,
         extensions: None,
     }
@@ -148,6 +153,8 @@ pub struct TaskFold {
     updated_ms: u64,
     history: Vec<a2a::Message>,
     answer: Option<String>,
+    /// The typed answer, when the run has an output schema.
+    output: Option<Value>,
     /// The last journaled entry.
     last_seq: Option<u64>,
     /// The calls a suspended run waits for decisions on (`run_suspended`, less those
@@ -171,6 +178,7 @@ impl TaskFold {
             updated_ms: 0,
             history: Vec::new(),
             answer: None,
+            output: None,
             last_seq: None,
             awaiting: Vec::new(),
             namespace: String::new(),
@@ -220,6 +228,7 @@ impl TaskFold {
                     if let Event::RunFinished { outcome } = event {
                         if state != TaskState::InputRequired {
                             self.answer = Some(outcome.answer.clone());
+                            self.output = outcome.output.clone();
                         }
                     }
                     self.awaiting = match event.outcome().map(|o| &o.stop_reason) {
@@ -295,7 +304,7 @@ impl TaskFold {
             .answer
             .as_ref()
             .filter(|answer| artifacts && !answer.is_empty())
-            .map(|answer| vec![answer_artifact(answer.clone())]);
+            .map(|answer| vec![answer_artifact(answer.clone(), self.output.as_ref())]);
         Task {
             id: self.task_id.clone(),
             context_id: self.context_id.clone(),
@@ -341,11 +350,17 @@ impl EventMapper {
         })
     }
 
-    fn artifact(&self, text: String, append: bool, last_chunk: bool) -> StreamResponse {
+    fn artifact(
+        &self,
+        text: String,
+        output: Option<&Value>,
+        append: bool,
+        last_chunk: bool,
+    ) -> StreamResponse {
         StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
             task_id: self.task_id.clone(),
             context_id: self.context_id.clone(),
-            artifact: answer_artifact(text),
+            artifact: answer_artifact(text, output),
             append: Some(append),
             last_chunk: Some(last_chunk),
             metadata: None,
@@ -408,7 +423,7 @@ impl EventMapper {
             Event::TextDelta { delta } => {
                 let append = self.chunks > 0;
                 self.chunks += 1;
-                vec![self.artifact(delta.clone(), append, false)]
+                vec![self.artifact(delta.clone(), None, append, false)]
             }
             Event::ModelResponded { message, .. } if message.has_tool_calls() => {
                 self.chunks = 0;
@@ -457,7 +472,8 @@ impl EventMapper {
                 let mut updates = Vec::with_capacity(2);
                 if let Event::RunFinished { outcome } = event {
                     if state != TaskState::InputRequired && !outcome.answer.is_empty() {
-                        updates.push(self.artifact(outcome.answer.clone(), false, true));
+                        let output = outcome.output.as_ref();
+                        updates.push(self.artifact(outcome.answer.clone(), output, false, true));
                     }
                 }
                 self.chunks = 0;

@@ -149,3 +149,48 @@ fn a_sub_agents_events_are_working_statuses_that_name_the_call_and_run() {
     };
     assert!(mapper.map(3, 0, &delta).is_empty());
 }
+
+#[tokio::test]
+async fn a_typed_answer_is_the_answer_artifacts_data_part_folded_and_streamed() {
+    use agentloop::run::{OutputMode, OutputSpec};
+    let store = Arc::new(MemoryStore::new());
+    let schema = serde_json::json!({"type": "object", "properties": {"city": {"type": "string"}},
+        "required": ["city"]});
+    let spec = OutputSpec::new("place", schema).with_mode(OutputMode::Native);
+    let agent =
+        crate::echo::echo_builder(store.clone(), store.clone()).output(spec).build().unwrap();
+    let session = agent.session("ctx-1").await.unwrap();
+    let options = RunOptions { run_id: Some("run-1".into()), ..RunOptions::default() };
+    // The echo model answers with the text it is given: here, a JSON object the schema takes.
+    let text = r#"{"city": "Paris"}"#;
+    let events: Vec<_> = session.run_stream_with(text, options).await.unwrap().collect().await;
+    let mut fold = TaskFold::new("run-1");
+    for entry in store.load("run-1").await.unwrap() {
+        fold.apply(entry.seq, entry.at_ms, &entry.event);
+    }
+    let data = |artifact: &a2a::Artifact| match &artifact.parts[..] {
+        [part] => match &part.content {
+            a2a::PartContent::Data(value) => Some(value.clone()),
+            _ => None,
+        },
+        _ => None,
+    };
+    let task = fold.task(None, true);
+    assert_eq!(task.status.state, TaskState::Completed);
+    let artifacts = task.artifacts.unwrap();
+    assert_eq!(data(&artifacts[0]), Some(serde_json::json!({"city": "Paris"})));
+
+    let mut mapper = EventMapper::new("run-1", "ctx-1");
+    let updates: Vec<StreamResponse> =
+        events.iter().flat_map(|event| mapper.map(1, 0, event)).collect();
+    let last_artifact = updates
+        .iter()
+        .rev()
+        .find_map(|update| match update {
+            StreamResponse::ArtifactUpdate(update) => Some(update),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(last_artifact.last_chunk, Some(true));
+    assert_eq!(data(&last_artifact.artifact), Some(serde_json::json!({"city": "Paris"})));
+}

@@ -37,6 +37,9 @@ struct Candidate {
     finish_reason: Option<String>,
     #[serde(default)]
     index: Option<u64>,
+    /// The sources of a grounded answer (Google Search, Vertex AI Search, Maps).
+    #[serde(default)]
+    grounding_metadata: Option<Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -141,6 +144,8 @@ pub(crate) struct GeminiDecoder {
     info: ResponseInfoOnce,
     /// A call whose arguments are streaming.
     open: Option<OpenCall>,
+    /// The latest grounding metadata, turned into citations when the answer ends.
+    grounding: Option<Value>,
 }
 
 impl GeminiDecoder {
@@ -297,6 +302,9 @@ impl GeminiDecoder {
             for part in candidate.content.map(|c| c.parts).unwrap_or_default() {
                 self.part(part, out, raw)?;
             }
+            if candidate.grounding_metadata.is_some() {
+                self.grounding = candidate.grounding_metadata;
+            }
             finish = candidate.finish_reason.as_deref().map(finish_reason);
         } else if chunk.prompt_feedback.and_then(|f| f.block_reason).is_some() {
             // The prompt itself was blocked: no candidate at all.
@@ -309,6 +317,9 @@ impl GeminiDecoder {
             self.end_thinking(out);
             // A call still streaming when the answer ends has all it will get.
             self.close_call(out);
+            for value in self.grounding.take().map(grounding_citations).unwrap_or_default() {
+                out.push(StreamChunk::Citation { provider: super::FAMILY.into(), value });
+            }
             let reason = match reason {
                 FinishReason::Stop if self.calls > 0 => FinishReason::ToolCalls,
                 other => other,
@@ -318,6 +329,47 @@ impl GeminiDecoder {
         }
         Ok(())
     }
+}
+
+/// The citations of a grounded answer: one for each source a span of the text rests on
+/// (`groundingSupports`: the span's text and byte offsets, the source's URL and title from
+/// `groundingChunks`), then one for each source no span names. The value keeps the support's
+/// `segment` and the source's chunk as Gemini sent them.
+fn grounding_citations(metadata: Value) -> Vec<Value> {
+    let sources = metadata.get("groundingChunks").and_then(Value::as_array);
+    let source = |index: u64| sources.and_then(|all| all.get(usize::try_from(index).ok()?));
+    // A chunk's one field names its kind: `web`, `retrievedContext`, `maps`, ….
+    let inner = |chunk: &Value| chunk.as_object().and_then(|o| o.values().next()).cloned();
+    let mut cited = vec![false; sources.map_or(0, Vec::len)];
+    let mut out = Vec::new();
+    let supports = metadata.get("groundingSupports").and_then(Value::as_array);
+    for support in supports.into_iter().flatten() {
+        let segment = support.get("segment").cloned().unwrap_or(Value::Null);
+        let indices = support.get("groundingChunkIndices").and_then(Value::as_array);
+        for index in indices.into_iter().flatten().filter_map(Value::as_u64) {
+            let Some(chunk) = source(index) else { continue };
+            if let Some(seen) = cited.get_mut(index as usize) {
+                *seen = true;
+            }
+            let found = inner(chunk).unwrap_or(Value::Null);
+            out.push(json!({
+                "url": found.get("uri"),
+                "title": found.get("title"),
+                "cited_text": segment.get("text"),
+                "start_index": segment.get("startIndex").and_then(Value::as_u64).unwrap_or(0),
+                "end_index": segment.get("endIndex"),
+                "segment": segment,
+                "grounding_chunk": chunk,
+            }));
+        }
+    }
+    for (chunk, _) in sources.into_iter().flatten().zip(&cited).filter(|(_, seen)| !**seen) {
+        let found = inner(chunk).unwrap_or(Value::Null);
+        out.push(
+            json!({"url": found.get("uri"), "title": found.get("title"), "grounding_chunk": chunk}),
+        );
+    }
+    out
 }
 
 /// Keeps the characters every provider accepts in a call id (`[A-Za-z0-9_-]`).

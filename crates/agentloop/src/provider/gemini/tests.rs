@@ -661,3 +661,53 @@ fn code_execution_parts_are_kept_whole_and_sent_back_in_the_model_turn() {
         vec![json!({"text": "Let me compute."}), code, result, json!({"text": "It is 1024."})]
     );
 }
+
+#[test]
+fn grounding_sources_become_citations_after_the_text_streamed_and_whole_alike() {
+    // Grounding metadata as Google documents it (the shape of vercel/ai's schema test): a
+    // span of the text rests on the first source; the second is named by no span.
+    let text = "Chicago weather changes rapidly, so layers let you adjust easily.";
+    let grounding = json!({
+        "webSearchQueries": ["What's the weather in Chicago this weekend?"],
+        "groundingChunks": [
+            {"web": {"uri": "https://example.com/weather", "title": "Chicago Weather Forecast"}},
+            {"web": {"uri": "https://example.com/layers"}}
+        ],
+        "groundingSupports": [{
+            "segment": {"endIndex": 65, "text": text},
+            "groundingChunkIndices": [0],
+            "confidenceScores": [0.99]
+        }]
+    });
+    let last = json!({"candidates": [{"content": {"role": "model", "parts": [{"text": " Done."}]},
+        "finishReason": "STOP", "groundingMetadata": grounding}]});
+    let first = json!({"candidates": [{"content": {"role": "model", "parts": [{"text": text}]}}]});
+    let sse = format!("data: {first}\n\ndata: {last}\n\n");
+    let streamed = decode_sse(format().stream_decoder(), &sse).unwrap();
+    let whole_body = json!({"candidates": [{"content": {"role": "model",
+        "parts": [{"text": text}, {"text": " Done."}]},
+        "finishReason": "STOP", "groundingMetadata": grounding}]});
+    let whole = format().decode_response(whole_body.to_string().as_bytes()).unwrap();
+    assert_eq!(streamed.message, whole.message);
+    let citations: Vec<&crate::message::Citation> = whole
+        .message
+        .content
+        .iter()
+        .filter_map(|part| match part {
+            Part::Citation(citation) => Some(citation),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(citations.len(), 2);
+    assert!(matches!(whole.message.content[0], Part::Text { .. }), "the text comes first");
+    assert_eq!(citations[0].url.as_deref(), Some("https://example.com/weather"));
+    assert_eq!(citations[0].title.as_deref(), Some("Chicago Weather Forecast"));
+    assert_eq!(citations[0].cited_text.as_deref(), Some(text));
+    assert_eq!((citations[0].start, citations[0].end), (Some(0), Some(65)));
+    assert_eq!(citations[0].provider, "gemini");
+    assert_eq!(citations[1].url.as_deref(), Some("https://example.com/layers"));
+    assert_eq!((citations[1].title.as_deref(), citations[1].start), (None, None));
+    // Gemini takes no citations in a request: they stay out of the next one.
+    let sent = body(&request(vec![Message::user("q"), whole.message, Message::user("more")]));
+    assert!(!sent.to_string().contains("example.com"), "{sent}");
+}
