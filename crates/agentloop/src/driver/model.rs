@@ -69,8 +69,10 @@ impl Driver {
                         let ended = match next {
                             None => ModelCall::Cancelled,
                             Some(Ok(response)) => {
+                                let typed = PartialOutput::of_whole(output, &response);
                                 let response =
                                     as_streamed(response, (!self.quiet).then_some(&mut events));
+                                events.extend(typed);
                                 out.send(events.drain(..)).await;
                                 ModelCall::Responded(response)
                             }

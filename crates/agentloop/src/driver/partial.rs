@@ -9,7 +9,8 @@
 //! answer costs linear time overall.
 
 use crate::event::Event;
-use crate::provider::StreamChunk;
+use crate::message::Part;
+use crate::provider::{ModelResponse, StreamChunk};
 use crate::terms::{OutputMode, OutputSpec, OUTPUT_TOOL};
 use serde_json::{Map, Number, Value};
 
@@ -65,6 +66,30 @@ impl PartialOutput {
             return None;
         }
         self.parse()
+    }
+
+    /// The value of a whole (not streamed) response, as one event: a provider that does not
+    /// stream still shows the typed answer before the run validates it.
+    pub(super) fn of_whole(spec: Option<&OutputSpec>, response: &ModelResponse) -> Option<Event> {
+        let mut partial = Self::new(spec)?;
+        let mut last = None;
+        for part in &response.message.content {
+            let chunks = match part {
+                Part::Text { text } => vec![StreamChunk::TextDelta { text: text.clone() }],
+                Part::ToolCall(call) if call.name == OUTPUT_TOOL => vec![
+                    StreamChunk::ToolCallStart { id: call.id.clone(), name: call.name.clone() },
+                    StreamChunk::ToolCallDelta {
+                        id: call.id.clone(),
+                        delta: call.arguments.clone(),
+                    },
+                ],
+                _ => continue,
+            };
+            for chunk in &chunks {
+                last = partial.push(chunk).or(last);
+            }
+        }
+        partial.finish().or(last)
     }
 
     /// The event for the whole text, when the stream ended after the last parse.

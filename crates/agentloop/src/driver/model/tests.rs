@@ -131,3 +131,61 @@ async fn the_response_id_and_model_reach_model_responded() {
         assert_eq!(responded(&replayed), want, "replayed, whole: {whole}");
     }
 }
+
+/// A provider whose one answer is a typed answer's text, streamed or whole.
+struct Typed {
+    whole: bool,
+}
+
+fn typed_response() -> ModelResponse {
+    ModelResponse {
+        message: Message {
+            role: crate::message::Role::Assistant,
+            content: vec![text(r#"{"city": "Paris"}"#)],
+        },
+        finish_reason: FinishReason::Stop,
+        usage: Usage::default(),
+        id: None,
+        model: None,
+    }
+}
+
+impl crate::provider::Provider for Typed {
+    fn stream(&self, _request: crate::provider::ModelRequest) -> crate::provider::ChunkStream {
+        Box::pin(futures::stream::iter(response_chunks(typed_response()).into_iter().map(Ok)))
+    }
+    fn complete(
+        &self,
+        _request: crate::provider::ModelRequest,
+    ) -> futures::future::BoxFuture<'static, Result<ModelResponse, crate::provider::ProviderError>>
+    {
+        Box::pin(futures::future::ready(Ok(typed_response())))
+    }
+    fn streams(&self) -> bool {
+        !self.whole
+    }
+    fn native_output(&self, _with_tools: bool) -> bool {
+        true
+    }
+}
+
+#[tokio::test]
+async fn a_typed_answer_shows_as_output_deltas_streamed_or_whole() {
+    use futures::StreamExt;
+    let schema = json!({"type": "object", "properties": {"city": {"type": "string"}}});
+    for whole in [false, true] {
+        let spec = crate::terms::OutputSpec::new("place", schema.clone());
+        let agent = crate::Agent::builder(Typed { whole }).output(spec).build().unwrap();
+        let events: Vec<Event> = agent.run_stream("Capital of France?").collect().await;
+        let partials: Vec<&serde_json::Value> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::OutputDelta { partial } => Some(partial),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(partials.last(), Some(&&json!({"city": "Paris"})), "whole: {whole}");
+        let outcome = events.last().and_then(Event::outcome).unwrap();
+        assert_eq!(outcome.output, Some(json!({"city": "Paris"})), "whole: {whole}");
+    }
+}
