@@ -303,6 +303,7 @@ impl Config {
         }
         config.source = Some(path.to_owned());
         config.validate()?;
+        values::check(&config, text, path)?;
         let telemetry_line = text
             .lines()
             .position(|line| line.trim_start().starts_with("[telemetry]"))
@@ -439,6 +440,9 @@ fn validate_url(url: &str) -> Result<(), String> {
     }
     Ok(())
 }
+
+mod values;
+pub use values::PRESETS;
 
 #[cfg(test)]
 mod tests;

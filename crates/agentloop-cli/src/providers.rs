@@ -200,10 +200,7 @@ fn preset_named(name: &str) -> anyhow::Result<Compat> {
         "together" => Compat::together(),
         "deepseek" => Compat::deepseek(),
         "mistral" => Compat::mistral(),
-        other => bail!(
-            "unknown preset '{other}' (expected ollama, vllm, llama-cpp, lm-studio, litellm, \
-             openrouter, groq, together, deepseek or mistral)"
-        ),
+        other => bail!("unknown preset '{other}' (expected {})", crate::config::PRESETS.join(", ")),
     })
 }
 

@@ -47,7 +47,12 @@ pub fn install(
             "shell" => {
                 // Always asks, whatever the configuration says.
                 approval.insert("shell".into());
-                Arc::new(Shell::new(workspace()?.root()))
+                // Its timeout is every tool's (`[tools] timeout_secs`) when one is set.
+                let shell = Shell::new(workspace()?.root());
+                Arc::new(match section.timeout_secs {
+                    Some(secs) => shell.timeout(Duration::from_secs(secs)),
+                    None => shell,
+                })
             }
             other => anyhow::bail!("unknown tool '{other}'"),
         };

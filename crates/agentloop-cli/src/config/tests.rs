@@ -170,3 +170,49 @@ fn the_telemetry_table_is_read_and_bad_values_name_the_line() {
     assert!(error("[telemetry]\ncapture = true\n")
         .starts_with("agentloop.toml:2: unknown field `capture`"));
 }
+
+#[test]
+fn every_bad_value_is_refused_with_its_file_and_line() {
+    // (file text, the error it must give: "agentloop.toml:<line>: …").
+    let cases: &[(&str, &str)] = &[
+        (
+            "[agent]\nname = \"a\"\ntemperature = nan\n",
+            "agentloop.toml:3: [agent] temperature: NaN",
+        ),
+        ("[agent]\ntemperature = 2.5\n", "agentloop.toml:2: [agent] temperature: 2.5"),
+        ("[agent]\ntool_concurrency = 0\n", "agentloop.toml:2: [agent] tool_concurrency: must be"),
+        ("[agent]\nmax_tokens = 0\n", "agentloop.toml:2: [agent] max_tokens: must be"),
+        ("\n[limits]\n\nmax_iterations = 0\n", "agentloop.toml:4: [limits] max_iterations"),
+        ("[limits]\nmax_duration_secs = 0\n", "agentloop.toml:2: [limits] max_duration_secs"),
+        ("[limits]\nmax_cost_usd = -1.0\n", "agentloop.toml:2: [limits] max_cost_usd: -1"),
+        ("[limits]\ninput_price_per_mtok = inf\n", "agentloop.toml:2: [limits] input_price"),
+        ("[tools]\ntimeout_secs = 0\n", "agentloop.toml:2: [tools] timeout_secs: must be"),
+        (
+            "[tools]\nenabled = [\"http_get\"]\n",
+            "agentloop.toml:2: [tools] http_get needs http_allowed_hosts",
+        ),
+        (
+            "[tools]\nworkspace = \"/no/such/dir/here\"\n",
+            "agentloop.toml:2: [tools] workspace: '/no/such/dir/here' is not a directory",
+        ),
+        (
+            "[provider]\nkind = \"openai-compatible\"\npreset = \"olama\"\n",
+            "agentloop.toml:3: [provider] preset: unknown preset 'olama'",
+        ),
+        (
+            "[provider]\nbase_url = \"localhost:8080/v1\"\n",
+            "agentloop.toml:2: [provider] base_url: 'localhost:8080/v1' is not a URL",
+        ),
+        ("[provider]\nbase_url = \"ftp://h/v1\"\n", "agentloop.toml:2: [provider] base_url"),
+        ("[provider]\ntop_p = 0.0\n", "agentloop.toml:2: [provider] top_p: 0"),
+        ("[provider]\ncontext_size = 0\n", "agentloop.toml:2: [provider] context_size"),
+        ("[agent]\ntool_concurrency = -1\n", "agentloop.toml:2"),
+        ("[agent]\nunknown_key = 1\n", "agentloop.toml:2"),
+    ];
+    for (text, want) in cases {
+        let error = format!("{:#}", parse(text).err().unwrap_or_else(|| panic!("{text:?} parsed")));
+        assert!(error.starts_with(want), "{text:?}: {error}");
+    }
+    // The values they stand in for are taken.
+    parse("[agent]\ntemperature = 0.0\ntool_concurrency = 1\n[limits]\ninput_price_per_mtok = 0.0\n[provider]\nbase_url = \"http://127.0.0.1:8080/v1\"\npreset = \"llama.cpp\"\ntop_p = 1.0\n").unwrap();
+}

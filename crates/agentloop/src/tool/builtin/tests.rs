@@ -203,6 +203,30 @@ async fn shell_runs_with_a_timeout_and_an_output_limit() {
     assert!(!marker.exists(), "the killed command did not finish");
 }
 
+#[tokio::test]
+async fn shell_kills_the_commands_whole_process_group() {
+    let s = sandbox();
+    let root = s.workspace.root();
+    let shell = Shell::new(root);
+    // A timeout (the executor drops the call) kills `sh`'s children too: the subshell that
+    // would touch the marker after sleeping dies with `sh`.
+    let timed_out = root.join("after-timeout");
+    let command = format!("(sleep 2; touch {}) & wait", timed_out.display());
+    let call = shell.call_json(json!({"command": command}), ctx());
+    assert!(tokio::time::timeout(Duration::from_millis(300), call).await.is_err());
+    // What the command leaves running when `sh` exits is stopped, and not waited for.
+    let left = root.join("left-running");
+    let command = format!("(sleep 2; touch {}) & echo started", left.display());
+    let started = std::time::Instant::now();
+    let out = shell.call_json(json!({"command": command}), ctx()).await.unwrap();
+    assert!(started.elapsed() < Duration::from_secs(1), "{:?}", started.elapsed());
+    let ToolOutput::Value(text) = out else { panic!() };
+    assert_eq!(text, json!("exit code: 0\nstdout:\nstarted\n\nstderr:\n"));
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    assert!(!timed_out.exists(), "a child of the timed-out command ran on");
+    assert!(!left.exists(), "a background process of the command ran on");
+}
+
 #[test]
 fn the_expression_pattern_takes_what_the_parser_takes_and_nothing_half_written() {
     let schema = crate::tool::schema::schema_for::<CalculatorArgs>();
