@@ -142,6 +142,11 @@ pub struct LimitsSection {
     pub input_price_per_mtok: Option<f64>,
     /// USD per million output tokens.
     pub output_price_per_mtok: Option<f64>,
+    /// Retries of one failed model call (default 4).
+    pub model_retries: Option<u32>,
+    /// No retry of a model call starts later than this many seconds after its first attempt
+    /// (default 60).
+    pub retry_deadline_secs: Option<u64>,
 }
 
 /// `[tools]`.

@@ -620,6 +620,16 @@ async fn build_agent(
     if let Some(usd) = limits.max_cost_usd {
         builder = builder.max_cost_usd(usd);
     }
+    if limits.model_retries.is_some() || limits.retry_deadline_secs.is_some() {
+        let mut policy = agentloop::provider::RetryPolicy::default();
+        if let Some(retries) = limits.model_retries {
+            policy = policy.with_max_attempts(retries.saturating_add(1));
+        }
+        if let Some(secs) = limits.retry_deadline_secs {
+            policy = policy.with_max_elapsed(Duration::from_secs(secs));
+        }
+        builder = builder.retry_policy(Some(policy));
+    }
     let mut tool_section = config.tools.clone();
     if let Some(workspace) = &agent_flags.workspace {
         tool_section.workspace = Some(workspace.clone());

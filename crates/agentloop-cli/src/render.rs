@@ -4,6 +4,7 @@
 
 use crate::safe::{escape, json_safe};
 use agentloop::message::FinishReason;
+use agentloop::run::LimitKind;
 use agentloop::run::CONTEXT_LIMIT_TEXT;
 use agentloop::{Event, Outcome, StopReason};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -49,6 +50,8 @@ struct LastResponse {
     finish: Option<FinishReason>,
     output_tokens: u64,
     had_calls: bool,
+    /// Why the last model call failed, when it did (cleared by a response).
+    model_error: Option<String>,
 }
 
 /// Renders events.
@@ -133,7 +136,11 @@ impl Renderer {
                 finish: Some(finish_reason.clone()),
                 output_tokens: usage.output,
                 had_calls: message.has_tool_calls(),
+                model_error: None,
             };
+        }
+        if let Event::ModelFailed { error, .. } = event {
+            self.last_response.model_error = Some(error.to_string());
         }
         let ending = ending_of(event);
         if self.json {
@@ -260,7 +267,11 @@ impl Renderer {
         let streamed = self.streamed_text
             && (matches!(outcome.stop_reason, StopReason::Completed)
                 || self.streamed.trim() == outcome.answer.trim());
-        if !streamed && !outcome.answer.is_empty() {
+        // A limit's canned fallback is not an answer: it is not shown as one (the sentence
+        // on stderr says why there is none).
+        let fallback =
+            matches!(outcome.stop_reason, StopReason::LimitReached { .. }) && !outcome.has_answer();
+        if !streamed && !fallback && !outcome.answer.is_empty() {
             self.line(escape(&outcome.answer));
         }
         if let StopReason::AwaitingApproval { calls } = &outcome.stop_reason {
@@ -338,6 +349,12 @@ fn no_answer_message(outcome: &Outcome, last: &LastResponse) -> String {
         StopReason::ContentFiltered => {
             "no answer: the provider filtered the model's output".to_owned()
         }
+        StopReason::LimitReached { limit: LimitKind::ConsecutiveModelErrors } => format!(
+            "no answer: the model could not be reached or kept failing ({}); the run stopped \
+             after {} failed model calls in a row, each retried",
+            escape(last.model_error.as_deref().unwrap_or("no error was reported")),
+            outcome.metrics.model_errors.max(1)
+        ),
         StopReason::LimitReached { limit } => {
             format!("no answer: the run reached its {limit} before the model wrote an answer")
         }

@@ -230,3 +230,25 @@ fn max_tokens_must_be_positive() {
         .code(2)
         .stderr(predicate::str::contains("--max-tokens"));
 }
+
+#[test]
+fn a_model_that_cannot_be_reached_is_an_error_with_its_cause_not_an_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    // A port nothing listens on; no retries within a call, so the test is quick.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    std::fs::write(dir.path().join("agentloop.toml"), "[limits]\nmodel_retries = 0\n").unwrap();
+    let started = std::time::Instant::now();
+    let output = agentloop(dir.path())
+        .args(["run", "--provider", "openai-compatible", "--model", "m", "--base-url"])
+        .arg(format!("http://{closed}/v1"))
+        .arg("What is 2 + 2?")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(NO_ANSWER));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("no answer: the model could not be reached"), "{stderr}");
+    assert!(stderr.contains("Connection refused"), "the cause: {stderr}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(!stdout.contains("final answer"), "no canned text as an answer: {stdout}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(20), "{:?}", started.elapsed());
+}

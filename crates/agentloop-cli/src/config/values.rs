@@ -65,6 +65,7 @@ pub fn check(config: &Config, text: &str, path: &Path) -> anyhow::Result<()> {
         ("max_iterations", limits.max_iterations.map(u64::from)),
         ("max_total_tokens", limits.max_total_tokens),
         ("max_duration_secs", limits.max_duration_secs),
+        ("retry_deadline_secs", limits.retry_deadline_secs),
     ] {
         if value == Some(0) {
             bail!("{}: [limits] {key}: must be at least 1", at("limits", key));

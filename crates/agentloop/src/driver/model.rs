@@ -130,7 +130,9 @@ impl Driver {
                     // decides).
                     let delay = match &ended {
                         ModelCall::Failed(error) if !delivered => {
-                            self.retry.as_ref().and_then(|policy| policy.next_delay(attempt, error))
+                            self.retry.as_ref().and_then(|policy| {
+                                policy.next_delay_within(attempt, error, started.elapsed())
+                            })
                         }
                         _ => None,
                     };

@@ -26,8 +26,9 @@ enum Jitter {
 /// Exponential backoff with jitter for retryable [`ProviderError`]s.
 ///
 /// Defaults: base delay 1 s, delays doubling up to a cap of 60 s, at most 5 attempts in all
-/// (the first one and 4 retries), jitter on, and a provider's `Retry-After` honoured when it
-/// asks for at most 60 s. Which errors are retried is [`ProviderError::is_retryable`]:
+/// (the first one and 4 retries), jitter on, a provider's `Retry-After` honoured when it
+/// asks for at most 60 s, and no retry that would start more than 60 s after the call's
+/// first attempt (a deadline, whatever the count). Which errors are retried is [`ProviderError::is_retryable`]:
 /// HTTP 408, 409, 429, 500, 502, 503, 504, 529, network errors and timeouts.
 ///
 /// The driver applies it to the attempts of one model call, before any content reached the
@@ -53,6 +54,7 @@ pub struct RetryPolicy {
     max_attempts: u32,
     jitter: Jitter,
     max_retry_after: Duration,
+    max_elapsed: Duration,
 }
 
 impl Default for RetryPolicy {
@@ -63,6 +65,7 @@ impl Default for RetryPolicy {
             max_attempts: 5,
             jitter: Jitter::Random,
             max_retry_after: Duration::from_secs(60),
+            max_elapsed: Duration::from_secs(60),
         }
     }
 }
@@ -115,6 +118,12 @@ impl RetryPolicy {
         self
     }
 
+    /// The deadline of the retries: no retry starts later than this after the first attempt.
+    pub fn with_max_elapsed(mut self, max: Duration) -> Self {
+        self.max_elapsed = max;
+        self
+    }
+
     /// Attempts in all, the first one included.
     pub fn max_attempts(&self) -> u32 {
         self.max_attempts
@@ -160,6 +169,19 @@ impl RetryPolicy {
             Some(wait) => Some(wait),
             None => Some(self.backoff(attempt)),
         }
+    }
+
+    /// [`next_delay`](Self::next_delay), within the deadline: `None` also when the retry
+    /// would start more than [`with_max_elapsed`](Self::with_max_elapsed) after the first
+    /// attempt, which began `elapsed` ago.
+    pub fn next_delay_within(
+        &self,
+        attempt: u32,
+        error: &ProviderError,
+        elapsed: Duration,
+    ) -> Option<Duration> {
+        self.next_delay(attempt, error)
+            .filter(|delay| elapsed.saturating_add(*delay) <= self.max_elapsed)
     }
 }
 

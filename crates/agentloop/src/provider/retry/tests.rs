@@ -124,3 +124,26 @@ fn never_does_not_retry_and_the_backon_builder_matches() {
         RetryPolicy::default().without_jitter().backoff_builder().build().collect();
     assert_eq!(delays, [1, 2, 4, 8].map(Duration::from_secs));
 }
+
+#[test]
+fn no_retry_starts_after_the_deadline() {
+    let policy = RetryPolicy::default().without_jitter().with_max_elapsed(Duration::from_secs(10));
+    let error = server(503);
+    // 1 s after the first attempt began: the 1 s delay ends at 2 s, within the deadline.
+    assert_eq!(
+        policy.next_delay_within(1, &error, Duration::from_secs(1)),
+        Some(Duration::from_secs(1))
+    );
+    // 7 s in, the 4 s delay of the third retry would end at 11 s: no retry.
+    assert_eq!(policy.next_delay_within(3, &error, Duration::from_secs(7)), None);
+    assert_eq!(
+        policy.next_delay_within(3, &error, Duration::from_secs(6)),
+        Some(Duration::from_secs(4))
+    );
+    // A Retry-After counts the same way.
+    let limited =
+        ProviderError::RateLimited { retry_after_ms: Some(8_000), message: String::new() };
+    assert_eq!(policy.next_delay_within(1, &limited, Duration::from_secs(3)), None);
+    // The default deadline is 60 s.
+    assert_eq!(RetryPolicy::default().next_delay_within(1, &error, Duration::from_secs(60)), None);
+}
