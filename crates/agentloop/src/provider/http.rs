@@ -12,7 +12,7 @@ mod transport;
 pub(crate) use classify::error_object;
 pub use classify::{classify_http_error, error_message, retry_after};
 
-use super::sse::{chunk_stream_with_timer, response_chunks};
+use super::sse::{chunk_stream_with_timer, response_chunks, StreamLimits};
 use super::wire::{AuthStyle, EncodedRequest, WireFormat};
 use super::{ChunkStream, ModelRequest, ModelResponse, Provider, ProviderError, RetryPolicy};
 use bytes::Bytes;
@@ -51,6 +51,7 @@ pub struct HttpConfig {
     connect_timeout: Duration,
     request_timeout: Duration,
     stream_idle_timeout: Duration,
+    stream_limits: StreamLimits,
     close_streamed_connections: bool,
     streaming: bool,
     retry: RetryPolicy,
@@ -72,6 +73,7 @@ impl HttpConfig {
             connect_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(600),
             stream_idle_timeout: Duration::from_secs(300),
+            stream_limits: StreamLimits::default(),
             close_streamed_connections: false,
             streaming: true,
             retry: RetryPolicy::default(),
@@ -130,10 +132,16 @@ impl HttpConfig {
         self
     }
 
-    /// How long a streamed response may stay silent, between any two bytes (default 5 min;
-    /// SSE keep-alive comments count as activity).
+    /// How long a streamed response may go without an event (default 5 min): bytes that do
+    /// not complete an event (a trickle, keep-alive comments) do not reset it.
     pub fn stream_idle_timeout(mut self, timeout: Duration) -> Self {
         self.stream_idle_timeout = timeout;
+        self
+    }
+
+    /// The size and duration limits of a streamed response (see [`StreamLimits`]).
+    pub fn stream_limits(mut self, limits: StreamLimits) -> Self {
+        self.stream_limits = limits;
         self
     }
 
@@ -233,6 +241,7 @@ struct Shared<W> {
     headers: RequestHeaders,
     request_timeout: Duration,
     stream_idle_timeout: Duration,
+    stream_limits: StreamLimits,
     streaming: bool,
     retry: RetryPolicy,
     /// Request URIs already parsed, by path (a format uses one or two paths).
@@ -315,6 +324,7 @@ impl<W: WireFormat> HttpProvider<W> {
                 headers,
                 request_timeout: config.request_timeout,
                 stream_idle_timeout: config.stream_idle_timeout,
+                stream_limits: config.stream_limits,
                 streaming: config.streaming,
                 retry: config.retry,
                 uris: std::sync::Mutex::new(Vec::new()),
@@ -584,6 +594,7 @@ async fn open_stream<W: WireFormat>(shared: Arc<Shared<W>>, request: ModelReques
     chunk_stream_with_timer(
         bytes,
         shared.stream_idle_timeout,
+        shared.stream_limits,
         timer,
         shared.format.stream_decoder(),
         |e: TransportError| transport_error(&*e, "the stream broke off"),

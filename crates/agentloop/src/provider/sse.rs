@@ -1,5 +1,7 @@
 //! Server-sent events: bytes → events (`parse.rs`) → [`StreamChunk`]s through a format's
-//! [`StreamDecoder`], with an idle timeout between bytes.
+//! [`StreamDecoder`], under [`StreamLimits`]: an idle timeout between events (bytes that
+//! never complete an event do not keep a stream alive), an overall deadline, and size limits
+//! on a line, an event and the whole response.
 
 mod parse;
 
@@ -8,16 +10,43 @@ use super::{ChunkStream, ModelResponse, ProviderError, StreamChunk};
 use crate::message::Part;
 use bytes::Bytes;
 use futures::Stream;
-use parse::{NotUtf8, SseParser};
+use parse::{SseError, SseParser};
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::time::Sleep;
 
-/// Decodes a byte stream of server-sent events with `decoder`.
+/// The bounds of one streamed response (see [`HttpConfig::stream_limits`](super::http::HttpConfig::stream_limits)).
+/// Each one exceeded ends the stream with an error that names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamLimits {
+    /// The longest line, in bytes (default 32 MiB): [`ProviderError::Protocol`].
+    pub max_line_bytes: usize,
+    /// The largest event's data, in bytes (default 32 MiB): [`ProviderError::Protocol`].
+    pub max_event_bytes: usize,
+    /// The largest response, in bytes (default 256 MiB): [`ProviderError::Protocol`].
+    pub max_response_bytes: usize,
+    /// How long a stream may go on in all (default 30 min): [`ProviderError::Timeout`].
+    pub max_duration: Duration,
+}
+
+impl Default for StreamLimits {
+    fn default() -> Self {
+        Self {
+            max_line_bytes: 32 << 20,
+            max_event_bytes: 32 << 20,
+            max_response_bytes: 256 << 20,
+            max_duration: Duration::from_secs(30 * 60),
+        }
+    }
+}
+
+/// Decodes a byte stream of server-sent events with `decoder`, under the default
+/// [`StreamLimits`].
 ///
-/// - No byte for `idle_timeout` → [`ProviderError::Timeout`].
+/// - No complete event for `idle_timeout` → [`ProviderError::Timeout`] (bytes that do not
+///   complete an event do not count: a server trickling a byte a second times out).
 /// - A transport error (the connection dropped) → `map_err` of it (the HTTP provider maps
 ///   it to [`ProviderError::Network`]).
 /// - Bytes that are not UTF-8 or not SSE → [`ProviderError::Protocol`] with an excerpt; what
@@ -38,15 +67,17 @@ where
     F: Fn(E) -> ProviderError + Send + 'static,
 {
     let timer = Box::pin(tokio::time::sleep(idle_timeout));
-    chunk_stream_with_timer(Box::pin(bytes), idle_timeout, timer, decoder, map_err)
+    let limits = StreamLimits::default();
+    chunk_stream_with_timer(Box::pin(bytes), idle_timeout, limits, timer, decoder, map_err)
 }
 
-/// [`chunk_stream`] timed by `timer`, a timer the caller may have used already (the HTTP
-/// provider's, for the response headers); it is pushed back to `idle_timeout` before each
-/// read.
+/// [`chunk_stream`] under `limits`, timed by `timer`, a timer the caller may have used
+/// already (the HTTP provider's, for the response headers); it is pushed back to
+/// `idle_timeout` at the start and after each event.
 pub(crate) fn chunk_stream_with_timer<S, E, F>(
     bytes: S,
     idle_timeout: Duration,
+    limits: StreamLimits,
     timer: Pin<Box<Sleep>>,
     decoder: Box<dyn StreamDecoder>,
     map_err: F,
@@ -61,7 +92,10 @@ where
         idle: timer,
         idle_timeout,
         waiting: false,
-        parser: SseParser::default(),
+        parser: SseParser::new(limits.max_line_bytes, limits.max_event_bytes),
+        limits,
+        received: 0,
+        deadline: tokio::time::Instant::now() + limits.max_duration,
         decoder,
         decoded: Vec::new(),
         error: None,
@@ -78,9 +112,14 @@ struct SseChunks<S, F> {
     /// an update of the registered timer, not a new one).
     idle: Pin<Box<Sleep>>,
     idle_timeout: Duration,
-    /// A read is under way (its deadline is set).
+    /// Waiting for an event (the idle deadline is set).
     waiting: bool,
     parser: SseParser,
+    limits: StreamLimits,
+    /// Bytes received so far.
+    received: usize,
+    /// When the stream has gone on too long.
+    deadline: tokio::time::Instant,
     decoder: Box<dyn StreamDecoder>,
     /// What the decoder made of the last event, last chunk first: handed out from the end,
     /// then `error`, then the end. The decoder writes to it only once it is empty again.
@@ -128,12 +167,16 @@ where
             // Every event complete in what was received, then more bytes.
             if let Some(event) = this.parser.next_event() {
                 let result = match event {
-                    Ok(()) => this.decoder.decode(
-                        this.parser.name(),
-                        this.parser.data(),
-                        &mut this.decoded,
-                    ),
-                    Err(NotUtf8(bytes)) => Err(not_utf8(&bytes)),
+                    Ok(()) => {
+                        // An event: the idle deadline starts again.
+                        this.waiting = false;
+                        this.decoder.decode(
+                            this.parser.name(),
+                            this.parser.data(),
+                            &mut this.decoded,
+                        )
+                    }
+                    Err(error) => Err(sse_error(error, &this.limits)),
                 };
                 this.take_decoded(result);
                 continue;
@@ -144,17 +187,52 @@ where
             }
             match Pin::new(&mut this.bytes).poll_next(cx) {
                 Poll::Ready(Some(Ok(received))) => {
-                    this.waiting = false;
-                    this.parser.push(&received);
+                    this.received = this.received.saturating_add(received.len());
+                    if this.received > this.limits.max_response_bytes {
+                        this.fail(ProviderError::Protocol {
+                            message: format!(
+                                "the streamed response is larger than its limit of {} bytes \
+                                 (StreamLimits::max_response_bytes)",
+                                this.limits.max_response_bytes
+                            ),
+                            excerpt: String::new(),
+                        });
+                    } else if tokio::time::Instant::now() >= this.deadline {
+                        this.fail(ProviderError::Timeout {
+                            message: format!(
+                                "the stream went on for longer than its limit of {:?} \
+                                 (StreamLimits::max_duration)",
+                                this.limits.max_duration
+                            ),
+                        });
+                    } else {
+                        this.parser.push(&received);
+                    }
                 }
                 Poll::Ready(None) => {
-                    this.done = true;
-                    if let Err(NotUtf8(bytes)) = this.parser.finish() {
-                        this.fail(not_utf8(&bytes));
-                    } else {
-                        let finished = this.decoder.finish(&mut this.decoded);
-                        this.take_decoded(finished);
+                    if let Err(error) = this.parser.finish() {
+                        this.done = true;
+                        this.fail(sse_error(error, &this.limits));
+                        continue;
                     }
+                    // What the end of the bytes completes (a CR-only stream's last event).
+                    let mut result = Ok(());
+                    while let Some(event) = this.parser.next_event() {
+                        result = match event {
+                            Ok(()) => this.decoder.decode(
+                                this.parser.name(),
+                                this.parser.data(),
+                                &mut this.decoded,
+                            ),
+                            Err(error) => Err(sse_error(error, &this.limits)),
+                        };
+                        if result.is_err() {
+                            break;
+                        }
+                    }
+                    this.done = true;
+                    let result = result.and_then(|()| this.decoder.finish(&mut this.decoded));
+                    this.take_decoded(result);
                 }
                 Poll::Ready(Some(Err(error))) => this.fail((this.map_err)(error)),
                 Poll::Pending => {
@@ -162,7 +240,10 @@ where
                         return Poll::Pending;
                     }
                     this.fail(ProviderError::Timeout {
-                        message: format!("the stream was idle for {:?}", this.idle_timeout),
+                        message: format!(
+                            "the stream sent no event for {:?} (idle timeout)",
+                            this.idle_timeout
+                        ),
                     });
                 }
             }
@@ -170,8 +251,29 @@ where
     }
 }
 
-fn not_utf8(bytes: &[u8]) -> ProviderError {
-    ProviderError::protocol("the event stream is not valid UTF-8", &String::from_utf8_lossy(bytes))
+fn sse_error(error: SseError, limits: &StreamLimits) -> ProviderError {
+    match error {
+        SseError::NotUtf8(bytes) => ProviderError::protocol(
+            "the event stream is not valid UTF-8",
+            &String::from_utf8_lossy(&bytes),
+        ),
+        SseError::LineTooLong(size) => ProviderError::Protocol {
+            message: format!(
+                "an event-stream line of more than {size} bytes is over its limit of {} bytes \
+                 (StreamLimits::max_line_bytes)",
+                limits.max_line_bytes
+            ),
+            excerpt: String::new(),
+        },
+        SseError::EventTooLarge(size) => ProviderError::Protocol {
+            message: format!(
+                "an event of more than {size} bytes is over its limit of {} bytes \
+                 (StreamLimits::max_event_bytes)",
+                limits.max_event_bytes
+            ),
+            excerpt: String::new(),
+        },
+    }
 }
 
 /// A whole response as the chunks that stream it (for a server that answered a streamed

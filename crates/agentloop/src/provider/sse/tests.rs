@@ -224,3 +224,87 @@ fn the_parser_follows_the_event_stream_rules() {
         .all(|(events, ok)| events.len() == 1 && !ok));
     assert!(parse_split(b"\xef\xbb").iter().all(|(events, ok)| events.is_empty() && !ok));
 }
+
+fn limited<S>(bytes: S, limits: StreamLimits) -> ChunkStream
+where
+    S: Stream<Item = Result<Bytes, String>> + Send + Unpin + 'static,
+{
+    let idle = Duration::from_secs(5);
+    let timer = Box::pin(tokio::time::sleep(idle));
+    chunk_stream_with_timer(bytes, idle, limits, timer, Box::<Echo>::default(), |e| {
+        ProviderError::Network { message: e }
+    })
+}
+
+#[tokio::test]
+async fn cr_only_line_endings_keep_the_last_event() {
+    // Lines ended by CR alone, and no LF can follow the last one: the stream's end ends it.
+    let out = run(from_pieces(&[b"data: one\r\r", b"event: end\rdata: two\r\r"])).await;
+    let texts: Vec<String> = out.iter().map(text).collect();
+    assert_eq!(texts[..2], ["|one", "end|two"], "{out:?}");
+    assert!(matches!(out[2], Ok(StreamChunk::Finish { .. })), "{out:?}");
+}
+
+#[tokio::test]
+async fn a_long_line_in_small_pieces_is_read_in_linear_time() {
+    // 4 MiB of one line in 1 KiB pieces: searching the whole line again with each piece
+    // scanned about 8 GiB.
+    let mut pieces: Vec<Vec<u8>> = vec![b"data: ".to_vec()];
+    pieces.extend(std::iter::repeat_n(vec![b'x'; 1024], 4096));
+    pieces.push(b"\n\nevent: end\ndata: .\n\n".to_vec());
+    let slices: Vec<&[u8]> = pieces.iter().map(Vec::as_slice).collect();
+    let started = std::time::Instant::now();
+    let out = run(from_pieces(&slices)).await;
+    assert_eq!(text(&out[0]).len(), 1 + 4 * 1024 * 1024);
+    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+}
+
+#[tokio::test]
+async fn lines_events_and_responses_over_their_limits_are_errors_that_name_them() {
+    let limits = StreamLimits { max_line_bytes: 100, ..StreamLimits::default() };
+    // A line over the limit fails while it is still arriving, before its end.
+    let long = from_pieces(&[b"data: ", &[b'x'; 64], &[b'x'; 64]]).chain(stream::pending());
+    let out: Vec<_> = limited(Box::pin(long), limits).collect().await;
+    let message = format!("{:?}", out.last().unwrap());
+    assert!(message.contains("max_line_bytes"), "{message}");
+
+    let limits = StreamLimits { max_event_bytes: 100, ..StreamLimits::default() };
+    let lines: Vec<u8> = b"data: 0123456789\n".repeat(10);
+    let out: Vec<_> = limited(from_pieces(&[&lines]), limits).collect().await;
+    let message = format!("{:?}", out.last().unwrap());
+    assert!(message.contains("max_event_bytes"), "{message}");
+
+    let limits = StreamLimits { max_response_bytes: 1000, ..StreamLimits::default() };
+    let events: Vec<u8> = b"data: 0123456789\n\n".repeat(100);
+    let out: Vec<_> = limited(from_pieces(&[&events]), limits).collect().await;
+    let message = format!("{:?}", out.last().unwrap());
+    assert!(message.contains("max_response_bytes"), "{message}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn bytes_that_complete_no_event_do_not_keep_the_stream_alive() {
+    // One byte a second, forever: never an event. The idle timeout is per event.
+    let trickle = stream::unfold((), |()| async {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        Some((Ok::<_, String>(Bytes::from_static(b"x")), ()))
+    });
+    let started = tokio::time::Instant::now();
+    let out: Vec<_> =
+        chunk_stream(trickle, Duration::from_secs(3), Box::<Echo>::default(), |e: String| {
+            ProviderError::Network { message: e }
+        })
+        .collect()
+        .await;
+    assert!(matches!(out.last(), Some(Err(ProviderError::Timeout { .. }))), "{out:?}");
+    assert_eq!(started.elapsed(), Duration::from_secs(3));
+
+    // Events that go on past the overall deadline end it too.
+    let events = stream::unfold((), |()| async {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        Some((Ok::<_, String>(Bytes::from_static(b"data: more\n\n")), ()))
+    });
+    let limits = StreamLimits { max_duration: Duration::from_secs(10), ..StreamLimits::default() };
+    let out: Vec<_> = limited(Box::pin(events), limits).collect().await;
+    let message = format!("{:?}", out.last().unwrap());
+    assert!(message.contains("max_duration"), "{message}");
+}
