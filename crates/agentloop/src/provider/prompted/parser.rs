@@ -73,6 +73,9 @@ pub struct ToolCallParser {
     calls: usize,
     /// Call ids are `<prefix><index>`; `None`: random (`call_<uuid>`).
     id_prefix: Option<String>,
+    /// In a call block: the buffer before this offset holds no start of the closing tag (the
+    /// search resumes there, so a long call read in pieces is searched once).
+    closer_from: usize,
 }
 
 impl Default for ToolCallParser {
@@ -91,6 +94,7 @@ impl ToolCallParser {
             at_edge: true,
             calls: 0,
             id_prefix: None,
+            closer_from: 0,
         }
     }
 
@@ -178,7 +182,9 @@ impl ToolCallParser {
     /// Inside a block: looks for its closing tag. Returns whether the block closed.
     fn scan_block(&mut self, block: Block, out: &mut Vec<StreamChunk>) -> bool {
         let closer = block.closer();
-        if let Some(at) = self.buffer.find(closer) {
+        let from = self.closer_from.min(self.buffer.len());
+        if let Some(at) = self.buffer[from..].find(closer).map(|offset| from + offset) {
+            self.closer_from = 0;
             let body: String = self.buffer.drain(..at + closer.len()).collect();
             let body = &body[..at];
             if block.is_call() {
@@ -193,7 +199,14 @@ impl ToolCallParser {
             self.at_edge = true;
             return true;
         }
-        if !block.is_call() {
+        if block.is_call() {
+            // The closing tag may start in the last `closer.len() - 1` bytes.
+            let mut from = self.buffer.len().saturating_sub(closer.len() - 1);
+            while !self.buffer.is_char_boundary(from) {
+                from -= 1;
+            }
+            self.closer_from = from;
+        } else {
             // Stream reasoning, holding back what may be the start of the closing tag.
             let keep = partial_suffix(&self.buffer, closer);
             let cut = self.buffer.len() - keep;

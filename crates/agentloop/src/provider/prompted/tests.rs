@@ -563,3 +563,31 @@ fn the_tools_prompt_shows_the_small_schema() {
         "{prompt}"
     );
 }
+
+#[test]
+fn a_long_call_in_small_pieces_is_parsed_in_linear_time() {
+    // 800 KB of arguments in 16-byte pieces (searching the whole body for the closing tag
+    // with each piece took seconds), then the closing tag split across two pieces.
+    let value = "x".repeat(800_000);
+    let body = format!(r#"{{"name": "write", "arguments": {{"text": "{value}"}}}}"#);
+    let mut pieces: Vec<&str> = vec!["<tool_call>"];
+    let mut rest = body.as_str();
+    while !rest.is_empty() {
+        let (piece, tail) = rest.split_at(rest.len().min(16));
+        pieces.push(piece);
+        rest = tail;
+    }
+    pieces.extend(["</tool_", "call> done"]);
+    let started = std::time::Instant::now();
+    let out = parse(&pieces);
+    assert!(started.elapsed() < std::time::Duration::from_secs(2), "{:?}", started.elapsed());
+    let arguments: String = out
+        .iter()
+        .filter_map(|chunk| match chunk {
+            StreamChunk::ToolCallDelta { delta, .. } => Some(delta.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(arguments.len(), value.len() + r#"{"text":""}"#.len(), "{}", &arguments[..40]);
+    assert!(matches!(out.last(), Some(StreamChunk::TextDelta { text }) if text == "done"));
+}
