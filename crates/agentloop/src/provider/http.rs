@@ -12,6 +12,7 @@ mod transport;
 pub(crate) use classify::error_object;
 pub use classify::{classify_http_error, error_message, retry_after};
 
+use super::secrets::Secrets;
 use super::sse::{chunk_stream_with_timer, response_chunks, StreamLimits};
 use super::wire::{AuthStyle, EncodedRequest, WireFormat};
 use super::{ChunkStream, ModelRequest, ModelResponse, Provider, ProviderError, RetryPolicy};
@@ -244,6 +245,8 @@ struct Shared<W> {
     stream_limits: StreamLimits,
     streaming: bool,
     retry: RetryPolicy,
+    /// The API key and credential headers, redacted from every error this provider reports.
+    secrets: Secrets,
     /// Request URIs already parsed, by path (a format uses one or two paths).
     uris: std::sync::Mutex<Vec<(String, http::Uri)>>,
 }
@@ -287,12 +290,15 @@ impl<W: WireFormat> HttpProvider<W> {
             });
         }
         let mut headers = HeaderMap::new();
+        let mut secrets = Secrets::new();
         for (name, value) in &config.headers {
+            secrets.add_header(name, value);
             let invalid = || HttpConfigError::InvalidHeader { name: name.clone() };
             let header = HeaderName::from_bytes(name.as_bytes()).map_err(|_| invalid())?;
             headers.append(header, HeaderValue::from_str(value).map_err(|_| invalid())?);
         }
         if let Some(key) = api_key {
+            secrets.add(key.expose_secret());
             let (name, value) = match format.auth() {
                 AuthStyle::Bearer => (AUTHORIZATION, format!("Bearer {}", key.expose_secret())),
                 AuthStyle::Header(name) => (
@@ -326,6 +332,7 @@ impl<W: WireFormat> HttpProvider<W> {
                 stream_idle_timeout: config.stream_idle_timeout,
                 stream_limits: config.stream_limits,
                 streaming: config.streaming,
+                secrets,
                 retry: config.retry,
                 uris: std::sync::Mutex::new(Vec::new()),
             }),
@@ -502,6 +509,8 @@ impl<W: WireFormat> Shared<W> {
             .unwrap_or_default();
         let generic = classify_http_error(status.as_u16(), &headers, &body);
         let error = self.format.classify_error(status.as_u16(), &body, generic);
+        // Before it is logged: a server may echo the key it was sent.
+        let error = self.secrets.redact_error(error);
         tracing::debug!(provider = self.format.name(), %path, status = status.as_u16(), %error, "model request failed");
         Err(error)
     }
@@ -609,10 +618,18 @@ impl<W: WireFormat> Provider for HttpProvider<W> {
     fn stream(&self, request: ModelRequest) -> ChunkStream {
         // The request is made in a future that returns the response's chunk stream, which
         // the caller then polls directly (the chunks pass through no generator).
-        Box::pin(futures::StreamExt::flatten(futures::stream::once(open_stream(
+        let stream = futures::StreamExt::flatten(futures::stream::once(open_stream(
             self.shared.clone(),
             request,
-        ))))
+        )));
+        if self.shared.secrets.is_empty() {
+            return Box::pin(stream);
+        }
+        // Errors met while streaming (an error event, a decoding excerpt) lose the secrets too.
+        let shared = self.shared.clone();
+        Box::pin(futures::StreamExt::map(stream, move |item| {
+            item.map_err(|error| shared.secrets.redact_error(error))
+        }))
     }
 
     fn complete(
@@ -635,7 +652,7 @@ impl<W: WireFormat> Provider for HttpProvider<W> {
             .map_err(|_| ProviderError::Timeout {
                 message: format!("no complete response within {timeout:?}"),
             })??;
-            shared.format.decode_response(&bytes)
+            shared.format.decode_response(&bytes).map_err(|e| shared.secrets.redact_error(e))
         })
     }
 

@@ -14,6 +14,7 @@ pub mod replay;
 mod retry;
 #[cfg(any(test, feature = "test-util"))]
 pub mod scripted;
+pub mod secrets;
 pub mod sse;
 mod tool_choice;
 pub mod wire;
