@@ -29,11 +29,18 @@ impl Stores {
 pub async fn open(section: &StoreSection) -> anyhow::Result<Stores> {
     Ok(match section.kind.as_deref().unwrap_or("sqlite") {
         "sqlite" => {
-            let store = match &section.path {
-                Some(path) => agentloop::store::sqlite::SqliteStore::open(path),
-                None => agentloop::store::sqlite::SqliteStore::open_default(),
-            };
-            Stores::of(store.context("opening the SQLite store")?)
+            let path = section
+                .path
+                .clone()
+                .unwrap_or_else(|| agentloop::store::sqlite::DEFAULT_PATH.into());
+            let store = agentloop::store::sqlite::SqliteStore::open(&path).with_context(|| {
+                format!(
+                    "opening the SQLite store {} (if it is damaged or not a store, move it \
+                     aside: a new one is created; or set [store] path)",
+                    crate::safe::escape(&path.display().to_string())
+                )
+            })?;
+            Stores::of(store)
         }
         "redis" => {
             let Some(url) = &section.url else {

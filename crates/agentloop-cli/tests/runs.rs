@@ -186,3 +186,17 @@ fn requests_for_a_run_are_recorded_or_refused_clearly() {
         .failure()
         .stderr(predicate::str::contains("no run 'run_nowhere' in the store"));
 }
+
+#[test]
+fn a_store_file_that_is_not_a_store_is_named_in_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join(".agentloop")).unwrap();
+    std::fs::write(dir.path().join(".agentloop/agentloop.db"), "not a database at all").unwrap();
+    agentloop(dir.path())
+        .args(["runs", "list"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("opening the SQLite store .agentloop/agentloop.db"))
+        .stderr(predicate::str::contains("move it aside"))
+        .stderr(predicate::str::contains("file is not a database"));
+}
