@@ -3,7 +3,9 @@
 //! model that streams slowly, and a tool whose side effect is a line appended to a file
 //! (with its idempotency key). The parent kills the child with SIGKILL at 20 points — during a
 //! model stream, between a tool's start and its result, just before and just after a journal
-//! append, at fixed times — then resumes the run in a new process. Every time:
+//! append, at fixed times — and, in the crash matrix, just before and just after *every*
+//! journal append of the run (three iterations, three tool calls), then resumes the run in a
+//! new process. Every time:
 //!
 //! - the final answer and the whole conversation equal the uninterrupted run's;
 //! - the journal has dense sequence numbers, keeps every entry written before the crash
@@ -270,6 +272,8 @@ struct ChildRun {
     killed: bool,
     mode: Option<String>,
     answer: Option<String>,
+    /// The seq each journal append began at, in order.
+    appends: Vec<u64>,
 }
 
 async fn run_child(store: &str, run_id: &str, effects: &Path, kill: Option<&KillAt>) -> ChildRun {
@@ -291,6 +295,7 @@ async fn run_child(store: &str, run_id: &str, effects: &Path, kill: Option<&Kill
         _ => (started + Duration::from_secs(30), false),
     };
     let (mut seen, mut mode, mut answer, mut killed) = (HashMap::new(), None, None, false);
+    let mut appends = Vec::new();
     loop {
         let line = tokio::select! {
             line = lines.next_line() => line.unwrap(),
@@ -308,6 +313,8 @@ async fn run_child(store: &str, run_id: &str, effects: &Path, kill: Option<&Kill
             mode = Some(m.to_owned());
         } else if let Some(json) = line.strip_prefix("@@ outcome ") {
             answer = serde_json::from_str(json).unwrap();
+        } else if let Some(seq) = line.strip_prefix("@@ append-begin ") {
+            appends.push(seq.parse().unwrap());
         }
         if !armed && kill.is_some_and(|k| k.matches(&line, &seen)) {
             if let Some(KillAt::AfterEvent(_, _, ms)) = kill {
@@ -326,7 +333,7 @@ async fn run_child(store: &str, run_id: &str, effects: &Path, kill: Option<&Kill
     } else {
         assert!(status.success(), "the child failed: {status:?}");
     }
-    ChildRun { killed, mode, answer }
+    ChildRun { killed, mode, answer, appends }
 }
 
 fn kinds(journal: &[JournalEntry]) -> Vec<&'static str> {
@@ -387,7 +394,42 @@ fn history(journal: &[JournalEntry]) -> (Vec<Message>, String) {
 }
 
 /// The whole crash test against one store. `store_for(name)` names a store for the child.
-async fn crash_test(store_spec: &str, workdir: &Path) {
+/// The kill points of the 20-point test: inside streams, tools and appends, and at times.
+fn twenty_points(clean: &[JournalEntry], _appends: &[u64]) -> Vec<KillAt> {
+    vec![
+        KillAt::AppendBegin(0),
+        KillAt::AppendEnd(0),
+        KillAt::Event("text_delta", 1),
+        KillAt::Event("tool_arguments_delta", 4),
+        KillAt::AfterEvent("tool_started", 1, 45),
+        KillAt::Event("tool_started", 1),
+        KillAt::AppendBegin(seq_of(clean, "tool_completed", 1)),
+        KillAt::AppendEnd(seq_of(clean, "tool_completed", 1)),
+        KillAt::AppendEnd(seq_of(clean, "tool_started", 2)),
+        KillAt::AfterEvent("tool_started", 2, 45),
+        KillAt::Event("tool_completed", 2),
+        KillAt::AppendBegin(seq_of(clean, "iteration_completed", 1)),
+        KillAt::Event("model_requested", 2),
+        KillAt::Event("tool_started", 3),
+        KillAt::AppendBegin(seq_of(clean, "model_requested", 3)),
+        KillAt::AfterEvent("tool_started", 3, 45),
+        KillAt::AppendBegin(seq_of(clean, "run_finished", 1)),
+        KillAt::AppendEnd(seq_of(clean, "run_finished", 1)),
+        KillAt::Time(150),
+        KillAt::Time(420),
+    ]
+}
+
+/// The crash matrix: just before and just after every journal append of the run.
+fn every_boundary(_clean: &[JournalEntry], appends: &[u64]) -> Vec<KillAt> {
+    appends.iter().flat_map(|seq| [KillAt::AppendBegin(*seq), KillAt::AppendEnd(*seq)]).collect()
+}
+
+async fn crash_test(
+    store_spec: &str,
+    workdir: &Path,
+    kill_points: fn(&[JournalEntry], &[u64]) -> Vec<KillAt>,
+) {
     let parent_store = open_store(store_spec).await;
     // The uninterrupted run.
     let effects = workdir.join("reference.effects");
@@ -398,28 +440,7 @@ async fn crash_test(store_spec: &str, workdir: &Path) {
     assert_eq!(clean_answer, ANSWER);
     assert_eq!(effects_by_key(&effects).values().sum::<usize>(), 3);
 
-    let points = [
-        KillAt::AppendBegin(0),
-        KillAt::AppendEnd(0),
-        KillAt::Event("text_delta", 1),
-        KillAt::Event("tool_arguments_delta", 4),
-        KillAt::AfterEvent("tool_started", 1, 45),
-        KillAt::Event("tool_started", 1),
-        KillAt::AppendBegin(seq_of(&clean, "tool_completed", 1)),
-        KillAt::AppendEnd(seq_of(&clean, "tool_completed", 1)),
-        KillAt::AppendEnd(seq_of(&clean, "tool_started", 2)),
-        KillAt::AfterEvent("tool_started", 2, 45),
-        KillAt::Event("tool_completed", 2),
-        KillAt::AppendBegin(seq_of(&clean, "iteration_completed", 1)),
-        KillAt::Event("model_requested", 2),
-        KillAt::Event("tool_started", 3),
-        KillAt::AppendBegin(seq_of(&clean, "model_requested", 3)),
-        KillAt::AfterEvent("tool_started", 3, 45),
-        KillAt::AppendBegin(seq_of(&clean, "run_finished", 1)),
-        KillAt::AppendEnd(seq_of(&clean, "run_finished", 1)),
-        KillAt::Time(150),
-        KillAt::Time(420),
-    ];
+    let points = kill_points(&clean, &reference.appends);
     let started = Instant::now();
     let mut rerun = 0;
     for (index, point) in points.iter().enumerate() {
@@ -473,7 +494,11 @@ async fn crash_test(store_spec: &str, workdir: &Path) {
         parent_store.delete_run(&run_id).await.unwrap();
     }
     eprintln!(
-        "crash test {store_spec:.6}: 20 kill points in {:?}; {rerun} unfinished calls ran again",
+        "crash test {store_spec:.6}: {} kill points ({} appends of {} entries) in {:?}; {rerun} \
+         unfinished calls ran again",
+        points.len(),
+        reference.appends.len(),
+        clean.len(),
         started.elapsed()
     );
     parent_store.delete_run("run_reference").await.unwrap();
@@ -483,7 +508,14 @@ async fn crash_test(store_spec: &str, workdir: &Path) {
 async fn kill_nine_at_20_points_then_resume_on_sqlite() {
     let dir = tempfile::tempdir().unwrap();
     let spec = format!("sqlite:{}", dir.path().join("crash.db").display());
-    crash_test(&spec, dir.path()).await;
+    crash_test(&spec, dir.path(), twenty_points).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_nine_at_every_journal_boundary_then_resume_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = format!("sqlite:{}", dir.path().join("crash.db").display());
+    crash_test(&spec, dir.path(), every_boundary).await;
 }
 
 #[cfg(feature = "redis")]
@@ -493,10 +525,25 @@ async fn kill_nine_at_20_points_then_resume_on_redis() {
         eprintln!("skipped: AGENTLOOP_REDIS_URL is not set (the Redis crash test did not run)");
         return;
     };
+    redis_crash_test(&url, twenty_points).await;
+}
+
+#[cfg(feature = "redis")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_nine_at_every_journal_boundary_then_resume_on_redis() {
+    let Ok(url) = std::env::var("AGENTLOOP_REDIS_URL") else {
+        eprintln!("skipped: AGENTLOOP_REDIS_URL is not set (the Redis crash matrix did not run)");
+        return;
+    };
+    redis_crash_test(&url, every_boundary).await;
+}
+
+#[cfg(feature = "redis")]
+async fn redis_crash_test(url: &str, kill_points: fn(&[JournalEntry], &[u64]) -> Vec<KillAt>) {
     let dir = tempfile::tempdir().unwrap();
     let prefix = format!("agentloop-test:{}:", uuid::Uuid::new_v4().simple());
-    crash_test(&format!("redis:{url} {prefix}"), dir.path()).await;
-    let client = ::redis::Client::open(url.as_str()).unwrap();
+    crash_test(&format!("redis:{url} {prefix}"), dir.path(), kill_points).await;
+    let client = ::redis::Client::open(url).unwrap();
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
     let left: Vec<String> =
         ::redis::cmd("KEYS").arg(format!("{prefix}*")).query_async(&mut conn).await.unwrap();
