@@ -82,7 +82,7 @@ impl Respond for Chaos {
             Some("cut") => {
                 sse(chunk(json!({"role": "assistant", "content": "Let me"}), json!(null)))
             }
-            Some(_) => ResponseTemplate::new(200).set_delay(Duration::from_millis(600)),
+            Some(_) => ResponseTemplate::new(200).set_delay(Duration::from_millis(2_500)),
             None => match result {
                 Some(result) => {
                     let sum = result["content"].as_str().unwrap();
@@ -147,11 +147,17 @@ async fn runs_through_a_fifth_of_faults_all_answer_right_and_run_no_tool_twice()
     // timeout the stall passes.
     let retry = RetryPolicy::default().with_base(Duration::from_millis(2)).with_jitter_seed(7);
     let config = HttpConfig::new(format!("{}/v1", server.uri()), "m")
-        .request_timeout(Duration::from_millis(300))
+        .request_timeout(Duration::from_secs(1))
         .retry_policy(retry);
     let provider = OpenAi::chat_with(config, Dialect::compatible()).unwrap();
     let tool = CountingAdd { runs: Arc::new(Mutex::new(HashMap::new())) };
-    let agent = Arc::new(Agent::builder(provider).tool(tool.clone()).build().unwrap());
+    // The faults follow the request number, and a run asks again at once after a cut stream
+    // while others wait out stalls: a cluster of cuts can land on one run. The run's limit on
+    // failed calls in a row (3 by default, tested on its own) is raised so that this test
+    // measures recovery.
+    let limits = agentloop::run::Limits { max_consecutive_model_errors: 8, ..Default::default() };
+    let agent =
+        Arc::new(Agent::builder(provider).tool(tool.clone()).limits(limits).build().unwrap());
 
     let started = std::time::Instant::now();
     let results: Vec<(i64, Vec<Event>)> = futures::stream::iter(0..runs)
