@@ -351,7 +351,7 @@ fn no_answer_message(outcome: &Outcome, last: &LastResponse) -> String {
         }
         StopReason::LimitReached { limit: LimitKind::ConsecutiveModelErrors } => format!(
             "no answer: the model could not be reached or kept failing ({}); the run stopped \
-             after {} failed model calls in a row, each retried",
+             after {} failed model calls, each retried",
             escape(last.model_error.as_deref().unwrap_or("no error was reported")),
             outcome.metrics.model_errors.max(1)
         ),

@@ -146,6 +146,17 @@ impl<S, F> SseChunks<S, F> {
         self.error = Some(error);
         self.done = true;
     }
+
+    /// Hands what the parser found to the decoder: an event (its output goes to `decoded`),
+    /// or the parser's error.
+    fn decode(&mut self, parsed: Result<(), SseError>) -> Result<(), ProviderError> {
+        match parsed {
+            Ok(()) => {
+                self.decoder.decode(self.parser.name(), self.parser.data(), &mut self.decoded)
+            }
+            Err(error) => Err(sse_error(error, &self.limits)),
+        }
+    }
 }
 
 impl<S, E, F> Stream for SseChunks<S, F>
@@ -166,18 +177,11 @@ where
             }
             // Every event complete in what was received, then more bytes.
             if let Some(event) = this.parser.next_event() {
-                let result = match event {
-                    Ok(()) => {
-                        // An event: the idle deadline starts again.
-                        this.waiting = false;
-                        this.decoder.decode(
-                            this.parser.name(),
-                            this.parser.data(),
-                            &mut this.decoded,
-                        )
-                    }
-                    Err(error) => Err(sse_error(error, &this.limits)),
-                };
+                if event.is_ok() {
+                    // An event: the idle deadline starts again.
+                    this.waiting = false;
+                }
+                let result = this.decode(event);
                 this.take_decoded(result);
                 continue;
             }
@@ -218,14 +222,7 @@ where
                     // What the end of the bytes completes (a CR-only stream's last event).
                     let mut result = Ok(());
                     while let Some(event) = this.parser.next_event() {
-                        result = match event {
-                            Ok(()) => this.decoder.decode(
-                                this.parser.name(),
-                                this.parser.data(),
-                                &mut this.decoded,
-                            ),
-                            Err(error) => Err(sse_error(error, &this.limits)),
-                        };
+                        result = this.decode(event);
                         if result.is_err() {
                             break;
                         }
