@@ -12,6 +12,7 @@
 
 use crate::config::{Config, RemoteAgentSection};
 use crate::safe::{escape, json_safe};
+use agentloop::provider::secrets::Secrets;
 use agentloop_a2a::a2a::{
     AgentCard, Message, Part, PartContent, Role, SendMessageRequest, SendMessageResponse,
     StreamResponse, Task, TaskState,
@@ -124,10 +125,12 @@ async fn connect(url: &str, connection: &Connection) -> anyhow::Result<A2aClient
 }
 
 /// The tool for a `[[a2a]]` table: the agent's card is fetched now (its name and skills
-/// describe the tool). Errors name the file and line of the table, never the token.
+/// describe the tool). Errors name the file and line of the table, never the token; the
+/// token goes into `secrets` (the agent redacts it from every tool result).
 pub async fn remote_agent_tool(
     config: &Config,
     remote: &RemoteAgentSection,
+    secrets: &mut Secrets,
 ) -> anyhow::Result<A2aAgentTool> {
     let at = config
         .source
@@ -147,6 +150,7 @@ pub async fn remote_agent_tool(
         (None, None) => None,
     };
     if let Some(token) = token {
+        secrets.add(&token);
         builder = builder.bearer_token(SecretString::from(token));
     }
     let client = builder.resolve(url).await.map_err(|error| {

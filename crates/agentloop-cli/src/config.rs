@@ -446,8 +446,11 @@ fn validate_url(url: &str) -> Result<(), String> {
     Ok(())
 }
 
+// Submodules by path: this file is also compiled into the `config` fuzz target (fuzz/).
+#[path = "config/values.rs"]
 mod values;
 pub use values::PRESETS;
 
 #[cfg(test)]
+#[path = "config/tests.rs"]
 mod tests;

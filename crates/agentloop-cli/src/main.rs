@@ -661,16 +661,22 @@ async fn build_agent(
             builder = builder.instructions(local_recipe::instructions(&names));
         }
     }
+    // The tokens of MCP servers and remote agents: redacted from every tool result.
+    let mut secrets = agentloop::provider::secrets::Secrets::new();
     if !config.mcp.is_empty() {
+        for server in &config.mcp {
+            mcp_secrets(&server.transport, &mut secrets);
+        }
         let servers = agentloop::tool::mcp::McpToolSet::connect(config.mcp.clone())
             .await
             .context("starting the MCP servers")?;
         builder = builder.tool_set(std::sync::Arc::new(servers));
     }
     for remote in &config.a2a {
-        let tool = a2a::remote_agent_tool(config, remote.get_ref()).await?;
+        let tool = a2a::remote_agent_tool(config, remote.get_ref(), &mut secrets).await?;
         builder = builder.dyn_tool(std::sync::Arc::new(tool));
     }
+    builder = builder.secrets(&secrets);
     if let Some(stores) = stores {
         builder = builder.store(stores.runs).session_store(stores.sessions);
     }
@@ -678,6 +684,23 @@ async fn build_agent(
         builder = builder.observer(observer);
     }
     builder.build().context("building the agent")
+}
+
+/// The values of an MCP server's environment and headers (secrets, as the config documents).
+fn mcp_secrets(
+    transport: &agentloop::tool::mcp::McpTransport,
+    secrets: &mut agentloop::provider::secrets::Secrets,
+) {
+    use agentloop::tool::mcp::McpTransport;
+    use secrecy::ExposeSecret;
+    let values = match transport {
+        McpTransport::Stdio { env, .. } => env,
+        McpTransport::Http { headers, .. } => headers,
+    };
+    for value in values.values() {
+        let value = value.expose_secret();
+        secrets.add(value.strip_prefix("Bearer ").unwrap_or(value));
+    }
 }
 
 /// Runs once, rendering every event; Ctrl-C cancels the run.

@@ -1,5 +1,6 @@
-//! A server that echoes the API key in its error: the key reaches no output of a failing run —
-//! not stderr, not `--json` stdout, not the journal on disk, not `runs show`.
+//! The API key reaches no output of a run, wherever it comes from — a server that echoes it
+//! in its error, a tool that reads it from a file: not stderr, not `--json` stdout, not the
+//! journal on disk, not `runs show`, not the next request to the model.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use agentloop::Event;
@@ -7,7 +8,7 @@ use assert_cmd::Command;
 use serde_json::json;
 use std::path::Path;
 use wiremock::matchers::{method, path};
-use wiremock::{Mock, MockServer, ResponseTemplate};
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 const KEY: &str = "sk-test-0123456789abcdefghijKLMN";
 
@@ -88,6 +89,85 @@ async fn an_echoed_api_key_reaches_no_output_of_a_failing_run() {
     assert!(journaled, "the run was journaled on disk");
     for (name, bytes) in &outputs {
         if name.ends_with("agentloop.toml") {
+            continue;
+        }
+        let found = bytes.windows(KEY.len()).any(|window| window == KEY.as_bytes());
+        assert!(!found, "the key is in {name}");
+    }
+}
+
+/// Asks for `read_file` of `.env`, then answers once the tool result came back.
+struct ReadsTheEnvFile;
+
+impl Respond for ReadsTheEnvFile {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        let body: serde_json::Value = serde_json::from_slice(&request.body).unwrap();
+        let answered = body["messages"].as_array().unwrap().iter().any(|m| m["role"] == "tool");
+        let chunk = |delta: serde_json::Value, finish: serde_json::Value| {
+            let chunk = json!({"id": "1", "object": "chat.completion.chunk", "created": 1,
+                "model": "m", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+            format!("data: {chunk}\n\n")
+        };
+        let body = if answered {
+            chunk(json!({"role": "assistant", "content": "The file holds one key."}), json!(null))
+                + &chunk(json!({}), json!("stop"))
+        } else {
+            let call = json!({"index": 0, "id": "call_1", "type": "function",
+                "function": {"name": "read_file", "arguments": "{\"path\": \".env\"}"}});
+            chunk(json!({"role": "assistant", "tool_calls": [call]}), json!(null))
+                + &chunk(json!({}), json!("tool_calls"))
+        } + "data: [DONE]\n\n";
+        ResponseTemplate::new(200).set_body_raw(body, "text/event-stream")
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_key_a_tool_read_reaches_neither_the_model_nor_any_output() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(ReadsTheEnvFile)
+        .mount(&server)
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join(".env"), format!("OPENAI_API_KEY={KEY}\n")).unwrap();
+    std::fs::write(
+        dir.path().join("agentloop.toml"),
+        format!(
+            "[provider]\nkind = \"openai-compatible\"\nbase_url = \"{}/v1\"\nmodel = \"m\"\n\
+             api_key_env = \"MY_KEY\"\n\n[tools]\nenabled = [\"read_file\"]\n",
+            server.uri()
+        ),
+    )
+    .unwrap();
+    let output =
+        agentloop(dir.path()).args(["run", "--json", "What is in .env?"]).output().unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(stdout.contains("The file holds one key."), "{stdout}");
+    // The tool's result, as the model got it: the key redacted.
+    let sent = server.received_requests().await.unwrap();
+    assert_eq!(sent.len(), 2);
+    let second = String::from_utf8_lossy(&sent[1].body).into_owned();
+    assert!(second.contains("OPENAI_API_KEY=sk-…KLMN"), "{second}");
+    let run_id = stdout
+        .lines()
+        .find_map(|line| match serde_json::from_str::<Event>(line).ok()? {
+            Event::RunStarted { run_id, .. } => Some(run_id),
+            _ => None,
+        })
+        .unwrap();
+    let shown = agentloop(dir.path()).args(["runs", "show", &run_id]).output().unwrap();
+    assert!(shown.status.success());
+    let mut outputs = vec![
+        ("stdout".to_owned(), output.stdout),
+        ("stderr".to_owned(), output.stderr),
+        ("runs show".to_owned(), shown.stdout),
+        ("the second request".to_owned(), sent[1].body.clone()),
+    ];
+    files(dir.path(), &mut outputs);
+    for (name, bytes) in &outputs {
+        if name.ends_with("agentloop.toml") || name.ends_with(".env") {
             continue;
         }
         let found = bytes.windows(KEY.len()).any(|window| window == KEY.as_bytes());

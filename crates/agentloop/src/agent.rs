@@ -374,6 +374,7 @@ pub struct AgentBuilder {
     tool_protocol: crate::provider::ToolProtocol,
     step_tool_choice: Option<crate::provider::StepToolChoice>,
     observer: Option<Arc<dyn crate::observe::Observer>>,
+    secrets: crate::provider::secrets::Secrets,
 }
 
 impl AgentBuilder {
@@ -395,6 +396,7 @@ impl AgentBuilder {
             tool_protocol: crate::provider::ToolProtocol::Auto,
             step_tool_choice: None,
             observer: None,
+            secrets: crate::provider::secrets::Secrets::new(),
         }
     }
 
@@ -649,6 +651,20 @@ impl AgentBuilder {
         self
     }
 
+    /// Redacts `secret` (a token, a password; 8 characters or more) from every tool result
+    /// and tool error before it is journaled, streamed or shown to the model. The provider's
+    /// own secrets (its API key, its credential headers) are redacted without this.
+    pub fn secret(mut self, secret: impl AsRef<str>) -> Self {
+        self.secrets.add(secret.as_ref());
+        self
+    }
+
+    /// [`secret`](Self::secret) for each of `secrets`.
+    pub fn secrets(mut self, secrets: &crate::provider::secrets::Secrets) -> Self {
+        self.secrets.extend(secrets);
+        self
+    }
+
     /// Keeps the conversations of multi-turn sessions ([`Agent::session`]) in this store.
     pub fn session_store(mut self, store: Arc<dyn SessionStore>) -> Self {
         self.sessions = Some(store);
@@ -709,6 +725,8 @@ impl AgentBuilder {
             config_hash: String::new(),
         };
         let retry = self.retry.unwrap_or_else(|| provider.retry_policy());
+        let mut secrets = provider.secrets();
+        secrets.extend(&self.secrets);
         let model = provider.name().to_owned();
         if self.config.context.context_window.is_none() {
             self.config.context.context_window = crate::context::context_window_for(&model);
@@ -730,6 +748,7 @@ impl AgentBuilder {
                 concurrency: self.concurrency,
                 quiet: false,
                 observer: None,
+                secrets: Arc::new(secrets),
             },
             config: Arc::new(self.config),
             store: self.store,

@@ -51,6 +51,8 @@ pub(crate) struct Driver {
     /// The observer of the run being driven, asked for the trace context of the model's
     /// requests and of the tool calls (`None`: not observed).
     pub(crate) observer: Option<Arc<dyn crate::observe::RunObserver>>,
+    /// Redacted from every tool result and tool error before the run records it.
+    pub(crate) secrets: Arc<crate::provider::secrets::Secrets>,
 }
 
 /// A run's observer as the tools' source of trace context.

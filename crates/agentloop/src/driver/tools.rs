@@ -7,6 +7,7 @@ use super::{fail_hook, fail_on_error, wait_for_resume, Driver, Outbox, Scope};
 use crate::event::Event;
 use crate::hooks::{Approval, CriticalFailure, HookContext};
 use crate::message::ToolCall;
+use crate::provider::secrets::Secrets;
 use crate::run::{Gate, Run, ToolInvocation};
 use crate::tool::{parse_arguments, raw_arguments, CallLink, ToolContext, ToolError, ToolOutput};
 use futures::stream::FuturesUnordered;
@@ -122,6 +123,7 @@ impl Driver {
                         match self.prepare(&ctx, &call, parsed, approved, &mut events).await {
                             Err(failure) => fail_hook(run, failure),
                             Ok(Prepared::Answered(result)) => {
+                                let result = redacted(&self.secrets, result);
                                 let fed = run.tool_finished(&call.id, result, Duration::ZERO);
                                 fail_on_error(run, fed);
                             }
@@ -262,15 +264,40 @@ impl Driver {
         };
         let tools = self.tools.clone();
         let hooks = self.hooks.clone();
+        let secrets = self.secrets.clone();
         async move {
             let execution = tools.execute_shared(&call.name, arguments, ctx).await;
+            // Before any hook sees it: a hook may log it.
+            let result = redacted(&secrets, execution.result);
             let mut events = Vec::new();
             let result = if hooks.is_empty() {
-                Ok(execution.result)
+                Ok(result)
             } else {
-                hooks.after_tool(&hook_ctx, &call, execution.result, &mut events).await
+                hooks.after_tool(&hook_ctx, &call, result, &mut events).await
             };
             Finished { call, result, duration: execution.duration, events }
         }
+    }
+}
+
+/// `result` with the agent's secrets redacted from its text (a tool that printed the
+/// environment, a server that echoed its token).
+fn redacted(
+    secrets: &Secrets,
+    result: Result<ToolOutput, ToolError>,
+) -> Result<ToolOutput, ToolError> {
+    if secrets.is_empty() {
+        return result;
+    }
+    match result {
+        Ok(ToolOutput::Value(mut value)) => {
+            secrets.redact_value(&mut value);
+            Ok(ToolOutput::Value(value))
+        }
+        Ok(ToolOutput::Done(answer)) => Ok(ToolOutput::Done(secrets.redact(&answer).into_owned())),
+        Ok(ToolOutput::AskUser(question)) => {
+            Ok(ToolOutput::AskUser(secrets.redact(&question).into_owned()))
+        }
+        Err(error) => Err(secrets.redact_serde(error)),
     }
 }

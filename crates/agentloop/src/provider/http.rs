@@ -671,6 +671,9 @@ impl<W: WireFormat> Provider for HttpProvider<W> {
     fn native_output(&self, with_tools: bool) -> bool {
         self.shared.format.native_output(with_tools)
     }
+    fn secrets(&self) -> Secrets {
+        self.shared.secrets.clone()
+    }
 }
 
 #[cfg(test)]

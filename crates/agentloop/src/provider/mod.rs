@@ -325,6 +325,12 @@ pub trait Provider: Send + Sync {
         let _ = with_tools;
         false
     }
+
+    /// The secrets this provider holds (its API key, its credential headers): an agent
+    /// redacts them from every tool result and error ([`secrets`]). Default: none.
+    fn secrets(&self) -> secrets::Secrets {
+        secrets::Secrets::new()
+    }
 }
 
 impl<P: Provider + ?Sized> Provider for Arc<P> {
@@ -355,6 +361,9 @@ impl<P: Provider + ?Sized> Provider for Arc<P> {
     fn native_output(&self, with_tools: bool) -> bool {
         (**self).native_output(with_tools)
     }
+    fn secrets(&self) -> secrets::Secrets {
+        (**self).secrets()
+    }
 }
 
 impl<P: Provider + ?Sized> Provider for Box<P> {
@@ -384,6 +393,9 @@ impl<P: Provider + ?Sized> Provider for Box<P> {
     }
     fn native_output(&self, with_tools: bool) -> bool {
         (**self).native_output(with_tools)
+    }
+    fn secrets(&self) -> secrets::Secrets {
+        (**self).secrets()
     }
 }
 

@@ -7,7 +7,7 @@
 
 mod parser;
 
-pub use parser::{ToolCallParser, MALFORMED_CALL_NAME};
+pub use parser::{ToolCallParser, DEFAULT_MAX_CALL_BYTES, MALFORMED_CALL_NAME};
 
 use super::{
     ChunkStream, ModelRequest, ModelResponse, Provider, ProviderError, RetryPolicy, StreamChunk,
@@ -287,7 +287,23 @@ impl PromptedProtocol {
             let mut finished = false;
             while let Some(item) = inner.next().await {
                 match item {
-                    Ok(StreamChunk::TextDelta { text }) => parser.push(&text, &mut out),
+                    Ok(StreamChunk::TextDelta { text }) => {
+                        parser.push(&text, &mut out);
+                        if parser.overflowed() {
+                            for chunk in out.drain(..) {
+                                yield Ok(chunk);
+                            }
+                            yield Err(ProviderError::Protocol {
+                                message: format!(
+                                    "a prompted tool call is longer than {} bytes without its \
+                                     closing tag (the model's output is not a call)",
+                                    parser.max_call_bytes()
+                                ),
+                                excerpt: String::new(),
+                            });
+                            return;
+                        }
+                    }
                     Ok(StreamChunk::Finish { reason }) => {
                         let reason = finish_with(&mut parser, reason, &mut out);
                         out.push(StreamChunk::Finish { reason });
@@ -488,6 +504,9 @@ impl<P: Provider> Provider for PromptedTools<P> {
     /// request without tools.
     fn native_output(&self, with_tools: bool) -> bool {
         !with_tools && self.inner.native_output(false)
+    }
+    fn secrets(&self) -> super::secrets::Secrets {
+        self.inner.secrets()
     }
 }
 

@@ -232,6 +232,9 @@ impl<P: Provider> Provider for RecordingProvider<P> {
     fn native_output(&self, with_tools: bool) -> bool {
         self.inner.native_output(with_tools)
     }
+    fn secrets(&self) -> super::secrets::Secrets {
+        self.inner.secrets()
+    }
 }
 
 /// Serves a cassette: the n-th request gets the n-th recorded response, if the request is the

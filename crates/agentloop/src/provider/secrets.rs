@@ -1,9 +1,14 @@
-//! The secrets of a provider — its API key, the values of its credential headers — kept
-//! out of everything it reports: an error whose message or excerpt holds one (a server that
-//! echoes the key in a 401 body) has it replaced by a redacted form (`sk-…abcd`) before the
-//! error reaches a log, an event, the journal or an output.
+//! The secret registry: API keys and the values of credential headers, kept out of everything
+//! a run reports. A provider redacts its own from its errors (a server that echoes the key in
+//! a 401 body); an agent holds its provider's and the ones it is given
+//! ([`AgentBuilder::secret`](crate::AgentBuilder::secret)) and redacts them from every tool
+//! result and tool error before the result is journaled, streamed or shown to the model (a
+//! shell tool that prints the environment, an MCP server that echoes its token). The
+//! redacted form is `sk-…abcd`.
 
 use super::ProviderError;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 use serde_json::Value;
 use std::borrow::Cow;
 
@@ -52,6 +57,13 @@ impl Secrets {
         }
     }
 
+    /// Adds every secret of `other`.
+    pub fn extend(&mut self, other: &Secrets) {
+        for (secret, _) in &other.pairs {
+            self.add(secret);
+        }
+    }
+
     /// Whether there is nothing to redact.
     pub fn is_empty(&self) -> bool {
         self.pairs.is_empty()
@@ -70,18 +82,24 @@ impl Secrets {
 
     /// `error` with every secret in its text redacted.
     pub fn redact_error(&self, error: ProviderError) -> ProviderError {
-        if self.is_empty() {
-            return error;
-        }
-        let Ok(mut value) = serde_json::to_value(&error) else { return error };
-        if !self.redact_value(&mut value) {
-            return error;
-        }
-        serde_json::from_value(value).unwrap_or(error)
+        self.redact_serde(error)
     }
 
-    /// Redacts every string in `value`; whether one changed.
-    fn redact_value(&self, value: &mut Value) -> bool {
+    /// `value` with every secret in its strings redacted (through its JSON form; given back
+    /// unchanged when it holds none).
+    pub fn redact_serde<T: Serialize + DeserializeOwned>(&self, value: T) -> T {
+        if self.is_empty() {
+            return value;
+        }
+        let Ok(mut json) = serde_json::to_value(&value) else { return value };
+        if !self.redact_value(&mut json) {
+            return value;
+        }
+        serde_json::from_value(json).unwrap_or(value)
+    }
+
+    /// Redacts every string in `value` (object keys stay); whether one changed.
+    pub fn redact_value(&self, value: &mut Value) -> bool {
         match value {
             Value::String(text) => match self.redact(text) {
                 Cow::Owned(clean) => {

@@ -115,6 +115,9 @@ impl<P: Provider> Provider for ToolChoicePolicy<P> {
     fn native_output(&self, with_tools: bool) -> bool {
         self.inner.native_output(with_tools)
     }
+    fn secrets(&self) -> super::secrets::Secrets {
+        self.inner.secrets()
+    }
 }
 
 #[cfg(test)]

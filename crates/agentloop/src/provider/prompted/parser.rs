@@ -8,6 +8,11 @@ use serde_json::Value;
 /// the executor answers it with an "unknown tool" error the model sees.
 pub const MALFORMED_CALL_NAME: &str = "malformed_tool_call";
 
+/// The longest call body the parser holds by default (8 MiB): a call block that grows past
+/// it without its closing tag is dropped and the parser reports the overflow
+/// ([`ToolCallParser::overflowed`]).
+pub const DEFAULT_MAX_CALL_BYTES: usize = 8 << 20;
+
 /// What an opening tag starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Block {
@@ -76,6 +81,10 @@ pub struct ToolCallParser {
     /// In a call block: the buffer before this offset holds no start of the closing tag (the
     /// search resumes there, so a long call read in pieces is searched once).
     closer_from: usize,
+    /// The longest call body held (see [`DEFAULT_MAX_CALL_BYTES`]).
+    max_call_bytes: usize,
+    /// A call block grew past `max_call_bytes`: the rest of the text is ignored.
+    overflowed: bool,
 }
 
 impl Default for ToolCallParser {
@@ -95,7 +104,26 @@ impl ToolCallParser {
             calls: 0,
             id_prefix: None,
             closer_from: 0,
+            max_call_bytes: DEFAULT_MAX_CALL_BYTES,
+            overflowed: false,
         }
+    }
+
+    /// This parser with a limit on a call's body, in bytes.
+    pub fn with_max_call_bytes(mut self, max: usize) -> Self {
+        self.max_call_bytes = max;
+        self
+    }
+
+    /// The limit on a call's body, in bytes.
+    pub fn max_call_bytes(&self) -> usize {
+        self.max_call_bytes
+    }
+
+    /// Whether a call block grew past the limit without its closing tag: the call and all
+    /// text after it were dropped (a caller ends the response with an error).
+    pub fn overflowed(&self) -> bool {
+        self.overflowed
     }
 
     /// A parser whose call ids are `<prefix><index of the call>` (deterministic ids).
@@ -115,6 +143,9 @@ impl ToolCallParser {
 
     /// Reads the next piece of generated text; appends what it completes to `out`.
     pub fn push(&mut self, text: &str, out: &mut Vec<StreamChunk>) {
+        if self.overflowed {
+            return;
+        }
         self.buffer.push_str(text);
         loop {
             let progressed = match self.block {
@@ -131,6 +162,9 @@ impl ToolCallParser {
     /// call is emitted when `complete_calls` is true or its body is a whole JSON call (models
     /// often stop without the closing tag); otherwise its text is dropped (a cut-off call).
     pub fn finish(&mut self, complete_calls: bool, out: &mut Vec<StreamChunk>) {
+        if self.overflowed {
+            return;
+        }
         let rest = std::mem::take(&mut self.buffer);
         match self.block.take() {
             None => self.text(&rest, out),
@@ -200,6 +234,12 @@ impl ToolCallParser {
             return true;
         }
         if block.is_call() {
+            if self.buffer.len() > self.max_call_bytes {
+                self.overflowed = true;
+                self.buffer = String::new();
+                self.block = None;
+                return false;
+            }
             // The closing tag may start in the last `closer.len() - 1` bytes.
             let mut from = self.buffer.len().saturating_sub(closer.len() - 1);
             while !self.buffer.is_char_boundary(from) {

@@ -591,3 +591,33 @@ fn a_long_call_in_small_pieces_is_parsed_in_linear_time() {
     assert_eq!(arguments.len(), value.len() + r#"{"text":""}"#.len(), "{}", &arguments[..40]);
     assert!(matches!(out.last(), Some(StreamChunk::TextDelta { text }) if text == "done"));
 }
+
+#[test]
+fn a_call_longer_than_the_limit_is_dropped_and_reported() {
+    let mut parser = ToolCallParser::with_id_prefix("c").with_max_call_bytes(64);
+    let mut out = Vec::new();
+    parser.push("Calling. <tool_call>{\"name\": \"write\", \"arguments\": {\"text\": \"", &mut out);
+    assert!(!parser.overflowed());
+    parser.push(&"x".repeat(100), &mut out);
+    assert!(parser.overflowed());
+    parser.push("\"}}</tool_call> more text", &mut out);
+    parser.finish(true, &mut out);
+    assert_eq!(out, vec![text("Calling.")], "the call and what follows are dropped");
+}
+
+#[tokio::test]
+async fn a_stream_with_an_overlong_call_ends_with_a_protocol_error() {
+    // 9 MiB of call body without its closing tag: past the 8 MiB default.
+    let piece = "x".repeat(1 << 20);
+    let mut chunks = vec![Ok(StreamChunk::TextDelta { text: "<tool_call>{\"a\": \"".into() })];
+    chunks.extend((0..9).map(|_| Ok(StreamChunk::TextDelta { text: piece.clone() })));
+    chunks.push(Ok(StreamChunk::Finish { reason: FinishReason::Stop }));
+    let protocol = PromptedProtocol::new(ToolCallFormat::Hermes);
+    let stream = protocol.parse_stream(Box::pin(futures::stream::iter(chunks)));
+    let error = collect(stream).await.unwrap_err();
+    assert!(
+        matches!(&error, ProviderError::Protocol { message, .. }
+            if message.contains("longer than 8388608 bytes")),
+        "{error:?}"
+    );
+}
