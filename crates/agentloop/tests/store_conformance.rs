@@ -622,7 +622,36 @@ conformance!(
     tails_and_remote_control,
     list_pages,
     registry,
+    many_runs_at_once,
 );
+
+/// 200 runs append their journals an event at a time, all at once (on SQLite, through one
+/// writer that commits them in groups), each append raced by a stale one: every run ends
+/// with exactly its journal, dense, and every stale append is refused.
+async fn many_runs_at_once(store: Stores) {
+    let ids: Vec<String> = (0..200).map(|_| run_id()).collect();
+    let writes = ids.iter().map(|id| {
+        let store = store.clone();
+        async move {
+            let events = journal(id);
+            store.append(id, 0, &events[..1]).await.unwrap();
+            for (seq, event) in (1u64..).zip(&events[1..]) {
+                let one = std::slice::from_ref(event);
+                let stale = store.append(id, seq - 1, one);
+                let (written, stale) = futures::join!(store.append(id, seq, one), stale);
+                assert_eq!(written.unwrap(), seq + 1);
+                assert!(matches!(stale, Err(StoreError::Conflict { .. })), "{stale:?}");
+            }
+        }
+    });
+    futures::future::join_all(writes).await;
+    for id in &ids {
+        let loaded = store.load(id).await.unwrap();
+        let events: Vec<Event> = loaded.iter().map(|entry| (*entry.event).clone()).collect();
+        assert_eq!(events, journal(id), "run {id}");
+        assert!(store.delete_run(id).await.unwrap());
+    }
+}
 
 /// Two writers on one store.
 async fn racing(store: Stores) {
