@@ -34,6 +34,38 @@ fn files(dir: &Path, out: &mut Vec<(String, Vec<u8>)>) {
     }
 }
 
+/// `agentloop.toml` for an OpenAI-compatible `server` whose key is in `MY_KEY`, then `extra`.
+fn write_config(dir: &Path, server: &MockServer, extra: &str) {
+    let config = format!(
+        "[provider]\nkind = \"openai-compatible\"\nbase_url = \"{}/v1\"\nmodel = \"m\"\n\
+         api_key_env = \"MY_KEY\"\n\n{extra}",
+        server.uri()
+    );
+    std::fs::write(dir.join("agentloop.toml"), config).unwrap();
+}
+
+/// The run id in `--json` output.
+fn run_id_of(stdout: &str) -> String {
+    stdout
+        .lines()
+        .find_map(|line| match serde_json::from_str::<Event>(line).ok()? {
+            Event::RunStarted { run_id, .. } => Some(run_id),
+            _ => None,
+        })
+        .unwrap()
+}
+
+/// No output holds the key (the files that hold it by design aside: the config, `.env`).
+fn assert_no_key(outputs: &[(String, Vec<u8>)]) {
+    for (name, bytes) in outputs {
+        if name.ends_with("agentloop.toml") || name.ends_with(".env") {
+            continue;
+        }
+        let found = bytes.windows(KEY.len()).any(|window| window == KEY.as_bytes());
+        assert!(!found, "the key is in {name}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn an_echoed_api_key_reaches_no_output_of_a_failing_run() {
     let server = MockServer::start().await;
@@ -46,15 +78,7 @@ async fn an_echoed_api_key_reaches_no_output_of_a_failing_run() {
         .mount(&server)
         .await;
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("agentloop.toml"),
-        format!(
-            "[provider]\nkind = \"openai-compatible\"\nbase_url = \"{}/v1\"\nmodel = \"m\"\n\
-             api_key_env = \"MY_KEY\"\n",
-            server.uri()
-        ),
-    )
-    .unwrap();
+    write_config(dir.path(), &server, "");
     let mut outputs = Vec::new();
     for json in [true, false] {
         let mut command = agentloop(dir.path());
@@ -73,13 +97,7 @@ async fn an_echoed_api_key_reaches_no_output_of_a_failing_run() {
     let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
     let stderr = text(&outputs[3].1);
     assert!(stderr.contains("Incorrect API key provided: sk-…KLMN"), "{stderr}");
-    let run_id = text(&outputs[0].1)
-        .lines()
-        .find_map(|line| match serde_json::from_str::<Event>(line).ok()? {
-            Event::RunStarted { run_id, .. } => Some(run_id),
-            _ => None,
-        })
-        .unwrap();
+    let run_id = run_id_of(&text(&outputs[0].1));
     let shown = agentloop(dir.path()).args(["runs", "show", &run_id]).output().unwrap();
     assert!(shown.status.success());
     outputs.push(("runs show".to_owned(), shown.stdout));
@@ -87,13 +105,7 @@ async fn an_echoed_api_key_reaches_no_output_of_a_failing_run() {
     files(dir.path(), &mut outputs);
     let journaled = outputs.iter().any(|(name, _)| name.contains(".agentloop"));
     assert!(journaled, "the run was journaled on disk");
-    for (name, bytes) in &outputs {
-        if name.ends_with("agentloop.toml") {
-            continue;
-        }
-        let found = bytes.windows(KEY.len()).any(|window| window == KEY.as_bytes());
-        assert!(!found, "the key is in {name}");
-    }
+    assert_no_key(&outputs);
 }
 
 /// Asks for `read_file` of `.env`, then answers once the tool result came back.
@@ -131,15 +143,7 @@ async fn a_key_a_tool_read_reaches_neither_the_model_nor_any_output() {
         .await;
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join(".env"), format!("OPENAI_API_KEY={KEY}\n")).unwrap();
-    std::fs::write(
-        dir.path().join("agentloop.toml"),
-        format!(
-            "[provider]\nkind = \"openai-compatible\"\nbase_url = \"{}/v1\"\nmodel = \"m\"\n\
-             api_key_env = \"MY_KEY\"\n\n[tools]\nenabled = [\"read_file\"]\n",
-            server.uri()
-        ),
-    )
-    .unwrap();
+    write_config(dir.path(), &server, "[tools]\nenabled = [\"read_file\"]\n");
     let output =
         agentloop(dir.path()).args(["run", "--json", "What is in .env?"]).output().unwrap();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
@@ -150,13 +154,7 @@ async fn a_key_a_tool_read_reaches_neither_the_model_nor_any_output() {
     assert_eq!(sent.len(), 2);
     let second = String::from_utf8_lossy(&sent[1].body).into_owned();
     assert!(second.contains("OPENAI_API_KEY=sk-…KLMN"), "{second}");
-    let run_id = stdout
-        .lines()
-        .find_map(|line| match serde_json::from_str::<Event>(line).ok()? {
-            Event::RunStarted { run_id, .. } => Some(run_id),
-            _ => None,
-        })
-        .unwrap();
+    let run_id = run_id_of(&stdout);
     let shown = agentloop(dir.path()).args(["runs", "show", &run_id]).output().unwrap();
     assert!(shown.status.success());
     let mut outputs = vec![
@@ -166,11 +164,5 @@ async fn a_key_a_tool_read_reaches_neither_the_model_nor_any_output() {
         ("the second request".to_owned(), sent[1].body.clone()),
     ];
     files(dir.path(), &mut outputs);
-    for (name, bytes) in &outputs {
-        if name.ends_with("agentloop.toml") || name.ends_with(".env") {
-            continue;
-        }
-        let found = bytes.windows(KEY.len()).any(|window| window == KEY.as_bytes());
-        assert!(!found, "the key is in {name}");
-    }
+    assert_no_key(&outputs);
 }
