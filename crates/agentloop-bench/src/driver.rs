@@ -64,6 +64,111 @@ pub struct Plan {
     pub runs: u64,
     /// Record per-round CPU of the first measured run (history scenario; concurrency 1).
     pub history: bool,
+    /// Where agentloop's runs are journaled (`--store`; none by default).
+    pub store: JournalStore,
+}
+
+/// Where agentloop's runs are journaled in the benchmark (`--store`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum JournalStore {
+    /// Not journaled (the agent has no store).
+    #[default]
+    None,
+    /// The memory store.
+    Memory,
+    /// A SQLite file in the temporary directory, committed as the mode says.
+    Sqlite(agentloop::store::Durability),
+    /// Redis at `AGENTLOOP_REDIS_URL` (default `redis://127.0.0.1:6379`), under a key prefix
+    /// of the process's own, committed as the mode says.
+    Redis(agentloop::store::Durability),
+}
+
+impl std::str::FromStr for JournalStore {
+    type Err = String;
+
+    /// `none`, `memory`, `sqlite`, `sqlite-checkpoint`, `redis`, `redis-checkpoint`.
+    fn from_str(text: &str) -> Result<Self, String> {
+        use agentloop::store::Durability::{Checkpoint, Sync};
+        Ok(match text {
+            "none" => Self::None,
+            "memory" => Self::Memory,
+            "sqlite" => Self::Sqlite(Sync),
+            "sqlite-checkpoint" => Self::Sqlite(Checkpoint),
+            "redis" => Self::Redis(Sync),
+            "redis-checkpoint" => Self::Redis(Checkpoint),
+            other => return Err(format!("unknown store {other:?}")),
+        })
+    }
+}
+
+impl JournalStore {
+    /// The `--store` argument that names it.
+    pub fn name(self) -> &'static str {
+        use agentloop::store::Durability::{Checkpoint, Off, Sync};
+        match self {
+            Self::None => "none",
+            Self::Memory => "memory",
+            Self::Sqlite(Sync | Off) => "sqlite",
+            Self::Sqlite(Checkpoint) => "sqlite-checkpoint",
+            Self::Redis(Sync | Off) => "redis",
+            Self::Redis(Checkpoint) => "redis-checkpoint",
+        }
+    }
+
+    /// Deletes every run the benchmark journaled in `store` (and the SQLite file).
+    pub async fn clean(self, store: &dyn agentloop::store::RunStore) -> Result<(), String> {
+        use agentloop::store::RunFilter;
+        if let Self::Sqlite(_) = self {
+            for suffix in ["", "-wal", "-shm"] {
+                let _ =
+                    std::fs::remove_file(Self::sqlite_path().with_extension(format!("db{suffix}")));
+            }
+            return Ok(());
+        }
+        loop {
+            let runs =
+                store.list_runs(&RunFilter::all().limit(1_000)).await.map_err(|e| e.to_string())?;
+            if runs.is_empty() {
+                return Ok(());
+            }
+            for run in runs {
+                store.delete_run(&run.run_id).await.map_err(|e| e.to_string())?;
+            }
+        }
+    }
+
+    /// The SQLite file of this process's benchmark.
+    fn sqlite_path() -> std::path::PathBuf {
+        std::env::temp_dir().join(format!("agentloop-bench-{}.db", std::process::id()))
+    }
+
+    /// The store and its durability (`None`: no store).
+    pub async fn open(
+        self,
+    ) -> Result<Option<(Arc<dyn agentloop::store::RunStore>, agentloop::store::Durability)>, String>
+    {
+        use agentloop::store::{redis, sqlite, Durability, MemoryStore};
+        let pid = std::process::id();
+        Ok(match self {
+            Self::None => None,
+            Self::Memory => Some((Arc::new(MemoryStore::new()), Durability::Sync)),
+            Self::Sqlite(mode) => {
+                let store =
+                    sqlite::SqliteStore::open(Self::sqlite_path()).map_err(|e| e.to_string())?;
+                Some((Arc::new(store), mode))
+            }
+            Self::Redis(mode) => {
+                let url = std::env::var("AGENTLOOP_REDIS_URL")
+                    .unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+                let options =
+                    redis::RedisOptions::default().prefix(format!("agentloop-bench:{pid}:"));
+                let store = redis::RedisStore::connect_with(&url, options)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Some((Arc::new(store), mode))
+            }
+        })
+    }
 }
 
 impl Plan {
@@ -177,6 +282,10 @@ async fn phase(job: &Arc<Job>, concurrency: u64, runs: u64, expected_rounds: u64
 pub async fn drive(plan: &Plan) -> Result<DriverReport, String> {
     let expected_rounds =
         if plan.kind == Kind::Trivial { 1 } else { plan.script.requests_per_run() };
+    let journal = match plan.kind {
+        Kind::Agentloop if !plan.history => plan.store.open().await?,
+        _ => None,
+    };
     let job = Arc::new(match plan.kind {
         Kind::Floor => {
             let client = reqwest::Client::builder()
@@ -195,10 +304,9 @@ pub async fn drive(plan: &Plan) -> Result<DriverReport, String> {
         Kind::Agentloop => {
             let provider = via_agentloop::provider(&plan.url, plan.script, plan.stream)
                 .map_err(|e| e.to_string())?;
-            Job::Agent(
-                Box::new(via_agentloop::agent(provider, plan.script).map_err(|e| e.to_string())?),
-                None,
-            )
+            let agent = via_agentloop::agent_with_store(provider, plan.script, journal.clone())
+                .map_err(|e| e.to_string())?;
+            Job::Agent(Box::new(agent), None)
         }
         Kind::Trivial => {
             let client = reqwest::Client::builder().build().map_err(|e| e.to_string())?;
@@ -238,6 +346,9 @@ pub async fn drive(plan: &Plan) -> Result<DriverReport, String> {
     report.first_error = warm.first_error.or(measured.first_error);
     report.requests_sent = plan.expected_requests();
     report.peak_rss_kb = measure::status_kb("VmHWM").unwrap_or(0);
+    if let Some((store, _)) = &journal {
+        plan.store.clean(store.as_ref()).await?;
+    }
     Ok(report)
 }
 
@@ -294,7 +405,7 @@ async fn history_run(job: &Arc<Job>, expected_rounds: u64) -> Result<(Tally, His
 }
 
 /// Parses `bench-driver` arguments (`--driver floor --url U --k 10 --p 1 --latency-ms 0
-/// --stream --concurrency 1 --warmup 5 --runs 40 --history`).
+/// --stream --concurrency 1 --warmup 5 --runs 40 --history --store sqlite`).
 pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Plan, String> {
     let mut plan = Plan {
         kind: Kind::Floor,
@@ -305,6 +416,7 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Plan, String
         warmup: 1,
         runs: 1,
         history: false,
+        store: JournalStore::None,
     };
     let mut args = args.into_iter();
     let (mut k, mut p, mut l) = (10u32, 1u32, 0u64);
@@ -322,6 +434,7 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Plan, String
             "--warmup" => plan.warmup = number(value()?)?,
             "--runs" => plan.runs = number(value()?)?,
             "--history" => plan.history = true,
+            "--store" => plan.store = value()?.parse()?,
             other => return Err(format!("unknown argument {other:?}")),
         }
     }

@@ -3,7 +3,7 @@
 //! repetitions, medians), checks every driver's work against the server's request count,
 //! and prints the markdown table with ratios to the floor measured in the same run.
 
-use crate::driver::{Kind, Plan};
+use crate::driver::{JournalStore, Kind, Plan};
 use crate::report::{markdown, median, DriverReport, Row};
 use crate::scenario::Script;
 use std::io::{BufRead, BufReader};
@@ -147,6 +147,9 @@ async fn run_driver(server: &Server, options: &Options, plan: &Plan) -> Result<M
     }
     if plan.history {
         command.arg("--history");
+    }
+    if plan.store != JournalStore::None {
+        command.args(["--store", plan.store.name()]);
     }
     let output = command.stderr(Stdio::inherit()).output().map_err(|e| e.to_string())?;
     let wall = started.elapsed().as_secs_f64() * 1e6;
@@ -363,6 +366,7 @@ pub async fn run(options: &Options) -> Result<Results, String> {
             warmup: 1,
             runs,
             history: false,
+            store: JournalStore::None,
         };
         let measured = run_driver(&server, options, &plan).await?;
         let line = format!(
@@ -386,6 +390,7 @@ pub async fn run(options: &Options) -> Result<Results, String> {
             warmup: sizes.seq_warmup,
             runs: sizes.seq_runs,
             history: false,
+            store: JournalStore::None,
         };
         let (floor, agentloop) =
             pairs(&server, options, &plan, sizes.seq_reps, &mut results.log).await?;
@@ -420,6 +425,7 @@ pub async fn run(options: &Options) -> Result<Results, String> {
             warmup: 1,
             runs: sizes.conc_runs[i],
             history: false,
+            store: JournalStore::None,
         };
         let (floor, agentloop) =
             pairs(&server, options, &plan, sizes.conc_reps, &mut results.log).await?;
@@ -471,6 +477,7 @@ async fn history(
         warmup: 1,
         runs: 1,
         history: true,
+        store: JournalStore::None,
     };
     let (floor, agentloop) = pairs(server, options, &plan, sizes.history_reps, log).await?;
     let k = u64::from(sizes.history_k);

@@ -50,9 +50,23 @@ pub fn provider(
 /// An agent on `provider` with the `add` tool, allowed enough iterations for `script`, and
 /// no message window (every request holds the whole conversation, as the floor's do).
 pub fn agent(provider: impl Provider + 'static, script: Script) -> Result<Agent, SetupError> {
+    agent_with_store(provider, script, None)
+}
+
+/// [`agent`], journaling its runs in `store` with its durability mode, if given.
+pub fn agent_with_store(
+    provider: impl Provider + 'static,
+    script: Script,
+    store: Option<(Arc<dyn agentloop::store::RunStore>, agentloop::store::Durability)>,
+) -> Result<Agent, SetupError> {
     let iterations = u32::try_from(script.requests_per_run() + 1).unwrap_or(u32::MAX);
     let context = ContextConfig { max_input_messages: None, ..ContextConfig::default() };
-    Ok(Agent::builder(provider).tool(Add).max_iterations(iterations).context(context).build()?)
+    let mut builder =
+        Agent::builder(provider).tool(Add).max_iterations(iterations).context(context);
+    if let Some((store, durability)) = store {
+        builder = builder.store(store).durability(durability);
+    }
+    Ok(builder.build()?)
 }
 
 /// Runs the task once: the outcome (whose `iterations` are the model round trips).

@@ -54,6 +54,8 @@ pub struct Agent {
     sessions: Option<Arc<dyn SessionStore>>,
     /// How long a run's lease lasts without renewal (see [`crate::store::lease`]).
     lease_ttl: Duration,
+    /// When the journal is committed.
+    durability: crate::store::Durability,
     /// Who runs the agent's runs (the config hash is computed per run).
     identity: RunIdentity,
     /// Sees every run's events (telemetry), if set.
@@ -183,7 +185,7 @@ impl Agent {
     ) -> EventStream {
         let Some(store) = &self.store else { return events };
         let (store, ttl, control) = (store.clone(), self.lease_ttl, Some(control.clone()));
-        journaled_leased(events, store, run_id, lease, ttl, next_seq, control)
+        journaled_leased(events, store, run_id, (lease, ttl), next_seq, control, self.durability)
     }
 
     /// Drives an existing run, journaled from `next_seq` (`None`: the store's length).
@@ -371,6 +373,7 @@ pub struct AgentBuilder {
     store: Option<Arc<dyn RunStore>>,
     sessions: Option<Arc<dyn SessionStore>>,
     lease_ttl: Duration,
+    durability: crate::store::Durability,
     tool_protocol: crate::provider::ToolProtocol,
     step_tool_choice: Option<crate::provider::StepToolChoice>,
     observer: Option<Arc<dyn crate::observe::Observer>>,
@@ -393,6 +396,7 @@ impl AgentBuilder {
             store: None,
             sessions: None,
             lease_ttl: DEFAULT_LEASE_TTL,
+            durability: crate::store::Durability::Sync,
             tool_protocol: crate::provider::ToolProtocol::Auto,
             step_tool_choice: None,
             observer: None,
@@ -645,6 +649,16 @@ impl AgentBuilder {
         self
     }
 
+    /// When the store commits the journal (default [`Durability::Sync`]; see
+    /// [`Durability`] for what a crash may lose in each mode).
+    ///
+    /// [`Durability`]: crate::store::Durability
+    /// [`Durability::Sync`]: crate::store::Durability::Sync
+    pub fn durability(mut self, durability: crate::store::Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+
     /// Shows every run's events to `observer` (telemetry: see [`crate::observe`]).
     pub fn observer(mut self, observer: Arc<dyn crate::observe::Observer>) -> Self {
         self.observer = Some(observer);
@@ -754,6 +768,7 @@ impl AgentBuilder {
             store: self.store,
             sessions: self.sessions,
             lease_ttl: self.lease_ttl,
+            durability: self.durability,
             identity,
             observer: self.observer,
         })

@@ -12,6 +12,7 @@ fn plan() -> Plan {
         warmup: 1,
         runs: 3,
         history: false,
+        store: JournalStore::None,
     }
 }
 

@@ -29,7 +29,7 @@ pub fn journaled(
     run_id: String,
     next_seq: Option<u64>,
 ) -> EventStream {
-    journal_loop(events, store, run_id, None, next_seq, None)
+    journal_loop(events, store, run_id, None, next_seq, None, Durability::Sync)
 }
 
 /// [`journaled`], by the holder of the run's lease (see [`crate::store::lease`]): `lease` is
@@ -47,7 +47,42 @@ pub fn journaled_with_lease(
     ttl: Duration,
     next_seq: Option<u64>,
 ) -> EventStream {
-    journal_loop(events, store, run_id, Some((lease, ttl)), next_seq, None)
+    journal_loop(events, store, run_id, Some((lease, ttl)), next_seq, None, Durability::Sync)
+}
+
+/// When a run's durable events are committed (LangGraph calls these durability modes).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Durability {
+    /// Every durable event is committed before it is streamed (the default). A crash loses
+    /// nothing that was streamed.
+    #[default]
+    Sync,
+    /// Events stream at once and are committed together at the next **checkpoint**: before a
+    /// side effect (`model_requested`, `tool_started`), at the end of an iteration, and at
+    /// every other event that is not a model answer, a tool result or an iteration start. A
+    /// crash may lose what streamed since the last checkpoint — at most a model answer (the
+    /// model is asked again on resume) and the results of the iteration's tools (they run
+    /// again, with the same idempotency keys) — never the record that a side effect started.
+    /// About half the appends of `Sync`.
+    Checkpoint,
+    /// Nothing is journaled, even with a store: the run lives in memory only.
+    Off,
+}
+
+impl Durability {
+    /// Whether `event` may wait for the next checkpoint (in [`Durability::Checkpoint`]).
+    fn may_wait(self, event: &Event) -> bool {
+        self == Self::Checkpoint
+            && matches!(
+                event,
+                Event::IterationStarted { .. }
+                    | Event::ModelResponded { .. }
+                    | Event::ToolCompleted { .. }
+                    | Event::ToolFailed { .. }
+                    | Event::ToolTimedOut { .. }
+            )
+    }
 }
 
 /// How often an executor reads what was requested of its run from outside
@@ -61,16 +96,20 @@ pub(crate) fn journaled_leased(
     events: EventStream,
     store: Arc<dyn RunStore>,
     run_id: String,
-    lease: Option<Lease>,
-    ttl: Duration,
+    leased: (Option<Lease>, Duration),
     next_seq: Option<u64>,
     control: Option<Arc<Control>>,
+    durability: Durability,
 ) -> EventStream {
-    journal_loop(events, store, run_id, Some((lease, ttl)), next_seq, control)
+    if durability == Durability::Off {
+        return events;
+    }
+    journal_loop(events, store, run_id, Some(leased), next_seq, control, durability)
 }
 
 /// The journaling loop: `leased` (the lease, `None` to claim it, and its TTL) fences the
 /// appends, renews the lease and reads remote control; without it appends are unfenced.
+/// `durability` says when the events are committed.
 fn journal_loop(
     events: EventStream,
     store: Arc<dyn RunStore>,
@@ -78,6 +117,7 @@ fn journal_loop(
     leased: Option<(Option<Lease>, Duration)>,
     next_seq: Option<u64>,
     control: Option<Arc<Control>>,
+    durability: Durability,
 ) -> EventStream {
     Box::pin(async_stream::stream! {
         let mut events = events;
@@ -115,6 +155,9 @@ fn journal_loop(
         let mut remote = tokio::time::interval(REMOTE_CONTROL_POLL);
         remote.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut remotely_paused = false;
+        // Streamed, not yet committed (`Durability::Checkpoint`).
+        let mut waiting: Vec<JournalEntry> = Vec::new();
+        let mut ended = false;
         loop {
             let step = tokio::select! {
                 event = events.next() => Step::Event(event),
@@ -152,27 +195,53 @@ fn journal_loop(
                     tracing::warn!(%error, run_id, "journal: cannot renew the run's lease");
                     continue;
                 }
-                Step::Event(None) => break,
-                Step::Event(Some(event)) => event,
+                Step::Event(None) => {
+                    if waiting.is_empty() {
+                        break;
+                    }
+                    // The stream ended with events still waiting: commit them.
+                    ended = true;
+                    None
+                }
+                Step::Event(Some(event)) => Some(event),
             };
-            let event = match JournalEvent::new(event) {
-                Ok(event) => event,
-                Err(StreamOnly(event)) => {
-                    yield *event;
+            if let Some(event) = event {
+                let event = match JournalEvent::new(event) {
+                    Ok(event) => event,
+                    Err(StreamOnly(event)) => {
+                        yield *event;
+                        continue;
+                    }
+                };
+                let entry = JournalEntry::new(seq + waiting.len() as u64, event);
+                if durability.may_wait(&entry.event) {
+                    // Streamed now, committed at the next checkpoint.
+                    yield (*entry.event).clone();
+                    waiting.push(entry);
                     continue;
                 }
-            };
-            let entry = JournalEntry::new(seq, event);
-            let entries = std::slice::from_ref(&entry);
+                waiting.push(entry);
+            }
             let appended = match &lease {
-                Some(lease) => store.append_fenced(lease, seq, entries).await,
-                None => store.append_entries(&run_id, seq, entries).await,
+                Some(lease) => store.append_fenced(lease, seq, &waiting).await,
+                None => store.append_entries(&run_id, seq, &waiting).await,
             };
             match appended {
                 Ok(_) => {
-                    yield entry.event.into_event();
-                    yield Event::Checkpointed { seq };
-                    seq += 1;
+                    // The waiting ones were streamed already; the one that made the
+                    // checkpoint was not. Then each entry's `checkpointed`, in order.
+                    let count = waiting.len() as u64;
+                    if let Some(last) = waiting.pop().filter(|e| !durability.may_wait(&e.event)) {
+                        yield last.event.into_event();
+                    }
+                    waiting.clear();
+                    for _ in 0..count {
+                        yield Event::Checkpointed { seq };
+                        seq += 1;
+                    }
+                    if ended {
+                        break;
+                    }
                 }
                 Err(error) => {
                     drop(events);

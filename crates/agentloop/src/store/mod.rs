@@ -26,7 +26,7 @@ mod registry;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 
-pub use journal::{journaled, journaled_with_lease, REMOTE_CONTROL_POLL};
+pub use journal::{journaled, journaled_with_lease, Durability, REMOTE_CONTROL_POLL};
 pub use lease::{Lease, DEFAULT_LEASE_TTL};
 pub use memory::MemoryStore;
 pub(crate) use registry::{cost_of, SummaryUpdate};

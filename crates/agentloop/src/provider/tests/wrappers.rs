@@ -80,7 +80,16 @@ impl Provider for Probe {
     fn native_output(&self, _with_tools: bool) -> bool {
         true
     }
+
+    fn secrets(&self) -> crate::provider::secrets::Secrets {
+        let mut secrets = crate::provider::secrets::Secrets::new();
+        secrets.add(PROBE_SECRET);
+        secrets
+    }
 }
+
+/// The probe's secret.
+const PROBE_SECRET: &str = "probe-secret-0123456789";
 
 /// What a wrapper changes on purpose.
 #[derive(Default)]
@@ -162,6 +171,10 @@ async fn check_forwarding(
         "{label}: native_output with tools"
     );
     checked.insert("native_output");
+
+    let redacted = wrapper.secrets().redact(PROBE_SECRET).into_owned();
+    assert_eq!(redacted, "pro…6789", "{label}: secrets");
+    checked.insert("secrets");
 
     checked
 }
