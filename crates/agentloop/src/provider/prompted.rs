@@ -67,6 +67,8 @@ impl ToolProtocol {
 pub struct PromptedProtocol {
     format: ToolCallFormat,
     server_name: String,
+    /// The longest call body read back ([`DEFAULT_MAX_CALL_BYTES`]).
+    max_call_bytes: usize,
 }
 
 impl Default for PromptedProtocol {
@@ -78,7 +80,14 @@ impl Default for PromptedProtocol {
 impl PromptedProtocol {
     /// The protocol in this format (server name `agentloop` for [`ToolCallFormat::ServerTool`]).
     pub fn new(format: ToolCallFormat) -> Self {
-        Self { format, server_name: "agentloop".to_owned() }
+        Self { format, server_name: "agentloop".to_owned(), max_call_bytes: DEFAULT_MAX_CALL_BYTES }
+    }
+
+    /// Sets the longest call body read back (default [`DEFAULT_MAX_CALL_BYTES`], 8 MiB): a
+    /// longer call without its closing tag ends the response with a protocol error.
+    pub fn with_max_call_bytes(mut self, max: usize) -> Self {
+        self.max_call_bytes = max;
+        self
     }
 
     /// Sets the `server_name` written in [`ToolCallFormat::ServerTool`] calls.
@@ -280,8 +289,9 @@ impl PromptedProtocol {
     /// chunks pass; a turn with calls finishes with `tool_calls` (also when the model rambled on
     /// to the token limit after a complete call).
     pub fn parse_stream(&self, inner: ChunkStream) -> ChunkStream {
+        let max_call_bytes = self.max_call_bytes;
         Box::pin(async_stream::stream! {
-            let mut parser = ToolCallParser::new();
+            let mut parser = ToolCallParser::new().with_max_call_bytes(max_call_bytes);
             let mut inner = inner;
             let mut out = Vec::new();
             let mut finished = false;

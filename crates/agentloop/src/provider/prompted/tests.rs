@@ -620,4 +620,13 @@ async fn a_stream_with_an_overlong_call_ends_with_a_protocol_error() {
             if message.contains("longer than 8388608 bytes")),
         "{error:?}"
     );
+    // The limit is the protocol's.
+    let chunks = vec![
+        Ok(StreamChunk::TextDelta { text: "<tool_call>{\"a\": \"".into() }),
+        Ok(StreamChunk::TextDelta { text: "x".repeat(200) }),
+    ];
+    let protocol = PromptedProtocol::new(ToolCallFormat::Hermes).with_max_call_bytes(100);
+    let stream = protocol.parse_stream(Box::pin(futures::stream::iter(chunks)));
+    let error = collect(stream).await.unwrap_err();
+    assert!(error.to_string().contains("longer than 100 bytes"), "{error}");
 }
