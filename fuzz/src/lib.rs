@@ -19,36 +19,35 @@ pub fn format(selector: u8) -> Box<dyn WireFormat> {
     }
 }
 
-/// `data` cut into pieces whose lengths cycle through `sizes` (a size of 0 counts as 1).
-pub fn pieces<'a>(data: &'a [u8], sizes: &[u8]) -> Vec<&'a [u8]> {
+/// Where `len` bytes are cut into pieces whose lengths cycle through `sizes` (a size of 0
+/// counts as 1), each cut moved forward until `at_boundary` allows it.
+fn cuts(len: usize, sizes: &[u8], at_boundary: impl Fn(usize) -> bool) -> Vec<usize> {
     let mut out = Vec::new();
-    let mut rest = data;
-    let mut i = 0;
-    while !rest.is_empty() {
-        let size = sizes.get(i % sizes.len().max(1)).map_or(rest.len(), |&s| usize::from(s).max(1));
-        let (piece, tail) = rest.split_at(size.min(rest.len()));
-        out.push(piece);
-        rest = tail;
-        i += 1;
+    let mut at = 0;
+    for i in 0.. {
+        if at >= len {
+            break;
+        }
+        let size = sizes.get(i % sizes.len().max(1)).map_or(len, |&s| usize::from(s).max(1));
+        at = (at + size).min(len);
+        while !at_boundary(at) {
+            at += 1;
+        }
+        out.push(at);
     }
     out
 }
 
+/// `data` cut into pieces whose lengths cycle through `sizes` (a size of 0 counts as 1).
+pub fn pieces<'a>(data: &'a [u8], sizes: &[u8]) -> Vec<&'a [u8]> {
+    let ends = cuts(data.len(), sizes, |_| true);
+    let starts = std::iter::once(0).chain(ends.iter().copied());
+    starts.zip(ends.iter().copied()).map(|(from, to)| &data[from..to]).collect()
+}
+
 /// `text` cut into pieces at char boundaries, lengths cycling through `sizes`.
 pub fn text_pieces<'a>(text: &'a str, sizes: &[u8]) -> Vec<&'a str> {
-    let mut out = Vec::new();
-    let mut rest = text;
-    let mut i = 0;
-    while !rest.is_empty() {
-        let size = sizes.get(i % sizes.len().max(1)).map_or(rest.len(), |&s| usize::from(s).max(1));
-        let mut cut = size.min(rest.len());
-        while !rest.is_char_boundary(cut) {
-            cut += 1;
-        }
-        let (piece, tail) = rest.split_at(cut);
-        out.push(piece);
-        rest = tail;
-        i += 1;
-    }
-    out
+    let ends = cuts(text.len(), sizes, |at| text.is_char_boundary(at));
+    let starts = std::iter::once(0).chain(ends.iter().copied());
+    starts.zip(ends.iter().copied()).map(|(from, to)| &text[from..to]).collect()
 }

@@ -117,24 +117,14 @@ impl JournalStore {
 
     /// Deletes every run the benchmark journaled in `store` (and the SQLite file).
     pub async fn clean(self, store: &dyn agentloop::store::RunStore) -> Result<(), String> {
-        use agentloop::store::RunFilter;
         if let Self::Sqlite(_) = self {
             for suffix in ["", "-wal", "-shm"] {
-                let _ =
-                    std::fs::remove_file(Self::sqlite_path().with_extension(format!("db{suffix}")));
+                let path = Self::sqlite_path().with_extension(format!("db{suffix}"));
+                let _ = std::fs::remove_file(path);
             }
             return Ok(());
         }
-        loop {
-            let runs =
-                store.list_runs(&RunFilter::all().limit(1_000)).await.map_err(|e| e.to_string())?;
-            if runs.is_empty() {
-                return Ok(());
-            }
-            for run in runs {
-                store.delete_run(&run.run_id).await.map_err(|e| e.to_string())?;
-            }
-        }
+        crate::delete_all_runs(store).await.map_err(|e| e.to_string())
     }
 
     /// The SQLite file of this process's benchmark.

@@ -21,6 +21,22 @@ pub mod otel;
 pub mod report;
 pub mod runner;
 pub mod scenario;
+
+/// Deletes every run in `store` (a benchmark's runs, under its own key prefix).
+pub async fn delete_all_runs(
+    store: &dyn agentloop::store::RunStore,
+) -> Result<(), agentloop::store::StoreError> {
+    use agentloop::store::RunFilter;
+    loop {
+        let runs = store.list_runs(&RunFilter::all().limit(1_000)).await?;
+        if runs.is_empty() {
+            return Ok(());
+        }
+        for run in runs {
+            store.delete_run(&run.run_id).await?;
+        }
+    }
+}
 pub mod via_agentloop;
 
 pub use scenario::{Script, ScriptError};

@@ -698,8 +698,7 @@ fn mcp_secrets(
         McpTransport::Http { headers, .. } => headers,
     };
     for value in values.values() {
-        let value = value.expose_secret();
-        secrets.add(value.strip_prefix("Bearer ").unwrap_or(value));
+        secrets.add_credential(value.expose_secret());
     }
 }
 

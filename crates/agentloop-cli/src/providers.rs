@@ -263,3 +263,6 @@ pub fn scripted(path: &Path) -> anyhow::Result<ScriptedModel> {
     });
     Ok(ScriptedModel::new(turns.collect::<Vec<_>>()))
 }
+
+#[cfg(test)]
+mod tests;

@@ -58,15 +58,7 @@ impl Backend {
     async fn clean(&self, part: &str) -> Result<()> {
         if let Self::Redis { .. } = self {
             let store = self.open(part).await?;
-            loop {
-                let runs = store.list_runs(&RunFilter::all().limit(1_000)).await?;
-                if runs.is_empty() {
-                    break;
-                }
-                for run in runs {
-                    store.delete_run(&run.run_id).await?;
-                }
-            }
+            agentloop_bench::delete_all_runs(store.as_ref()).await?;
         }
         Ok(())
     }

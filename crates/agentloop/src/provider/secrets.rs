@@ -51,10 +51,13 @@ impl Secrets {
     pub fn add_header(&mut self, name: &str, value: &str) {
         let name = name.to_ascii_lowercase();
         if CREDENTIAL_HEADERS.iter().any(|word| name.contains(word)) {
-            // `Bearer <token>`: the token is the secret.
-            let value = value.strip_prefix("Bearer ").unwrap_or(value);
-            self.add(value);
+            self.add_credential(value);
         }
+    }
+
+    /// Adds a credential: for `Bearer <token>`, the token (the part a server may echo).
+    pub fn add_credential(&mut self, value: &str) {
+        self.add(value.strip_prefix("Bearer ").unwrap_or(value));
     }
 
     /// Adds every secret of `other`.
