@@ -224,6 +224,8 @@ pub struct StoreSection {
     pub path: Option<PathBuf>,
     /// The Redis URL.
     pub url: Option<String>,
+    /// When the journal is committed: `sync` (default), `checkpoint` or `off`.
+    pub durability: Option<agentloop::store::Durability>,
 }
 
 /// `[[a2a]]`: a remote A2A agent offered as a tool.

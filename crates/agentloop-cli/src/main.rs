@@ -680,6 +680,9 @@ async fn build_agent(
     if let Some(stores) = stores {
         builder = builder.store(stores.runs).session_store(stores.sessions);
     }
+    if let Some(durability) = config.store.durability {
+        builder = builder.durability(durability);
+    }
     if let Some(observer) = config.otel.observer() {
         builder = builder.observer(observer);
     }

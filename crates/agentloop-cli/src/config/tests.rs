@@ -33,10 +33,12 @@ require_approval = ["read_file"]
 [store]
 kind = "sqlite"
 path = ".agentloop/runs.db"
+durability = "checkpoint"
 "#,
     )
     .unwrap();
     assert_eq!(config.agent.name.as_deref(), Some("helper"));
+    assert_eq!(config.store.durability, Some(agentloop::store::Durability::Checkpoint));
     assert_eq!(config.provider.kind, Some(ProviderKind::OpenaiCompatible));
     assert_eq!(config.limits.max_iterations, Some(8));
     assert_eq!(
@@ -208,6 +210,7 @@ fn every_bad_value_is_refused_with_its_file_and_line() {
         ("[provider]\ncontext_size = 0\n", "agentloop.toml:2: [provider] context_size"),
         ("[agent]\ntool_concurrency = -1\n", "agentloop.toml:2"),
         ("[agent]\nunknown_key = 1\n", "agentloop.toml:2"),
+        ("[store]\ndurability = \"fast\"\n", "agentloop.toml:2: unknown variant `fast`"),
     ];
     for (text, want) in cases {
         let error = format!("{:#}", parse(text).err().unwrap_or_else(|| panic!("{text:?} parsed")));

@@ -43,11 +43,23 @@ pub struct RedisOptions {
     pub prefix: String,
     /// Expire runs, sessions and artifacts this long after their last write (default: never).
     pub ttl: Option<Duration>,
+    /// How long a command may wait for its reply before it fails (default 10 s; `None`: no
+    /// limit). The client's own default, 500 ms, failed journal appends of a process running
+    /// 1,000 runs at once (`tests/crash_concurrent.rs`): under such load a reply can take longer,
+    /// and a timed-out append stops its run.
+    pub response_timeout: Option<Duration>,
 }
+
+/// [`RedisOptions::response_timeout`] by default.
+pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Default for RedisOptions {
     fn default() -> Self {
-        Self { prefix: "agentloop:".into(), ttl: None }
+        Self {
+            prefix: "agentloop:".into(),
+            ttl: None,
+            response_timeout: Some(DEFAULT_RESPONSE_TIMEOUT),
+        }
     }
 }
 
@@ -61,6 +73,12 @@ impl RedisOptions {
     /// Sets the TTL.
     pub fn ttl(mut self, ttl: Duration) -> Self {
         self.ttl = Some(ttl);
+        self
+    }
+
+    /// Sets how long a command may wait for its reply (`None`: no limit).
+    pub fn response_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.response_timeout = timeout;
         self
     }
 }
@@ -202,7 +220,9 @@ impl RedisStore {
     /// Connects (`redis://host:port/db`).
     pub async fn connect_with(url: &str, options: RedisOptions) -> Result<Self, StoreError> {
         let client = Client::open(url).map_err(backend)?;
-        let conn = client.get_connection_manager().await.map_err(backend)?;
+        let config = ::redis::aio::ConnectionManagerConfig::new()
+            .set_response_timeout(options.response_timeout);
+        let conn = client.get_connection_manager_with_config(config).await.map_err(backend)?;
         let scripts = Scripts {
             append: Script::new(APPEND),
             delete_run: Script::new(DELETE_RUN),
