@@ -90,3 +90,28 @@ async fn filtered_listings_use_the_indexes_and_older_runs_join_them() {
         redis::cmd("KEYS").arg(format!("{prefix}*")).query_async(&mut conn).await.unwrap();
     assert!(left.is_empty(), "nothing is left, not even the marker: {left:?}");
 }
+
+/// The append is an `EVALSHA`: after `SCRIPT FLUSH` (or a server restart) the store loads the
+/// script again and the append goes through.
+#[tokio::test]
+async fn appends_load_the_script_again_after_a_script_flush() {
+    let Ok(url) = std::env::var("AGENTLOOP_REDIS_URL") else {
+        eprintln!("skipped: AGENTLOOP_REDIS_URL is not set");
+        return;
+    };
+    let prefix = format!("agentloop-test:{}:", uuid::Uuid::new_v4().simple());
+    let options = RedisOptions::default().prefix(prefix.clone());
+    let store = RedisStore::connect_with(&url, options).await.unwrap();
+    let client = ::redis::Client::open(url.as_str()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let _: () = ::redis::cmd("SCRIPT").arg("FLUSH").query_async(&mut conn).await.unwrap();
+    store.append("run_flushed", 0, &[bare("run_flushed")]).await.unwrap();
+    let _: () = ::redis::cmd("SCRIPT").arg("FLUSH").query_async(&mut conn).await.unwrap();
+    let conflict = store.append("run_flushed", 0, &[bare("run_flushed")]).await.unwrap_err();
+    assert!(matches!(conflict, agentloop::store::StoreError::Conflict { actual: 1, .. }));
+    assert_eq!(store.load("run_flushed").await.unwrap().len(), 1);
+    assert!(store.delete_run("run_flushed").await.unwrap());
+    let left: Vec<String> =
+        ::redis::cmd("KEYS").arg(format!("{prefix}*")).query_async(&mut conn).await.unwrap();
+    assert!(left.is_empty(), "{left:?}");
+}
