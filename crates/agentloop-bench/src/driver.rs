@@ -225,19 +225,30 @@ struct Tally {
     rounds: u64,
     errors: u64,
     first_error: Option<String>,
+    /// Per successful run: its wall time per round less the model's latency, µs.
+    added_us: Vec<f64>,
 }
 
-async fn phase(job: &Arc<Job>, concurrency: u64, runs: u64, expected_rounds: u64) -> Tally {
+async fn phase(
+    job: &Arc<Job>,
+    concurrency: u64,
+    runs: u64,
+    expected_rounds: u64,
+    latency: Duration,
+) -> Tally {
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..concurrency {
         let job = job.clone();
         tasks.spawn(async move {
             let mut tally = Tally::default();
             for _ in 0..runs {
+                let started = Instant::now();
                 match job.run_once(expected_rounds).await {
                     Ok(rounds) => {
                         tally.runs += 1;
                         tally.rounds += rounds;
+                        let per_round = started.elapsed().as_secs_f64() / rounds.max(1) as f64;
+                        tally.added_us.push((per_round - latency.as_secs_f64()) * 1e6);
                     }
                     Err(error) => {
                         tally.errors += 1;
@@ -254,6 +265,7 @@ async fn phase(job: &Arc<Job>, concurrency: u64, runs: u64, expected_rounds: u64
             Ok(tally) => {
                 total.runs += tally.runs;
                 total.rounds += tally.rounds;
+                total.added_us.extend(tally.added_us);
                 total.errors += tally.errors;
                 if total.first_error.is_none() {
                     total.first_error = tally.first_error;
@@ -311,7 +323,8 @@ pub async fn drive(plan: &Plan) -> Result<DriverReport, String> {
             }
         }
     });
-    let warm = phase(&job, plan.concurrency, plan.warmup, expected_rounds).await;
+    let latency = plan.script.latency;
+    let warm = phase(&job, plan.concurrency, plan.warmup, expected_rounds, latency).await;
     let mut report = DriverReport {
         driver: plan.kind.name().to_owned(),
         stream: plan.stream,
@@ -325,7 +338,7 @@ pub async fn drive(plan: &Plan) -> Result<DriverReport, String> {
         report.history = Some(history);
         tally
     } else {
-        phase(&job, plan.concurrency, plan.runs, expected_rounds).await
+        phase(&job, plan.concurrency, plan.runs, expected_rounds, latency).await
     };
     // (For the history scenario this includes agentloop's capture run and encode timing.)
     report.cpu_us = (measure::process_cpu() - cpu).as_secs_f64() * 1e6;
@@ -336,10 +349,35 @@ pub async fn drive(plan: &Plan) -> Result<DriverReport, String> {
     report.first_error = warm.first_error.or(measured.first_error);
     report.requests_sent = plan.expected_requests();
     report.peak_rss_kb = measure::status_kb("VmHWM").unwrap_or(0);
+    let mut added = measured.added_us;
+    report.added_latency_us = [percentile(&mut added, 0.50), percentile(&mut added, 0.99)];
     if let Some((store, _)) = &journal {
+        report.journal = journal_size(store.as_ref()).await?;
         plan.store.clean(store.as_ref()).await?;
     }
     Ok(report)
+}
+
+/// The `q` quantile (0 to 1) of `values` (0 when empty).
+fn percentile(values: &mut [f64], q: f64) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let last = values.len().saturating_sub(1);
+    values.get((last as f64 * q).round() as usize).copied().unwrap_or(0.0)
+}
+
+/// The size of one journaled run: its entries, and their bytes as the stores keep them (JSON).
+async fn journal_size(
+    store: &dyn agentloop::store::RunStore,
+) -> Result<Option<crate::report::JournalSize>, String> {
+    let filter = agentloop::store::RunFilter::all().limit(1);
+    let runs = store.list_runs(&filter).await.map_err(|e| e.to_string())?;
+    let Some(run) = runs.first() else { return Ok(None) };
+    let entries = store.load(&run.run_id).await.map_err(|e| e.to_string())?;
+    let mut bytes = 0;
+    for entry in &entries {
+        bytes += serde_json::to_vec(entry).map_err(|e| e.to_string())?.len() as u64;
+    }
+    Ok(Some(crate::report::JournalSize { entries: entries.len() as u64, bytes }))
 }
 
 /// Rounds whose CPU the history scenario samples: around round 10 and the last ten.

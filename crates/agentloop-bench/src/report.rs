@@ -29,6 +29,22 @@ pub struct DriverReport {
     pub peak_rss_kb: u64,
     /// History scenario: per-round samples.
     pub history: Option<History>,
+    /// p50 and p99 over the measured runs of what a round took beyond the model's latency
+    /// (a run's wall time per round less the mock's delay), µs.
+    #[serde(default)]
+    pub added_latency_us: [f64; 2],
+    /// With a store: the size of one journaled run.
+    #[serde(default)]
+    pub journal: Option<JournalSize>,
+}
+
+/// One journaled run's entries and bytes (JSON, as the stores keep them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct JournalSize {
+    /// Entries in the run's journal.
+    pub entries: u64,
+    /// Their serialized bytes.
+    pub bytes: u64,
 }
 
 /// Per-round CPU of a long run, with the request-body encoding measured apart.

@@ -41,3 +41,11 @@ fn sampled_rounds_are_around_ten_and_at_the_end() {
     assert_eq!(rounds.len(), 20);
     assert_eq!(sampled_rounds(12), (6..=12).collect::<Vec<_>>());
 }
+
+#[test]
+fn percentiles_pick_the_nearest_rank() {
+    let mut values: Vec<f64> = (1..=100).rev().map(f64::from).collect();
+    assert_eq!(percentile(&mut values, 0.5), 51.0);
+    assert_eq!(percentile(&mut values, 0.99), 99.0);
+    assert_eq!(percentile(&mut [], 0.5), 0.0);
+}
