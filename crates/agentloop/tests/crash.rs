@@ -25,7 +25,7 @@ use agentloop::message::{Message, Role};
 use agentloop::provider::scripted::{ScriptedModel, ScriptedTurn};
 use agentloop::provider::{ChunkStream, ModelRequest, Provider};
 use agentloop::run::Run;
-use agentloop::store::{Durability, JournalEntry, Lease, RunStore, StoreError};
+use agentloop::store::{Durability, JournalEntry, RunStore, StoreError};
 use agentloop::tool::{Tool, ToolContext};
 use agentloop::{Agent, ResumeError, RunOptions};
 use async_trait::async_trait;
@@ -38,6 +38,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+mod crash_support;
+use crash_support::{open_store, AppendTap, Tapped};
 
 const ANSWER: &str = "Done: a, b and c each ran once. Nothing was lost in the crash.";
 const CHILD_ENV: &str = "AGENTLOOP_CRASH_CHILD";
@@ -103,88 +106,18 @@ impl Tool for Effect {
 }
 
 /// Reports each append to the parent and leaves a window before and after it.
-struct Announcing(Arc<dyn RunStore>);
+struct Announcing;
 
 #[async_trait]
-impl RunStore for Announcing {
-    async fn append_entries(
-        &self,
-        run_id: &str,
-        expected_seq: u64,
-        entries: &[JournalEntry],
-    ) -> Result<u64, StoreError> {
+impl AppendTap for Announcing {
+    async fn before(&self, _run_id: &str, expected_seq: u64) {
         println!("@@ append-begin {expected_seq}");
         tokio::time::sleep(Duration::from_millis(4)).await;
-        let next = self.0.append_entries(run_id, expected_seq, entries).await?;
+    }
+    async fn after(&self, _run_id: &str, expected_seq: u64, _next: u64) {
         println!("@@ append-end {expected_seq}");
         tokio::time::sleep(Duration::from_millis(4)).await;
-        Ok(next)
     }
-    async fn load(&self, run_id: &str) -> Result<Vec<JournalEntry>, StoreError> {
-        self.0.load(run_id).await
-    }
-    async fn next_seq(&self, run_id: &str) -> Result<u64, StoreError> {
-        self.0.next_seq(run_id).await
-    }
-    async fn list_runs(
-        &self,
-        filter: &agentloop::store::RunFilter,
-    ) -> Result<Vec<agentloop::store::RunSummary>, StoreError> {
-        self.0.list_runs(filter).await
-    }
-    async fn delete_run(&self, run_id: &str) -> Result<bool, StoreError> {
-        self.0.delete_run(run_id).await
-    }
-    async fn claim(&self, run_id: &str, owner: &str, ttl: Duration) -> Result<Lease, StoreError> {
-        self.0.claim(run_id, owner, ttl).await
-    }
-    async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Lease, StoreError> {
-        self.0.renew(lease, ttl).await
-    }
-    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
-        self.0.release(lease).await
-    }
-    async fn request_control(
-        &self,
-        run_id: &str,
-        request: agentloop::store::ControlRequest,
-    ) -> Result<agentloop::store::RemoteControl, StoreError> {
-        self.0.request_control(run_id, request).await
-    }
-    async fn remote_control(
-        &self,
-        run_id: &str,
-    ) -> Result<agentloop::store::RemoteControl, StoreError> {
-        self.0.remote_control(run_id).await
-    }
-    async fn append_fenced(
-        &self,
-        lease: &Lease,
-        expected_seq: u64,
-        entries: &[JournalEntry],
-    ) -> Result<u64, StoreError> {
-        println!("@@ append-begin {expected_seq}");
-        tokio::time::sleep(Duration::from_millis(4)).await;
-        let next = self.0.append_fenced(lease, expected_seq, entries).await?;
-        println!("@@ append-end {expected_seq}");
-        tokio::time::sleep(Duration::from_millis(4)).await;
-        Ok(next)
-    }
-}
-
-/// The store named by `spec`: `sqlite:<path>` or `redis:<url> <prefix>`.
-async fn open_store(spec: &str) -> Arc<dyn RunStore> {
-    if let Some(path) = spec.strip_prefix("sqlite:") {
-        return Arc::new(agentloop::store::sqlite::SqliteStore::open(path).unwrap());
-    }
-    #[cfg(feature = "redis")]
-    if let Some(rest) = spec.strip_prefix("redis:") {
-        use agentloop::store::redis::{RedisOptions, RedisStore};
-        let (url, prefix) = rest.split_once(' ').unwrap();
-        let options = RedisOptions::default().prefix(prefix);
-        return Arc::new(RedisStore::connect_with(url, options).await.unwrap());
-    }
-    panic!("unknown store {spec}")
 }
 
 /// The child: resumes the run if its journal exists, else starts it; reports every event.
@@ -203,7 +136,7 @@ fn crash_child() {
     };
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     runtime.block_on(async {
-        let store: Arc<dyn RunStore> = Arc::new(Announcing(open_store(&store).await));
+        let store: Arc<dyn RunStore> = Arc::new(Tapped(open_store(&store).await, Announcing));
         let agent = Agent::builder(TurnModel)
             .tool(Effect { file: effects })
             .tool_concurrency(1)

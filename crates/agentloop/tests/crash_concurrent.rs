@@ -19,7 +19,7 @@ use agentloop::message::Role;
 use agentloop::provider::scripted::{ScriptedModel, ScriptedTurn};
 use agentloop::provider::{ChunkStream, ModelRequest, Provider};
 use agentloop::run::Run;
-use agentloop::store::{JournalEntry, Lease, RunStore, StoreError};
+use agentloop::store::{RunStore, StoreError};
 use agentloop::tool::{Tool, ToolContext};
 use agentloop::{Agent, ResumeError, RunOptions};
 use async_trait::async_trait;
@@ -30,6 +30,9 @@ use serde_json::json;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+mod crash_support;
+use crash_support::{open_store, AppendTap, Tapped};
 
 const RUNS: usize = 1_000;
 const ROUNDS: usize = 3;
@@ -76,82 +79,13 @@ impl Tool for Step {
 }
 
 /// Prints `@@ ack <run> <next seq>` once the store acknowledged an append.
-struct Acknowledging(Arc<dyn RunStore>);
+struct Acknowledging;
 
 #[async_trait]
-impl RunStore for Acknowledging {
-    async fn append_entries(
-        &self,
-        run_id: &str,
-        expected_seq: u64,
-        entries: &[JournalEntry],
-    ) -> Result<u64, StoreError> {
-        let next = self.0.append_entries(run_id, expected_seq, entries).await?;
+impl AppendTap for Acknowledging {
+    async fn after(&self, run_id: &str, _expected_seq: u64, next: u64) {
         println!("@@ ack {run_id} {next}");
-        Ok(next)
     }
-    async fn append_fenced(
-        &self,
-        lease: &Lease,
-        expected_seq: u64,
-        entries: &[JournalEntry],
-    ) -> Result<u64, StoreError> {
-        let next = self.0.append_fenced(lease, expected_seq, entries).await?;
-        println!("@@ ack {} {next}", lease.run_id);
-        Ok(next)
-    }
-    async fn load(&self, run_id: &str) -> Result<Vec<JournalEntry>, StoreError> {
-        self.0.load(run_id).await
-    }
-    async fn next_seq(&self, run_id: &str) -> Result<u64, StoreError> {
-        self.0.next_seq(run_id).await
-    }
-    async fn list_runs(
-        &self,
-        filter: &agentloop::store::RunFilter,
-    ) -> Result<Vec<agentloop::store::RunSummary>, StoreError> {
-        self.0.list_runs(filter).await
-    }
-    async fn delete_run(&self, run_id: &str) -> Result<bool, StoreError> {
-        self.0.delete_run(run_id).await
-    }
-    async fn claim(&self, run_id: &str, owner: &str, ttl: Duration) -> Result<Lease, StoreError> {
-        self.0.claim(run_id, owner, ttl).await
-    }
-    async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Lease, StoreError> {
-        self.0.renew(lease, ttl).await
-    }
-    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
-        self.0.release(lease).await
-    }
-    async fn request_control(
-        &self,
-        run_id: &str,
-        request: agentloop::store::ControlRequest,
-    ) -> Result<agentloop::store::RemoteControl, StoreError> {
-        self.0.request_control(run_id, request).await
-    }
-    async fn remote_control(
-        &self,
-        run_id: &str,
-    ) -> Result<agentloop::store::RemoteControl, StoreError> {
-        self.0.remote_control(run_id).await
-    }
-}
-
-/// The store named by `spec`: `sqlite:<path>` or `redis:<url> <prefix>`.
-async fn open_store(spec: &str) -> Arc<dyn RunStore> {
-    if let Some(path) = spec.strip_prefix("sqlite:") {
-        return Arc::new(agentloop::store::sqlite::SqliteStore::open(path).unwrap());
-    }
-    #[cfg(feature = "redis")]
-    if let Some(rest) = spec.strip_prefix("redis:") {
-        use agentloop::store::redis::{RedisOptions, RedisStore};
-        let (url, prefix) = rest.split_once(' ').unwrap();
-        let options = RedisOptions::default().prefix(prefix);
-        return Arc::new(RedisStore::connect_with(url, options).await.unwrap());
-    }
-    panic!("unknown store {spec}")
 }
 
 /// `sqlite` or `redis`, for the report.
@@ -175,7 +109,7 @@ fn concurrent_child() {
     let runtime =
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     runtime.block_on(async {
-        let store: Arc<dyn RunStore> = Arc::new(Acknowledging(open_store(&store).await));
+        let store: Arc<dyn RunStore> = Arc::new(Tapped(open_store(&store).await, Acknowledging));
         let agent = Agent::builder(StepModel)
             .tool(Step)
             .store(store)
