@@ -182,8 +182,12 @@ async fn a_wrong_answer_goes_back_with_its_errors_and_the_next_one_is_taken() {
     assert_eq!(format["type"], "json_schema");
     assert_eq!(format["json_schema"]["name"], "City");
     assert_eq!(format["json_schema"]["description"], "A city and how many live there.");
-    // `population: u64` has format `uint64`, which strict mode does not know.
-    assert_eq!(format["json_schema"]["strict"], false);
+    // `population: u64` has format `uint64`, which strict mode does not know: left out of the
+    // strict schema, its bounds kept.
+    assert_eq!(format["json_schema"]["strict"], true);
+    let population = &format["json_schema"]["schema"]["properties"]["population"];
+    assert!(population.get("format").is_none(), "{population}");
+    assert_eq!(population["minimum"], 0);
     let retry = bodies[1]["messages"].as_array().unwrap().last().unwrap().clone();
     assert_eq!(retry["role"], "user");
     let text = retry["content"].as_str().unwrap();
@@ -207,4 +211,47 @@ async fn an_answer_that_never_fits_fails_with_a_typed_error() {
     };
     assert!(errors.contains("not JSON"), "{errors}");
     assert_eq!(bodies(&server).await.len(), 2, "one answer and one retry");
+}
+
+/// A trip, with what may be left out.
+#[derive(Debug, Deserialize, schemars::JsonSchema, PartialEq)]
+struct Trip {
+    to: String,
+    #[serde(default)]
+    nights: u32,
+    note: Option<String>,
+    via: Option<City>,
+}
+
+#[tokio::test]
+async fn optional_fields_go_strict_as_nullable_and_their_nulls_come_back_as_left_out() {
+    let server = MockServer::start().await;
+    let answer = r#"{"to": "Lyon", "nights": null, "note": null, "via": {"name": "Dijon", "population": 159346}}"#;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(json_response(200, completion(answer)))
+        .mount(&server)
+        .await;
+    let agent = Agent::builder(chat(&server.uri())).build().unwrap();
+    let trip: Trip = agent.run_as("A trip to Lyon?").await.unwrap();
+    assert_eq!(
+        trip,
+        Trip {
+            to: "Lyon".into(),
+            nights: 0,
+            note: None,
+            via: Some(City { name: "Dijon".into(), population: 159_346 }),
+        }
+    );
+    let bodies = bodies(&server).await;
+    assert_eq!(bodies.len(), 1, "taken at once, no retry");
+    let format = &bodies[0]["response_format"]["json_schema"];
+    assert_eq!(format["strict"], true);
+    let schema = &format["schema"];
+    let mut required: Vec<&str> =
+        schema["required"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    required.sort_unstable();
+    assert_eq!(required, ["nights", "note", "to", "via"]);
+    assert_eq!(schema["properties"]["nights"]["type"], json!(["integer", "null"]));
+    assert_eq!(schema["additionalProperties"], false);
 }

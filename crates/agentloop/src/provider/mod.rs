@@ -24,6 +24,7 @@ pub use assemble::ResponseAssembler;
 pub use error::ProviderError;
 pub use gemini::Gemini;
 pub use http::{HttpConfig, HttpConfigError, HttpProvider};
+pub(crate) use output::drop_optional_nulls;
 pub use output::OutputFormat;
 pub use prompted::{PromptedProtocol, PromptedTools, ToolCallFormat, ToolProtocol};
 pub use retry::RetryPolicy;

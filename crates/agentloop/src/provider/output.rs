@@ -6,7 +6,7 @@
 //! constrains its decoding with a grammar compiled from it.
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 
 /// The schema a model's answer must match.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -44,13 +44,179 @@ impl OutputFormat {
         schema
     }
 
-    /// The closed schema when it meets OpenAI's strict mode (every object lists all its
-    /// properties as required, and string formats are among those strict mode knows), so
-    /// that the request can be strict; `None` otherwise (the request is sent not strict, and
-    /// the answer is still validated).
+    /// The schema rewritten for OpenAI's strict mode, when it can be: closed, every optional
+    /// property made required and nullable (`null` stands for "left out": see
+    /// [`drop_optional_nulls`]), and string formats strict mode does not know (schemars's
+    /// `uint32`, `double`, …) left out — the answer is still validated against the schema as
+    /// given, bounds and formats included. `None` when strict mode cannot express the schema
+    /// (a map with open `additionalProperties`, say): the request is then sent not strict.
     pub fn strict_schema(&self) -> Option<Value> {
-        let schema = self.closed_schema();
+        let mut schema = self.closed_schema();
+        make_strict(&mut schema, 0);
         is_strict(&schema).then_some(schema)
+    }
+}
+
+/// How deep the schema walks go: deeper schemas are left as they are (and then fail the strict
+/// check, or are not rewritten).
+const MAX_DEPTH: usize = 64;
+
+/// Makes every optional property of every object required and nullable, and leaves out
+/// formats strict mode does not know (see [`OutputFormat::strict_schema`]).
+fn make_strict(node: &mut Value, depth: usize) {
+    if depth > MAX_DEPTH {
+        return;
+    }
+    match node {
+        Value::Object(map) => {
+            if map
+                .get("format")
+                .and_then(Value::as_str)
+                .is_some_and(|f| !STRICT_FORMATS.contains(&f))
+            {
+                map.remove("format");
+            }
+            if map.get("properties").is_some_and(Value::is_object) {
+                let mut required = map_required(map);
+                if let Some(Value::Object(properties)) = map.get_mut("properties") {
+                    for (key, property) in properties.iter_mut() {
+                        if !required.contains(key) {
+                            make_nullable(property);
+                            required.push(key.clone());
+                        }
+                    }
+                }
+                let required = required.into_iter().map(Value::String).collect();
+                map.insert("required".into(), Value::Array(required));
+            }
+            for (key, value) in map.iter_mut() {
+                if matches!(key.as_str(), "enum" | "const" | "default" | "examples") {
+                    continue;
+                }
+                if matches!(key.as_str(), "properties" | "$defs" | "definitions") {
+                    if let Value::Object(children) = value {
+                        children.values_mut().for_each(|child| make_strict(child, depth + 1));
+                    }
+                    continue;
+                }
+                make_strict(value, depth + 1);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|item| make_strict(item, depth + 1)),
+        _ => {}
+    }
+}
+
+/// The names an object schema lists as required.
+fn map_required(schema: &Map<String, Value>) -> Vec<String> {
+    schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+        .unwrap_or_default()
+}
+
+/// A schema that also accepts `null`: `null` added to its type (and enum), or the schema as
+/// one branch of an `anyOf` beside `{"type": "null"}`.
+fn make_nullable(schema: &mut Value) {
+    if accepts_null(schema) {
+        return;
+    }
+    let Value::Object(map) = schema else { return };
+    if let Some(Value::Array(branches)) = map.get_mut("anyOf") {
+        branches.push(json!({"type": "null"}));
+        return;
+    }
+    match map.get_mut("type") {
+        Some(Value::String(kind)) => {
+            let kind = std::mem::take(kind);
+            map.insert("type".into(), Value::Array(vec![Value::String(kind), "null".into()]));
+        }
+        Some(Value::Array(kinds)) => kinds.push("null".into()),
+        _ => {
+            let branch = std::mem::take(map);
+            map.insert(
+                "anyOf".into(),
+                Value::Array(vec![Value::Object(branch), json!({"type": "null"})]),
+            );
+            return;
+        }
+    }
+    if let Some(Value::Array(values)) = map.get_mut("enum") {
+        values.push(Value::Null);
+    }
+}
+
+/// Whether a schema accepts `null` as far as its own keywords tell (`type`, `enum`, `const`,
+/// `anyOf`/`oneOf` branches); a schema that constrains nothing accepts it, a `$ref` or an
+/// `allOf` is taken not to.
+fn accepts_null(schema: &Value) -> bool {
+    let Some(map) = schema.as_object() else { return schema == &Value::Bool(true) };
+    if let Some(values) = map.get("enum").and_then(Value::as_array) {
+        return values.contains(&Value::Null);
+    }
+    if let Some(value) = map.get("const") {
+        return value.is_null();
+    }
+    for branches in ["anyOf", "oneOf"] {
+        if let Some(branches) = map.get(branches).and_then(Value::as_array) {
+            return branches.iter().any(accepts_null);
+        }
+    }
+    match map.get("type") {
+        Some(Value::String(kind)) => kind == "null",
+        Some(Value::Array(kinds)) => kinds.iter().any(|k| k == "null"),
+        _ => !map.contains_key("$ref") && !map.contains_key("allOf"),
+    }
+}
+
+/// The answer to a strict request, as the schema it was written for means it: a property the
+/// schema leaves optional, whose schema does not accept `null`, and that the answer sets to
+/// `null` is left out — strict mode makes the model write every property, and `null` is how
+/// it says "none" (see [`OutputFormat::strict_schema`]). `$ref`s to `#/…` are followed; other
+/// values are left as they are.
+pub(crate) fn drop_optional_nulls(schema: &Value, value: &mut Value) {
+    drop_nulls(schema, schema, value, 0);
+}
+
+fn drop_nulls(root: &Value, schema: &Value, value: &mut Value, depth: usize) {
+    if depth > MAX_DEPTH {
+        return;
+    }
+    let Some(map) = schema.as_object() else { return };
+    if let Some(target) = map.get("$ref").and_then(Value::as_str) {
+        if let Some(resolved) = target.strip_prefix('#').and_then(|pointer| root.pointer(pointer)) {
+            drop_nulls(root, resolved, value, depth + 1);
+        }
+    }
+    for branches in ["allOf", "anyOf", "oneOf"] {
+        for branch in map.get(branches).and_then(Value::as_array).into_iter().flatten() {
+            drop_nulls(root, branch, value, depth + 1);
+        }
+    }
+    match value {
+        Value::Object(fields) => {
+            let Some(properties) = map.get("properties").and_then(Value::as_object) else {
+                return;
+            };
+            let required = map_required(map);
+            fields.retain(|key, field| {
+                !(field.is_null()
+                    && !required.contains(key)
+                    && properties.get(key).is_some_and(|p| !accepts_null(p)))
+            });
+            for (key, field) in fields.iter_mut() {
+                if let Some(property) = properties.get(key) {
+                    drop_nulls(root, property, field, depth + 1);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item) = map.get("items") {
+                items.iter_mut().for_each(|value| drop_nulls(root, item, value, depth + 1));
+            }
+        }
+        _ => {}
     }
 }
 

@@ -7,7 +7,7 @@
 
 use super::{PendingCall, Phase, Run};
 use crate::message::{Message, ToolResult};
-use crate::provider::{ModelRequest, ToolChoice};
+use crate::provider::{drop_optional_nulls, ModelRequest, ToolChoice};
 use crate::terms::{OutputMode, OutputSpec, Signal, StopReason, OUTPUT_TOOL};
 use serde_json::Value;
 use std::sync::Arc;
@@ -159,15 +159,21 @@ fn looks_like_json(text: &str) -> bool {
 }
 
 /// `value` checked against the spec's schema; the output (unwrapped) when valid, the errors
-/// (at most [`MAX_ERRORS`], each with where it is) otherwise.
+/// (at most [`MAX_ERRORS`], each with where it is) otherwise. An answer that is valid only
+/// without the `null`s a strict request made the model write for optional properties is taken
+/// without them ([`drop_optional_nulls`]).
 fn check(spec: &OutputSpec, value: Value) -> Result<Value, String> {
     let validator = jsonschema::validator_for(&spec.schema)
         .map_err(|e| format!("the output schema is not valid ({e})"))?;
     if validator.is_valid(&value) {
-        Ok(spec.unwrap_value(value))
-    } else {
-        Err(crate::tool::violations(&validator, &value, MAX_ERRORS))
+        return Ok(spec.unwrap_value(value));
     }
+    let mut without_nulls = value.clone();
+    drop_optional_nulls(&spec.schema, &mut without_nulls);
+    if without_nulls != value && validator.is_valid(&without_nulls) {
+        return Ok(spec.unwrap_value(without_nulls));
+    }
+    Err(crate::tool::violations(&validator, &value, MAX_ERRORS))
 }
 
 #[cfg(test)]

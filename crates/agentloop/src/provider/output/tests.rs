@@ -46,19 +46,14 @@ fn strict_needs_every_property_required_and_known_formats() {
     let strict = all_required.strict_schema().expect("strict");
     assert_eq!(strict["additionalProperties"], false);
 
-    let optional = format(json!({
-        "type": "object",
-        "properties": {"a": {"type": "string"}, "b": {"type": "integer"}},
-        "required": ["a"],
-    }));
-    assert!(optional.strict_schema().is_none());
-
+    // A format strict mode does not know is left out (the answer is validated with it).
     let odd_format = format(json!({
         "type": "object",
-        "properties": {"n": {"type": "integer", "format": "uint32"}},
+        "properties": {"n": {"type": "integer", "format": "uint32", "minimum": 0}},
         "required": ["n"],
     }));
-    assert!(odd_format.strict_schema().is_none());
+    let strict = odd_format.strict_schema().expect("strict");
+    assert_eq!(strict["properties"]["n"], json!({"type": "integer", "minimum": 0}));
 
     let open_map = format(json!({
         "type": "object",
@@ -66,4 +61,98 @@ fn strict_needs_every_property_required_and_known_formats() {
         "required": ["m"],
     }));
     assert!(open_map.strict_schema().is_none());
+}
+
+#[test]
+fn strict_rewriting_makes_optional_properties_required_and_nullable() {
+    let f = format(json!({
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "count": {"type": "integer"},
+            "colour": {"type": "string", "enum": ["red", "green"]},
+            "note": {"type": ["string", "null"]},
+            "inner": {"$ref": "#/$defs/Inner", "description": "More."},
+            "choice": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
+        },
+        "required": ["name"],
+        "$defs": {"Inner": {"type": "object", "properties": {"x": {"type": "number"}}}},
+    }));
+    let strict = f.strict_schema().expect("strict");
+    assert_eq!(strict["required"], json!(["name", "choice", "colour", "count", "inner", "note"]));
+    let properties = &strict["properties"];
+    assert_eq!(properties["name"], json!({"type": "string"}));
+    assert_eq!(properties["count"], json!({"type": ["integer", "null"]}));
+    assert_eq!(
+        properties["colour"],
+        json!({"type": ["string", "null"], "enum": ["red", "green", null]})
+    );
+    // Nullable already: as it was.
+    assert_eq!(properties["note"], json!({"type": ["string", "null"]}));
+    assert_eq!(
+        properties["inner"],
+        json!({"anyOf": [{"$ref": "#/$defs/Inner", "description": "More."}, {"type": "null"}]})
+    );
+    assert_eq!(
+        properties["choice"],
+        json!({"anyOf": [{"type": "string"}, {"type": "integer"}, {"type": "null"}]})
+    );
+    // Objects in definitions too.
+    assert_eq!(strict["$defs"]["Inner"]["required"], json!(["x"]));
+    assert_eq!(strict["$defs"]["Inner"]["properties"]["x"], json!({"type": ["number", "null"]}));
+    assert_eq!(strict["$defs"]["Inner"]["additionalProperties"], false);
+    // The rewritten schema is one a validator takes.
+    jsonschema::validator_for(&strict).expect("a valid schema");
+}
+
+#[test]
+fn the_nulls_of_optional_properties_are_dropped_and_nothing_else() {
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "count": {"type": "integer"},
+            "note": {"type": ["string", "null"]},
+            "inner": {"$ref": "#/$defs/Inner"},
+            "list": {"type": "array", "items": {"$ref": "#/$defs/Inner"}},
+        },
+        "required": ["name"],
+        "$defs": {"Inner": {"type": "object", "properties": {"x": {"type": "number"}}}},
+    });
+    let mut answer = json!({
+        "name": "a",
+        "count": null,
+        "note": null,
+        "inner": {"x": null},
+        "list": [{"x": 1}, {"x": null}],
+        "unknown": null,
+    });
+    drop_optional_nulls(&schema, &mut answer);
+    assert_eq!(
+        answer,
+        json!({
+            "name": "a",
+            "note": null,
+            "inner": {},
+            "list": [{"x": 1}, {}],
+            "unknown": null,
+        })
+    );
+    // A required property's null is the answer's: kept (and found wrong by the validator).
+    let mut required_null = json!({"name": null});
+    drop_optional_nulls(&schema, &mut required_null);
+    assert_eq!(required_null, json!({"name": null}));
+}
+
+#[test]
+fn the_walks_stop_at_recursive_references() {
+    let schema = json!({
+        "type": "object",
+        "properties": {"next": {"$ref": "#"}, "v": {"type": "integer"}},
+    });
+    let mut answer = json!({"v": null, "next": {"v": null, "next": null}});
+    drop_optional_nulls(&schema, &mut answer);
+    assert_eq!(answer, json!({"next": {}}));
+    let strict = format(schema).strict_schema().expect("strict");
+    assert_eq!(strict["required"], json!(["next", "v"]));
 }

@@ -22,7 +22,20 @@ fn strict_output() -> OutputFormat {
     }
 }
 
-/// An optional property: not strict.
+/// A map of any keys: strict mode cannot express it.
+fn open_map_output() -> OutputFormat {
+    OutputFormat {
+        name: "counts".into(),
+        description: None,
+        schema: json!({
+            "type": "object",
+            "properties": {"counts": {"type": "object", "additionalProperties": {"type": "integer"}}},
+            "required": ["counts"],
+        }),
+    }
+}
+
+/// An optional property.
 fn loose_output() -> OutputFormat {
     OutputFormat {
         name: "place".into(),
@@ -63,9 +76,25 @@ fn openai_chat_sends_a_json_schema_response_format_strict_when_it_can_be() {
             "name": "place", "description": "A place.", "schema": closed, "strict": true,
         }})
     );
+    // An optional property: required and nullable, still strict.
     let body = chat.encode(&request(loose_output()), false).unwrap().body;
+    assert_eq!(body["response_format"]["json_schema"]["strict"], true);
+    assert_eq!(
+        body["response_format"]["json_schema"]["schema"],
+        json!({
+            "type": "object",
+            "properties": {
+                "city": {"type": "string"},
+                "population": {"type": ["integer", "null"]},
+            },
+            "required": ["city", "population"],
+            "additionalProperties": false,
+        })
+    );
+    // A map strict mode cannot express: not strict, the schema as given.
+    let body = chat.encode(&request(open_map_output()), false).unwrap().body;
     assert_eq!(body["response_format"]["json_schema"]["strict"], false);
-    assert_eq!(body["response_format"]["json_schema"]["schema"], loose_output().schema);
+    assert_eq!(body["response_format"]["json_schema"]["schema"], open_map_output().schema);
     // No schema, no response_format.
     let plain = ModelRequest::new(vec![Message::user("Where?")]);
     assert!(chat.encode(&plain, false).unwrap().body.get("response_format").is_none());
@@ -92,7 +121,7 @@ fn responses_sends_text_format() {
     assert_eq!(format["description"], "A place.");
     assert_eq!(format["schema"]["additionalProperties"], false);
     assert!(format["schema"].get("$schema").is_none());
-    let body = responses.encode(&request(loose_output()), true).unwrap().body;
+    let body = responses.encode(&request(open_map_output()), true).unwrap().body;
     assert_eq!(body["text"]["format"]["strict"], false);
     assert!(responses.native_output(true));
 }
