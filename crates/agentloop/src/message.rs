@@ -289,12 +289,12 @@ impl Message {
         Self { role: Role::Tool, content: results.into_iter().map(Part::ToolResult).collect() }
     }
 
-    /// All text parts joined with `\n`.
+    /// All text parts joined with `\n` (none where the line already breaks there).
     pub fn text(&self) -> String {
         let mut out = String::new();
         for part in &self.content {
             if let Part::Text { text } = part {
-                if !out.is_empty() {
+                if !out.is_empty() && !out.ends_with('\n') && !text.starts_with('\n') {
                     out.push('\n');
                 }
                 out.push_str(text);

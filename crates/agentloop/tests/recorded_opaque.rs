@@ -112,12 +112,45 @@ async fn responses_compaction_items_are_kept_and_sent_back() {
 }
 
 #[tokio::test]
-async fn responses_commentary_and_final_answer_stay_apart() {
+async fn responses_commentary_and_final_answer_stay_apart_and_go_back_with_their_phase() {
     let response = replayed("/v1/responses", "openai__openai-phase.1.chunks.txt", responses).await;
-    let text = response.message.text();
-    let paragraphs: Vec<&str> = text.split("\n\n").collect();
-    assert!(paragraphs.len() >= 2, "{text:?}");
-    assert!(paragraphs.iter().all(|p| !p.trim().is_empty()), "{text:?}");
+    let texts: Vec<&str> = response
+        .message
+        .content
+        .iter()
+        .filter_map(|part| match part {
+            Part::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(texts.len(), 2, "{texts:?}");
+    assert!(texts[0].starts_with("Got it"), "{texts:?}");
+    // A new paragraph: the decoder's separator, not the model's.
+    assert!(texts[1].starts_with("\n\nHere are a"), "{texts:?}");
+    // Each message's phase marker after its text.
+    let markers: Vec<&Opaque> = opaque(&response);
+    let phases: Vec<&str> = markers.iter().map(|m| m.value["phase"].as_str().unwrap()).collect();
+    assert_eq!(phases, ["commentary", "final_answer"]);
+    assert!(markers.iter().all(|m| m.kind == "message" && m.value.get("content").is_none()));
+    // Sent back as the two messages they were, with phase and id, their texts as the model
+    // wrote them.
+    let format = OpenAiResponses::new("gpt-5", Dialect::openai());
+    let body = format.encode(&next_turn(&response), true).unwrap().body;
+    let sent: Vec<&Value> = body["input"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|item| item["role"] == "assistant")
+        .collect();
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    for ((item, marker), text) in sent.iter().zip(&markers).zip(["Got it", "Here are a"]) {
+        assert_eq!(item["type"], "message");
+        assert_eq!(item["phase"], marker.value["phase"]);
+        assert_eq!(item["id"], marker.value["id"]);
+        let output = item["content"][0]["text"].as_str().unwrap();
+        assert!(output.starts_with(text), "{output:?}");
+    }
+    assert!(sent[0]["id"].as_str().unwrap().starts_with("msg_"));
 }
 
 #[tokio::test]

@@ -132,21 +132,28 @@ fn assistant_items(message: &Message, items: &mut Vec<Value>) {
     let mut text = String::new();
     // This API's citations of the text so far, sent back as its annotations.
     let mut annotations: Vec<Value> = Vec::new();
+    // Whether the part before was a phase marker: the next message's text then starts with
+    // the separator the decoder put between the two, which is not the model's.
+    let mut after_marker = false;
     let flush = |text: &mut String, annotations: &mut Vec<Value>, items: &mut Vec<Value>| {
-        if !text.is_empty() {
-            let mut output = json!({"type": "output_text", "text": std::mem::take(text)});
-            if !annotations.is_empty() {
-                output["annotations"] = Value::Array(std::mem::take(annotations));
-            }
-            items.push(json!({"type": "message", "role": "assistant", "content": [output]}));
-        }
-        annotations.clear();
+        flush_message(json!({"type": "message", "role": "assistant"}), text, annotations, items);
     };
     for part in &message.content {
+        let marker = std::mem::replace(&mut after_marker, false);
         match part {
+            Part::Text { text: more } if marker && text.is_empty() => {
+                text.push_str(more.strip_prefix(TEXT_SEPARATOR).unwrap_or(more));
+            }
             Part::Text { text: more } => text.push_str(more),
             Part::Citation(citation) if citation.provider == FAMILY => {
                 annotations.push(citation.value.clone());
+            }
+            // The message the text so far belongs to, with its phase.
+            part if is_phase_marker(part) => {
+                if let Part::Opaque(opaque) = part {
+                    flush_message(opaque.value.clone(), &mut text, &mut annotations, items);
+                }
+                after_marker = true;
             }
             Part::Reasoning(Reasoning { opaque: Some(item), .. })
                 if item.get("type").and_then(Value::as_str) == Some("reasoning") =>
@@ -180,6 +187,25 @@ fn assistant_items(message: &Message, items: &mut Vec<Value>) {
         }
     }
     flush(&mut text, &mut annotations, items);
+}
+
+/// The text so far (with its annotations) as an output message `item` — unless there is no
+/// text.
+fn flush_message(
+    mut item: Value,
+    text: &mut String,
+    annotations: &mut Vec<Value>,
+    items: &mut Vec<Value>,
+) {
+    if !text.is_empty() {
+        let mut output = json!({"type": "output_text", "text": std::mem::take(text)});
+        if !annotations.is_empty() {
+            output["annotations"] = Value::Array(std::mem::take(annotations));
+        }
+        item["content"] = json!([output]);
+        items.push(item);
+    }
+    annotations.clear();
 }
 
 /// The family name of this API (its [`WireFormat::name`]), on its opaque items.
@@ -327,18 +353,29 @@ impl WireResponse {
                 Some("message") => {
                     let text = message_text(item);
                     if !text.is_empty() {
-                        // A second message's text is a new paragraph of the same part, as
-                        // streamed.
+                        // A second message's text is a new paragraph, as streamed: of the same
+                        // part, or of the next one after a phase marker.
+                        let text_before = content
+                            .iter()
+                            .rev()
+                            .find(|part| !is_phase_marker(part))
+                            .is_some_and(|part| matches!(part, Part::Text { .. }));
                         match content.last_mut() {
                             Some(Part::Text { text: last }) => {
                                 last.push_str(TEXT_SEPARATOR);
                                 last.push_str(&text);
+                            }
+                            _ if text_before => {
+                                content.push(Part::text(TEXT_SEPARATOR.to_owned() + &text))
                             }
                             _ => content.push(Part::text(text)),
                         }
                     }
                     for value in message_annotations(item) {
                         content.push(Part::Citation(Citation::from_value(FAMILY, value)));
+                    }
+                    if let Some(marker) = phase_marker(item) {
+                        content.push(Part::Opaque(marker));
                     }
                 }
                 Some("function_call") => content.push(Part::ToolCall(function_call(item, raw)?)),
@@ -385,6 +422,25 @@ fn message_annotations(item: &Value) -> Vec<Value> {
         .filter(|a| a.is_object())
         .cloned()
         .collect()
+}
+
+/// The phase marker of a message item that has a `phase` (`commentary`, `final_answer`: what
+/// gpt-5.3-codex and later write, and must get back): the item without its content, kept after
+/// the message's text (and citations) as an opaque part of kind `message`, so that the encoder
+/// sends that text back as this message, phase and id included.
+fn phase_marker(item: &Value) -> Option<Opaque> {
+    item.get("phase").and_then(Value::as_str)?;
+    let mut marker = item.clone();
+    if let Some(fields) = marker.as_object_mut() {
+        fields.remove("content");
+        fields.remove("status");
+    }
+    Some(Opaque::new(FAMILY, "message", marker))
+}
+
+/// Whether a part is a [`phase_marker`].
+fn is_phase_marker(part: &Part) -> bool {
+    matches!(part, Part::Opaque(opaque) if opaque.provider == FAMILY && opaque.kind == "message")
 }
 
 /// Between two texts of a response (two content parts, two message items): they are separate

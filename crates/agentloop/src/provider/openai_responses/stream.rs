@@ -2,8 +2,8 @@
 //! `response.incomplete` or `response.failed`.
 
 use super::{
-    client_side_item, function_call, message_annotations, message_text, reasoning_text,
-    stream_error, WireResponse, FAMILY, TEXT_SEPARATOR,
+    client_side_item, function_call, message_annotations, message_text, phase_marker,
+    reasoning_text, stream_error, WireResponse, FAMILY, TEXT_SEPARATOR,
 };
 use crate::provider::wire::{ResponseInfoOnce, StreamDecoder};
 use crate::provider::{ProviderError, StreamChunk};
@@ -164,7 +164,7 @@ impl StreamDecoder for ResponsesDecoder {
         // Text after other content (a call, reasoning, an item, a citation) starts a part of
         // its own, without a separator — as a whole response gives it.
         let new = out.get(before..).unwrap_or_default();
-        if let Some(last) = new.iter().rev().find(|chunk| is_content(chunk)) {
+        if let Some(last) = new.iter().rev().find(|chunk| is_content(chunk) && !is_marker(chunk)) {
             if !matches!(last, StreamChunk::TextDelta { .. }) {
                 self.last_text = None;
             }
@@ -182,6 +182,12 @@ impl StreamDecoder for ResponsesDecoder {
                 .into(),
         })
     }
+}
+
+/// Whether a chunk is a message's phase marker (see [`phase_marker`]): the text of the next
+/// message is still a new paragraph after it.
+fn is_marker(chunk: &StreamChunk) -> bool {
+    matches!(chunk, StreamChunk::Opaque { provider, kind, .. } if provider == FAMILY && kind == "message")
 }
 
 /// Whether a chunk is content of the message (not its id, usage or finish).
@@ -337,6 +343,13 @@ impl ResponsesDecoder {
                         };
                         for value in annotations {
                             out.push(StreamChunk::Citation { provider: FAMILY.into(), value });
+                        }
+                        if let Some(marker) = phase_marker(item) {
+                            out.push(StreamChunk::Opaque {
+                                provider: marker.provider,
+                                kind: marker.kind,
+                                value: marker.value,
+                            });
                         }
                     }
                     // Items the client must run ended the stream when they were added.

@@ -443,3 +443,75 @@ fn texts_of_several_messages_are_apart_the_same_way_streamed_and_whole() {
         .collect();
     assert_eq!(texts, ["Looking it up.\n\nOne moment.\n\nFound it.", "Done."]);
 }
+
+#[test]
+fn messages_with_a_phase_keep_it_streamed_and_whole_and_go_back_as_they_came() {
+    let message = |id: &str, phase: &str, text: &str| {
+        json!({"type": "message", "id": id, "role": "assistant", "phase": phase, "status": "completed",
+               "content": [{"type": "output_text", "text": text, "annotations": []}]})
+    };
+    let call = json!({"type": "function_call", "id": "fc", "call_id": "c", "name": "add", "arguments": "{}"});
+    let items = [
+        message("m1", "commentary", "Looking it up."),
+        message("m2", "commentary", "Still looking."),
+        call.clone(),
+        message("m3", "final_answer", "Done."),
+    ];
+    let mut events = vec![json!({"type": "response.created", "response": {"id": "r"}})];
+    for (index, item) in items.iter().enumerate() {
+        events.push(
+            json!({"type": "response.output_item.added", "output_index": index, "item": item}),
+        );
+        if item["type"] == "message" {
+            let text = &item["content"][0]["text"];
+            events.push(json!({"type": "response.output_text.delta", "item_id": item["id"], "output_index": index, "content_index": 0, "delta": text}));
+        }
+        events.push(
+            json!({"type": "response.output_item.done", "output_index": index, "item": item}),
+        );
+    }
+    events.push(json!({"type": "response.completed", "response": {"id": "r", "status": "completed", "output": items}}));
+    let streamed = assemble(decode_all(&events).unwrap());
+    let body = json!({"id": "r", "status": "completed", "output": items}).to_string();
+    let whole = format().decode_response(body.as_bytes()).unwrap();
+    assert_eq!(streamed.message.content, whole.message.content);
+    // Paragraphs apart as without a phase; each message's marker after its text.
+    assert_eq!(whole.message.text(), "Looking it up.\n\nStill looking.\nDone.");
+    let markers: Vec<&Value> = whole
+        .message
+        .content
+        .iter()
+        .filter_map(|p| match p {
+            Part::Opaque(o) if o.kind == "message" => Some(&o.value),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        markers,
+        [
+            &json!({"type": "message", "id": "m1", "role": "assistant", "phase": "commentary"}),
+            &json!({"type": "message", "id": "m2", "role": "assistant", "phase": "commentary"}),
+            &json!({"type": "message", "id": "m3", "role": "assistant", "phase": "final_answer"}),
+        ]
+    );
+    // The next request: the same items (less their status and empty annotations), in order.
+    let history = vec![Message::user("Go."), whole.message, Message::user("And?")];
+    let body = format().encode(&request(history), false).unwrap().body;
+    let sent: Vec<Value> = body["input"].as_array().unwrap()[1..5].to_vec();
+    let expected: Vec<Value> = items
+        .iter()
+        .map(|item| {
+            let mut item = item.clone();
+            item.as_object_mut().unwrap().remove("status");
+            if item["type"] == "function_call" {
+                // A call goes back by its call id.
+                item.as_object_mut().unwrap().remove("id");
+            }
+            if item["type"] == "message" {
+                item["content"][0].as_object_mut().unwrap().remove("annotations");
+            }
+            item
+        })
+        .collect();
+    assert_eq!(sent, expected);
+}
