@@ -49,7 +49,18 @@ pub fn agent_card(served: &ServedAgent, url: &str, auth: Option<&Auth>) -> Agent
         capabilities: AgentCapabilities {
             streaming: Some(true),
             push_notifications: Some(false),
-            extensions: None,
+            extensions: Some(vec![a2a::AgentExtension {
+                uri: crate::convert::OUTPUT_EXTENSION.to_owned(),
+                description: Some(
+                    "A typed answer per task: the first message's metadata \
+                     {\"agentloop\": {\"output\": {\"schema\": <JSON Schema>, \"name\", \
+                     \"description\", \"maxRetries\"}}} makes the task end with a data part \
+                     holding the answer, validated against the schema."
+                        .to_owned(),
+                ),
+                required: Some(false),
+                params: None,
+            }]),
             extended_agent_card: Some(false),
         },
         default_input_modes: served.input.input_modes.clone(),

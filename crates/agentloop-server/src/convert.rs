@@ -6,7 +6,9 @@
 
 use a2a::{Part as A2aPart, PartContent, Role as A2aRole};
 use agentloop::message::{MediaSource, Message, Part, Role};
+use agentloop::run::OutputSpec;
 use base64::Engine;
+use serde_json::Value;
 
 /// Why an incoming message was refused.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -140,6 +142,65 @@ fn media_part(media_type: &str, source: MediaSource, filename: Option<String>) -
     } else {
         Part::File { source, filename }
     }
+}
+
+/// The extension by which a client chooses the typed answer of the task its message starts
+/// (declared on every agent card): the message's metadata
+/// `{"agentloop": {"output": {"schema": …, "name": …, "description": …, "maxRetries": …}}}`
+/// (`schema` required, a JSON Schema; the rest optional). The task then ends with a data part
+/// holding the validated answer, as if the served agent had that output schema.
+pub const OUTPUT_EXTENSION: &str = "urn:agentloop:a2a:output-schema:v1";
+
+/// The largest output schema a message may carry, in bytes of JSON.
+pub const MAX_OUTPUT_SCHEMA_BYTES: usize = 64 * 1024;
+
+/// The output a message asks for ([`OUTPUT_EXTENSION`]), if it asks for one.
+pub fn requested_output(message: &a2a::Message) -> Result<Option<OutputSpec>, ConvertError> {
+    let Some(request) = message
+        .metadata
+        .as_ref()
+        .and_then(|metadata| metadata.get("agentloop"))
+        .and_then(|ours| ours.get("output"))
+    else {
+        return Ok(None);
+    };
+    let invalid = |why: String| ConvertError::Invalid(format!("metadata agentloop.output: {why}"));
+    let Some(request) = request.as_object() else {
+        return Err(invalid("not an object".into()));
+    };
+    let schema = request.get("schema").ok_or_else(|| invalid("no schema".into()))?;
+    if !(schema.is_object() || schema.is_boolean()) {
+        return Err(invalid("the schema is not a JSON Schema (an object)".into()));
+    }
+    let size = serde_json::to_string(schema).map(|text| text.len()).unwrap_or(usize::MAX);
+    if size > MAX_OUTPUT_SCHEMA_BYTES {
+        return Err(invalid(format!(
+            "the schema is {size} bytes, over the limit of {MAX_OUTPUT_SCHEMA_BYTES}"
+        )));
+    }
+    let text = |field: &str| -> Result<Option<&str>, ConvertError> {
+        match request.get(field) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(text)) if text.len() <= 4096 => Ok(Some(text)),
+            Some(_) => Err(invalid(format!("{field} is not a string of at most 4096 bytes"))),
+        }
+    };
+    let mut spec = OutputSpec::new(text("name")?.unwrap_or("answer"), schema.clone());
+    if let Some(description) = text("description")? {
+        spec = spec.with_description(description);
+    }
+    match request.get("maxRetries") {
+        None | Some(Value::Null) => {}
+        Some(retries) => {
+            let retries = retries
+                .as_u64()
+                .filter(|&n| n <= 10)
+                .ok_or_else(|| invalid("maxRetries is not a whole number from 0 to 10".into()))?;
+            spec = spec.with_max_retries(retries as u32);
+        }
+    }
+    spec.check_schema().map_err(|error| invalid(format!("the schema is not valid: {error}")))?;
+    Ok(Some(spec))
 }
 
 /// The A2A message of one of a run's messages (`None` for what a client does not see:

@@ -11,12 +11,13 @@
 //! | `slow SECONDS` | answers after that long (at most 600 s): time to cancel it | completed (or canceled) |
 //! | `loop` | calls the calculator until the iteration limit ends the run | completed, limit in the metadata |
 //! | `fail` | the model call fails (not retried) | failed |
-//! | anything else | the message itself, in a few chunks | completed |
+//! | anything else | the message itself, in a few chunks — or, when the run asks for a typed answer in tool mode (an A2A message's `agentloop.output`), the `final_answer` call with the message as its arguments (parsed as JSON, else `{"response": message}`) | completed |
 
 use crate::tasks::{ServeError, ServedAgent};
 use agentloop::hooks::{Approval, HookContext, HookResult, Hooks};
 use agentloop::message::{FinishReason, Message, Role, ToolCall, Usage};
 use agentloop::provider::{ChunkStream, ModelRequest, Provider, ProviderError, StreamChunk};
+use agentloop::run::OUTPUT_TOOL;
 use agentloop::store::{RunStore, SessionStore};
 use agentloop::tool::builtin::{AskUser, Calculator};
 use agentloop::{tool, Agent};
@@ -53,8 +54,9 @@ fn text(answer: impl Into<String>) -> Reply {
     Reply::Text { chunks, delay: Duration::ZERO, first_delay: Duration::ZERO }
 }
 
-/// What the echo model does next, given the conversation.
-fn decide(messages: &[Message]) -> Reply {
+/// What the echo model does next, given the conversation (and whether the run offers the
+/// final-answer tool).
+fn decide(messages: &[Message], answer_tool: bool) -> Reply {
     let Some(last_user) = messages.iter().rposition(|m| m.role == Role::User) else {
         return text("Send me a message.");
     };
@@ -107,6 +109,13 @@ fn decide(messages: &[Message]) -> Reply {
         }
         ("fail", _) => Reply::Fail("the echo agent was asked to fail".to_owned()),
         (_, Some(result)) => text(format!("The tool said: {result}")),
+        _ if answer_tool => {
+            let arguments = serde_json::from_str::<Value>(&said)
+                .ok()
+                .filter(Value::is_object)
+                .unwrap_or_else(|| json!({"response": said}));
+            Reply::Call { name: OUTPUT_TOOL, arguments }
+        }
         _ => text(said),
     }
 }
@@ -118,7 +127,8 @@ fn usage_of(request: &ModelRequest, output: usize) -> Usage {
 
 impl Provider for EchoModel {
     fn stream(&self, request: ModelRequest) -> ChunkStream {
-        let reply = decide(&request.messages);
+        let answer_tool = request.tools.iter().any(|tool| tool.name == OUTPUT_TOOL);
+        let reply = decide(&request.messages, answer_tool);
         Box::pin(async_stream::stream! {
             match reply {
                 Reply::Fail(message) => {

@@ -5,12 +5,12 @@
 //! it did is in the store for GetTask, ListTasks and SubscribeToTask from any process.
 //! A run whose executor died (its lease expired) is continued by [`Host::recover`].
 
-use crate::convert::{to_user_message, ConvertError, InputPolicy};
+use crate::convert::{requested_output, to_user_message, ConvertError, InputPolicy};
 use crate::mapping::TaskFold;
 use a2a::{A2AError, AgentSkill, ListTasksRequest, ListTasksResponse, Task, TaskState};
 use agentloop::message::Message;
 use agentloop::protocol::{envelopes, Envelope};
-use agentloop::run::Decision;
+use agentloop::run::{Decision, OutputSpec};
 use agentloop::service::RunService;
 use agentloop::store::{now_ms, RunCursor, RunFilter, RunState, SessionState, StoreError};
 use agentloop::EventStream;
@@ -213,9 +213,13 @@ impl Host {
         trace_parent: Option<String>,
     ) -> Result<Accepted, A2AError> {
         let user = to_user_message(message, &self.served.input).map_err(convert_error)?;
+        let output = requested_output(message).map_err(convert_error)?;
         match &message.task_id {
+            Some(_) if output.is_some() => Err(A2AError::invalid_params(
+                "metadata agentloop.output chooses the answer of a task when it starts, not later",
+            )),
             Some(task_id) => self.continue_task(task_id, message, user).await,
-            None => self.start(message, user, trace_parent).await,
+            None => self.start(message, user, output, trace_parent).await,
         }
     }
 
@@ -223,6 +227,7 @@ impl Host {
         self: &Arc<Self>,
         message: &a2a::Message,
         user: Message,
+        output: Option<OutputSpec>,
         trace_parent: Option<String>,
     ) -> Result<Accepted, A2AError> {
         let context_id = match &message.context_id {
@@ -244,6 +249,7 @@ impl Host {
             run_id: Some(run_id.clone()),
             cancel: Some(cancel.clone()),
             trace_parent,
+            output,
             ..RunOptions::default()
         };
         let events = session

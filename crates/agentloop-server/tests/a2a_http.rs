@@ -29,6 +29,10 @@ async fn the_card_names_both_bindings_and_the_skill() {
         let tags = card["skills"][0]["tags"].as_array().unwrap();
         assert!(tags.contains(&json!("calculator")), "{card}");
         assert!(card.get("securitySchemes").is_none());
+        assert_eq!(
+            card["capabilities"]["extensions"][0]["uri"],
+            agentloop_server::convert::OUTPUT_EXTENSION
+        );
     }
 }
 
@@ -296,4 +300,62 @@ async fn credentials_guard_every_method_but_the_card() {
         .await
         .unwrap();
     assert_eq!(ok.status(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_chooses_its_task_s_typed_answer() {
+    let server = start(None).await;
+    let schema = json!({
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "people": {"type": "integer", "minimum": 0}},
+        "required": ["city"],
+    });
+    let with_output = |text: &str, output: Value| {
+        let mut m = message(text, None);
+        m["metadata"] = json!({"agentloop": {"output": output}});
+        m["extensions"] = json!([agentloop_server::convert::OUTPUT_EXTENSION]);
+        m
+    };
+    let output = json!({"schema": schema, "name": "place", "description": "A place."});
+    let sent = with_output(r#"{"city": "Lyon", "people": 522250}"#, output.clone());
+    let task = server.result("SendMessage", json!({"message": sent})).await["task"].clone();
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
+    let part = &task["artifacts"][0]["parts"][0];
+    assert_eq!(part["data"], json!({"city": "Lyon", "people": 522250}), "{task}");
+    // Read back from the journal: the same.
+    let id = task["id"].as_str().unwrap();
+    let got = server.result("GetTask", json!({"id": id})).await;
+    assert_eq!(got["artifacts"][0]["parts"][0]["data"]["city"], "Lyon");
+
+    // An answer the schema refuses: sent back, then the task fails with the errors.
+    let wrong = with_output(r#"{"people": -1}"#, json!({"schema": schema, "maxRetries": 0}));
+    let task = server.result("SendMessage", json!({"message": wrong})).await["task"].clone();
+    assert_eq!(task["status"]["state"], "TASK_STATE_FAILED", "{task}");
+    assert_eq!(task["metadata"]["agentloop"]["stopReason"], "output_invalid");
+    let errors = task["metadata"]["agentloop"]["detail"]["errors"].as_str().unwrap();
+    assert!(errors.contains("\"city\" is a required property"), "{errors}");
+
+    // Without it, the same text is the answer's text.
+    let plain = server.send(r#"{"city": "Lyon"}"#, None).await;
+    assert_eq!(plain["artifacts"][0]["parts"][0]["text"], r#"{"city": "Lyon"}"#);
+
+    // Refused: not a schema, a schema no validator takes, too large, on a continued task.
+    for (output, why) in [
+        (json!("a string"), "not an object"),
+        (json!({"schema": 3}), "not a JSON Schema"),
+        (json!({"schema": {"type": "nonsense"}}), "not valid"),
+        (json!({"schema": {"description": "x".repeat(70_000)}}), "over the limit"),
+        (json!({"schema": schema, "maxRetries": 99}), "maxRetries"),
+    ] {
+        let response =
+            server.rpc("SendMessage", json!({"message": with_output("hi", output)})).await;
+        assert_eq!(response["error"]["code"], -32602, "{response}");
+        let text = response["error"]["message"].as_str().unwrap();
+        assert!(text.contains(why), "{why}: {text}");
+    }
+    let asked = server.send("ask Which city?", None).await;
+    let mut answer = with_output("Lyon", json!({"schema": schema}));
+    answer["taskId"] = asked["id"].clone();
+    let response = server.rpc("SendMessage", json!({"message": answer})).await;
+    assert_eq!(response["error"]["code"], -32602, "{response}");
 }

@@ -2,7 +2,11 @@ use super::*;
 use agentloop::message::ToolResult;
 
 fn said(messages: &[Message]) -> String {
-    match decide(messages) {
+    described(decide(messages, false))
+}
+
+fn described(reply: Reply) -> String {
+    match reply {
         Reply::Text { chunks, .. } => chunks.concat(),
         Reply::Call { name, arguments } => format!("call {name} {arguments}"),
         Reply::Fail(message) => format!("fail {message}"),
@@ -40,4 +44,13 @@ fn a_tool_result_is_answered_and_an_answer_is_thanked() {
         Message::user("blue"),
     ];
     assert_eq!(said(&messages), "Thank you. You answered: blue");
+}
+
+#[test]
+fn with_the_answer_tool_the_message_is_the_answer() {
+    let answer = |text: &str| described(decide(&[Message::user(text)], true));
+    assert_eq!(answer(r#"{"city": "Lyon"}"#), r#"call final_answer {"city":"Lyon"}"#);
+    assert_eq!(answer("Lyon"), r#"call final_answer {"response":"Lyon"}"#);
+    // The commands still work.
+    assert_eq!(answer("calc 1 + 1"), r#"call calculator {"expression":"1 + 1"}"#);
 }
