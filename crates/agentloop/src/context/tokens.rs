@@ -75,11 +75,13 @@ impl TokenCounter for EstimateCounter {
     }
 }
 
-/// Exact counts with a tiktoken encoding.
+/// Exact counts with a tiktoken encoding. The encoding is tiktoken-rs's own, shared by the
+/// whole process and loaded on the first count — not when an agent is built: loading o200k
+/// takes about a second in a debug build, and every agent for an OpenAI model has a counter.
 #[derive(Clone)]
 pub struct TiktokenCounter {
     name: &'static str,
-    bpe: Arc<tiktoken_rs::CoreBPE>,
+    bpe: fn() -> &'static tiktoken_rs::CoreBPE,
 }
 
 impl std::fmt::Debug for TiktokenCounter {
@@ -99,18 +101,16 @@ pub struct TokenizerError {
 }
 
 impl TiktokenCounter {
-    /// The o200k_base encoding (GPT-4o, GPT-4.1, o-series, GPT-5).
+    /// The o200k_base encoding (GPT-4o, GPT-4.1, o-series, GPT-5). The encoding is built into
+    /// tiktoken-rs and loaded on the first count; this does not fail today (the `Result` is
+    /// kept for encodings that may have to be found).
     pub fn o200k() -> Result<Self, TokenizerError> {
-        let bpe = tiktoken_rs::o200k_base()
-            .map_err(|e| TokenizerError { encoding: "o200k_base", message: e.to_string() })?;
-        Ok(Self { name: "o200k_base", bpe: Arc::new(bpe) })
+        Ok(Self { name: "o200k_base", bpe: tiktoken_rs::o200k_base_singleton })
     }
 
-    /// The cl100k_base encoding (GPT-4, GPT-3.5).
+    /// The cl100k_base encoding (GPT-4, GPT-3.5), loaded as [`o200k`](Self::o200k) is.
     pub fn cl100k() -> Result<Self, TokenizerError> {
-        let bpe = tiktoken_rs::cl100k_base()
-            .map_err(|e| TokenizerError { encoding: "cl100k_base", message: e.to_string() })?;
-        Ok(Self { name: "cl100k_base", bpe: Arc::new(bpe) })
+        Ok(Self { name: "cl100k_base", bpe: tiktoken_rs::cl100k_base_singleton })
     }
 }
 
@@ -120,7 +120,7 @@ impl TokenCounter for TiktokenCounter {
     }
 
     fn count_text(&self, text: &str) -> usize {
-        self.bpe.encode_ordinary(text).len()
+        (self.bpe)().encode_ordinary(text).len()
     }
 }
 
