@@ -25,7 +25,7 @@ use crate::run::{
     StopReason, ToolFailureMode,
 };
 use crate::store::journal::journaled_leased;
-use crate::store::{Lease, RunStore, SessionStore, DEFAULT_LEASE_TTL};
+use crate::store::{Lease, RunStore, SessionStore, DEFAULT_LEASE_TTL, REMOTE_CONTROL_POLL};
 use crate::tool::{DynTool, TaskComplete, Tool, ToolExecutor, ToolRegistry, ToolSet, ToolSpec};
 use futures::StreamExt;
 use serde_json::Value;
@@ -56,6 +56,8 @@ pub struct Agent {
     lease_ttl: Duration,
     /// When the journal is committed.
     durability: crate::store::Durability,
+    /// Reads the remote control of the agent's journaled runs (with a store).
+    controls: Option<crate::store::control_watch::ControlWatch>,
     /// Who runs the agent's runs (the config hash is computed per run).
     identity: RunIdentity,
     /// Sees every run's events (telemetry), if set.
@@ -184,7 +186,8 @@ impl Agent {
         next_seq: Option<u64>,
     ) -> EventStream {
         let Some(store) = &self.store else { return events };
-        let (store, ttl, control) = (store.clone(), self.lease_ttl, Some(control.clone()));
+        let (store, ttl) = (store.clone(), self.lease_ttl);
+        let control = self.controls.clone().map(|watch| (control.clone(), watch));
         journaled_leased(events, store, run_id, (lease, ttl), next_seq, control, self.durability)
     }
 
@@ -765,6 +768,9 @@ impl AgentBuilder {
                 secrets: Arc::new(secrets),
             },
             config: Arc::new(self.config),
+            controls: self.store.clone().map(|store| {
+                crate::store::control_watch::ControlWatch::new(store, REMOTE_CONTROL_POLL)
+            }),
             store: self.store,
             sessions: self.sessions,
             lease_ttl: self.lease_ttl,

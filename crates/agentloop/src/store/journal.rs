@@ -1,6 +1,7 @@
 //! [`journaled`]: journals a run's event stream into a [`RunStore`] without touching the
 //! driver.
 
+use super::control_watch::{ControlWatch, RunWatcher};
 use super::lease::new_owner_id;
 use super::{JournalEntry, Lease, RemoteControl, RunStore, StoreError};
 use crate::control::Control;
@@ -90,15 +91,16 @@ impl Durability {
 pub const REMOTE_CONTROL_POLL: Duration = Duration::from_millis(250);
 
 /// [`journaled_with_lease`] that also applies what other processes request of the run
-/// ([`RunStore::request_control`]) to its `control`, read every [`REMOTE_CONTROL_POLL`]: a
-/// cancel at once, a pause at the next safe point, a resume after a remote pause.
+/// ([`RunStore::request_control`]) to its `control`: read when the run starts, then every
+/// [`REMOTE_CONTROL_POLL`] through the agent's `watch` (one read for all its runs): a cancel at
+/// once, a pause at the next safe point, a resume after a remote pause.
 pub(crate) fn journaled_leased(
     events: EventStream,
     store: Arc<dyn RunStore>,
     run_id: String,
     leased: (Option<Lease>, Duration),
     next_seq: Option<u64>,
-    control: Option<Arc<Control>>,
+    control: Option<(Arc<Control>, ControlWatch)>,
     durability: Durability,
 ) -> EventStream {
     if durability == Durability::Off {
@@ -116,7 +118,7 @@ fn journal_loop(
     run_id: String,
     leased: Option<(Option<Lease>, Duration)>,
     next_seq: Option<u64>,
-    control: Option<Arc<Control>>,
+    control: Option<(Arc<Control>, ControlWatch)>,
     durability: Durability,
 ) -> EventStream {
     Box::pin(async_stream::stream! {
@@ -152,9 +154,22 @@ fn journal_loop(
         let mut heartbeat = tokio::time::interval((ttl / 3).max(Duration::from_millis(1)));
         heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         heartbeat.reset();
-        let mut remote = tokio::time::interval(REMOTE_CONTROL_POLL);
-        remote.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut remotely_paused = false;
+        // The run's remote control: read now, then as the agent's watch sees it change.
+        let mut watcher = match &control {
+            Some((control, watch)) => {
+                let initial = match store.remote_control(&run_id).await {
+                    Ok(initial) => initial,
+                    Err(error) => {
+                        tracing::warn!(%error, run_id, "journal: cannot read the run's remote control");
+                        RemoteControl::default()
+                    }
+                };
+                remotely_paused = apply_remote(control, &initial, remotely_paused);
+                Some(watch.watch(&run_id, initial))
+            }
+            None => None,
+        };
         // Streamed, not yet committed (`Durability::Checkpoint`).
         let mut waiting: Vec<JournalEntry> = Vec::new();
         let mut ended = false;
@@ -164,19 +179,13 @@ fn journal_loop(
                 _ = heartbeat.tick(), if lease.is_some() => {
                     Step::Renew(renew(store.as_ref(), lease.as_ref(), ttl).await)
                 }
-                _ = remote.tick(), if control.is_some() => {
-                    Step::Remote(store.remote_control(&run_id).await)
-                }
+                requested = changed(&mut watcher), if watcher.is_some() => Step::Remote(requested),
             };
             let event = match step {
-                Step::Remote(Ok(requested)) => {
-                    if let Some(control) = &control {
+                Step::Remote(requested) => {
+                    if let Some((control, _)) = &control {
                         remotely_paused = apply_remote(control, &requested, remotely_paused);
                     }
-                    continue;
-                }
-                Step::Remote(Err(error)) => {
-                    tracing::warn!(%error, run_id, "journal: cannot read the run's remote control");
                     continue;
                 }
                 Step::Renew(Ok(renewed)) => {
@@ -282,7 +291,15 @@ async fn release(store: &dyn RunStore, lease: Option<&Lease>) {
 enum Step {
     Event(Option<Event>),
     Renew(Result<Lease, StoreError>),
-    Remote(Result<RemoteControl, StoreError>),
+    Remote(RemoteControl),
+}
+
+/// The run's remote control once it changes (never without a watcher).
+async fn changed(watcher: &mut Option<RunWatcher>) -> RemoteControl {
+    match watcher {
+        Some(watcher) => watcher.changed().await,
+        None => std::future::pending().await,
+    }
 }
 
 /// Applies what was requested from outside to the run's control; returns whether the run is

@@ -17,6 +17,7 @@
 //! [`AgentBuilder::store`](crate::AgentBuilder::store) journals every run through
 //! [`journaled`].
 
+pub(crate) mod control_watch;
 pub(crate) mod journal;
 pub mod lease;
 mod memory;
@@ -333,6 +334,20 @@ pub trait RunStore: Send + Sync {
 
     /// What has been requested of the run's executor from outside (empty when nothing was).
     async fn remote_control(&self, run_id: &str) -> Result<RemoteControl, StoreError>;
+
+    /// [`remote_control`](Self::remote_control) of each of `run_ids`, in one go where the
+    /// store can (one SQLite job, one Redis pipeline): an agent reads its runs' controls with
+    /// one call per interval. The default reads them one by one.
+    async fn remote_controls(
+        &self,
+        run_ids: &[String],
+    ) -> Result<Vec<(String, RemoteControl)>, StoreError> {
+        let mut controls = Vec::with_capacity(run_ids.len());
+        for run_id in run_ids {
+            controls.push((run_id.clone(), self.remote_control(run_id).await?));
+        }
+        Ok(controls)
+    }
 
     /// [`append_entries`](Self::append_entries) by the holder of `lease`: refused with
     /// [`StoreError::LeaseLost`], writing nothing, when a newer claim exists.

@@ -474,6 +474,13 @@ impl RunStore for RedisStore {
         lease::remote_control(self, run_id).await
     }
 
+    async fn remote_controls(
+        &self,
+        run_ids: &[String],
+    ) -> Result<Vec<(String, RemoteControl)>, StoreError> {
+        lease::remote_controls(self, run_ids).await
+    }
+
     async fn load_from(&self, run_id: &str, from: u64) -> Result<Vec<JournalEntry>, StoreError> {
         let raw: Vec<Vec<u8>> = ::redis::cmd("LRANGE")
             .arg(self.key(&["run:", run_id, ":journal"]))

@@ -410,6 +410,21 @@ impl RunStore for SqliteStore {
         self.call(move |conn| lease::remote_control(conn, &run_id)).await
     }
 
+    async fn remote_controls(
+        &self,
+        run_ids: &[String],
+    ) -> Result<Vec<(String, RemoteControl)>, StoreError> {
+        // One job on the connection thread for all of them.
+        let run_ids = run_ids.to_vec();
+        self.call(move |conn| {
+            run_ids
+                .into_iter()
+                .map(|run_id| lease::remote_control(conn, &run_id).map(|c| (run_id, c)))
+                .collect()
+        })
+        .await
+    }
+
     async fn next_seq(&self, run_id: &str) -> Result<u64, StoreError> {
         let run_id = run_id.to_owned();
         self.call(move |conn| {

@@ -139,6 +139,27 @@ pub(super) async fn remote_control(
     control_of(hash)
 }
 
+/// The remote control of each of `run_ids`: one pipeline of `HGETALL`s, one round trip.
+pub(super) async fn remote_controls(
+    store: &RedisStore,
+    run_ids: &[String],
+) -> Result<Vec<(String, RemoteControl)>, StoreError> {
+    if run_ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut pipe = ::redis::pipe();
+    for run_id in run_ids {
+        pipe.cmd("HGETALL").arg(store.key(&["run:", run_id, ":control"]));
+    }
+    let hashes: Vec<HashMap<String, String>> =
+        pipe.query_async(&mut store.conn()).await.map_err(backend)?;
+    run_ids
+        .iter()
+        .zip(hashes)
+        .map(|(run_id, hash)| Ok((run_id.clone(), control_of(hash)?)))
+        .collect()
+}
+
 /// The control state from its hash: `cancel`, `pause`, `input` (JSON) and one
 /// `decision:{call_id}` field (JSON) per decided call.
 fn control_of(hash: HashMap<String, String>) -> Result<RemoteControl, StoreError> {
