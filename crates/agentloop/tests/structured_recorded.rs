@@ -54,19 +54,28 @@ fn check_tool_then_answer(bodies: &[Value], schema_of: impl Fn(&Value) -> &Value
     assert!(bodies[1].to_string().contains(result), "the tool's result went back");
 }
 
-#[tokio::test]
-async fn openai_chat_recorded_tool_call_then_typed_answer() {
-    let server = serve_in_turn("openai-chat-native-output", 2).await;
+/// The recorded conversation `name` through the provider `make` builds on the server's base
+/// URL: the typed answer after the tool's result; the requests' bodies.
+async fn tool_then_typed_answer<P: Provider + 'static>(
+    name: &str,
+    make: impl Fn(Compat) -> P,
+) -> Vec<Value> {
+    let server = serve_in_turn(name, 2).await;
     let compat =
         Compat::openai().base_url(format!("{}/v1", server.uri())).api_key("k").streaming(false);
-    let agent = Agent::builder(OpenAi::compatible(compat, "gpt-4o").unwrap())
-        .tool(GetUserCountry)
-        .build()
-        .unwrap();
+    let agent = Agent::builder(make(compat)).tool(GetUserCountry).build().unwrap();
     let city: CityLocation =
         agent.run_as("What is the largest city in the user country?").await.unwrap();
     assert_eq!(city, CityLocation { city: "Mexico City".into(), country: "Mexico".into() });
-    let bodies = bodies(&server).await;
+    bodies(&server).await
+}
+
+#[tokio::test]
+async fn openai_chat_recorded_tool_call_then_typed_answer() {
+    let bodies = tool_then_typed_answer("openai-chat-native-output", |compat| {
+        OpenAi::compatible(compat, "gpt-4o").unwrap()
+    })
+    .await;
     check_tool_then_answer(&bodies, |b| &b["response_format"]["json_schema"]["schema"], "Mexico");
     assert_eq!(bodies[0]["response_format"]["json_schema"]["strict"], true);
     assert_eq!(bodies[0]["tools"][0]["function"]["name"], "get_user_country");
@@ -74,17 +83,10 @@ async fn openai_chat_recorded_tool_call_then_typed_answer() {
 
 #[tokio::test]
 async fn openai_responses_recorded_tool_call_then_typed_answer() {
-    let server = serve_in_turn("openai-responses-native-output", 2).await;
-    let compat =
-        Compat::openai().base_url(format!("{}/v1", server.uri())).api_key("k").streaming(false);
-    let agent = Agent::builder(OpenAi::responses_compatible(compat, "gpt-4o").unwrap())
-        .tool(GetUserCountry)
-        .build()
-        .unwrap();
-    let city: CityLocation =
-        agent.run_as("What is the largest city in the user country?").await.unwrap();
-    assert_eq!(city, CityLocation { city: "Mexico City".into(), country: "Mexico".into() });
-    let bodies = bodies(&server).await;
+    let bodies = tool_then_typed_answer("openai-responses-native-output", |compat| {
+        OpenAi::responses_compatible(compat, "gpt-4o").unwrap()
+    })
+    .await;
     check_tool_then_answer(&bodies, |b| &b["text"]["format"]["schema"], "function_call_output");
     assert_eq!(bodies[0]["text"]["format"]["strict"], true);
 }

@@ -397,6 +397,29 @@ fn the_response_id_and_model_reach_the_response() {
     assert_eq!((response.id.as_deref(), response.model.as_deref()), (Some("resp_2"), Some("m-1")));
 }
 
+/// A response of `items`, streamed (each item added, a text delta for each part of a
+/// message, each item done) and whole.
+fn streamed_and_whole(items: &[Value]) -> (ModelResponse, ModelResponse) {
+    let mut events = vec![json!({"type": "response.created", "response": {"id": "r"}})];
+    for (index, item) in items.iter().enumerate() {
+        events.push(
+            json!({"type": "response.output_item.added", "output_index": index, "item": item}),
+        );
+        if item["type"] == "message" {
+            for (part, text) in item["content"].as_array().unwrap().iter().enumerate() {
+                events.push(json!({"type": "response.output_text.delta", "item_id": item["id"], "output_index": index, "content_index": part, "delta": text["text"]}));
+            }
+        }
+        events.push(
+            json!({"type": "response.output_item.done", "output_index": index, "item": item}),
+        );
+    }
+    events.push(json!({"type": "response.completed", "response": {"id": "r", "status": "completed", "output": items}}));
+    let streamed = assemble(decode_all(&events).unwrap());
+    let body = json!({"id": "r", "status": "completed", "output": items}).to_string();
+    (streamed, format().decode_response(body.as_bytes()).unwrap())
+}
+
 #[test]
 fn texts_of_several_messages_are_apart_the_same_way_streamed_and_whole() {
     let message = |id: &str, texts: &[&str]| {
@@ -411,26 +434,7 @@ fn texts_of_several_messages_are_apart_the_same_way_streamed_and_whole() {
         call.clone(),
         message("m3", &["Done."]),
     ];
-    // Streamed: text deltas of each message part, then each item done.
-    let mut events = vec![json!({"type": "response.created", "response": {"id": "r"}})];
-    for (index, item) in items.iter().enumerate() {
-        if item["type"] == "message" {
-            for (part, text) in item["content"].as_array().unwrap().iter().enumerate() {
-                events.push(json!({"type": "response.output_text.delta", "item_id": item["id"], "output_index": index, "content_index": part, "delta": text["text"]}));
-            }
-        } else {
-            events.push(
-                json!({"type": "response.output_item.added", "output_index": index, "item": item}),
-            );
-        }
-        events.push(
-            json!({"type": "response.output_item.done", "output_index": index, "item": item}),
-        );
-    }
-    events.push(json!({"type": "response.completed", "response": {"id": "r", "status": "completed", "output": items}}));
-    let streamed = assemble(decode_all(&events).unwrap());
-    let body = json!({"id": "r", "status": "completed", "output": items}).to_string();
-    let whole = format().decode_response(body.as_bytes()).unwrap();
+    let (streamed, whole) = streamed_and_whole(&items);
     assert_eq!(streamed.message.content, whole.message.content);
     let texts: Vec<&str> = whole
         .message
@@ -457,23 +461,7 @@ fn messages_with_a_phase_keep_it_streamed_and_whole_and_go_back_as_they_came() {
         call.clone(),
         message("m3", "final_answer", "Done."),
     ];
-    let mut events = vec![json!({"type": "response.created", "response": {"id": "r"}})];
-    for (index, item) in items.iter().enumerate() {
-        events.push(
-            json!({"type": "response.output_item.added", "output_index": index, "item": item}),
-        );
-        if item["type"] == "message" {
-            let text = &item["content"][0]["text"];
-            events.push(json!({"type": "response.output_text.delta", "item_id": item["id"], "output_index": index, "content_index": 0, "delta": text}));
-        }
-        events.push(
-            json!({"type": "response.output_item.done", "output_index": index, "item": item}),
-        );
-    }
-    events.push(json!({"type": "response.completed", "response": {"id": "r", "status": "completed", "output": items}}));
-    let streamed = assemble(decode_all(&events).unwrap());
-    let body = json!({"id": "r", "status": "completed", "output": items}).to_string();
-    let whole = format().decode_response(body.as_bytes()).unwrap();
+    let (streamed, whole) = streamed_and_whole(&items);
     assert_eq!(streamed.message.content, whole.message.content);
     // Paragraphs apart as without a phase; each message's marker after its text.
     assert_eq!(whole.message.text(), "Looking it up.\n\nStill looking.\nDone.");
