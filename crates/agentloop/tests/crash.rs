@@ -110,12 +110,12 @@ struct Announcing;
 
 #[async_trait]
 impl AppendTap for Announcing {
-    async fn before(&self, _run_id: &str, expected_seq: u64) {
-        println!("@@ append-begin {expected_seq}");
+    async fn before(&self, _run_id: &str, expected_seq: u64, count: usize) {
+        println!("@@ append-begin {expected_seq} {}", expected_seq + count as u64);
         tokio::time::sleep(Duration::from_millis(4)).await;
     }
-    async fn after(&self, _run_id: &str, expected_seq: u64, _next: u64) {
-        println!("@@ append-end {expected_seq}");
+    async fn after(&self, _run_id: &str, expected_seq: u64, next: u64) {
+        println!("@@ append-end {expected_seq} {next}");
         tokio::time::sleep(Duration::from_millis(4)).await;
     }
 }
@@ -188,9 +188,10 @@ fn crash_child() {
 enum KillAt {
     /// Right after the child reported the `nth` (1-based) event of this kind.
     Event(&'static str, usize),
-    /// As an append of this seq begins (before it is written).
+    /// As the append that holds this seq begins (before it is written; the journal appends
+    /// the events that are ready together, so one append may hold several).
     AppendBegin(u64),
-    /// As an append of this seq ended (written, but its event not yet passed on).
+    /// As the append that holds this seq ended (written, but its events not yet passed on).
     AppendEnd(u64),
     /// This long (ms) after the `nth` event of this kind: a tool that started has written
     /// its side effect but not returned.
@@ -205,11 +206,17 @@ impl KillAt {
             Self::Event(kind, nth) | Self::AfterEvent(kind, nth, _) => {
                 line == format!("@@ event {kind}") && seen.get(*kind) == Some(nth)
             }
-            Self::AppendBegin(seq) => line == format!("@@ append-begin {seq}"),
-            Self::AppendEnd(seq) => line == format!("@@ append-end {seq}"),
+            Self::AppendBegin(seq) => holds(line.strip_prefix("@@ append-begin "), *seq),
+            Self::AppendEnd(seq) => holds(line.strip_prefix("@@ append-end "), *seq),
             Self::Time(_) => false,
         }
     }
+}
+
+/// Whether an append reported as `"<first seq> <end>"` holds `seq`.
+fn holds(range: Option<&str>, seq: u64) -> bool {
+    let Some((first, end)) = range.and_then(|r| r.split_once(' ')) else { return false };
+    (first.parse::<u64>().unwrap()..end.parse::<u64>().unwrap()).contains(&seq)
 }
 
 /// The outcome of one child process.
@@ -266,8 +273,8 @@ async fn run_child(
             mode = Some(m.to_owned());
         } else if let Some(json) = line.strip_prefix("@@ outcome ") {
             answer = serde_json::from_str(json).unwrap();
-        } else if let Some(seq) = line.strip_prefix("@@ append-begin ") {
-            appends.push(seq.parse().unwrap());
+        } else if let Some(range) = line.strip_prefix("@@ append-begin ") {
+            appends.push(range.split(' ').next().unwrap().parse().unwrap());
         }
         if !armed && kill.is_some_and(|k| k.matches(&line, &seen)) {
             if let Some(KillAt::AfterEvent(_, _, ms)) = kill {

@@ -21,7 +21,6 @@ use async_trait::async_trait;
 use common::*;
 use futures::StreamExt;
 use serde_json::json;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -216,10 +215,20 @@ async fn a_run_waiting_for_approval_survives_a_restart() {
 }
 
 /// A store that fails every append after the first `ok` ones.
+/// A store whose disk fills at entry `full`: an append that would write it (or any after it)
+/// fails.
 struct Failing {
     inner: MemoryStore,
-    ok: u64,
-    appends: AtomicU64,
+    full: u64,
+}
+
+impl Failing {
+    fn check(&self, expected_seq: u64, entries: &[JournalEntry]) -> Result<(), StoreError> {
+        if expected_seq + entries.len() as u64 > self.full {
+            return Err(StoreError::Backend { backend: "test", message: "disk full".into() });
+        }
+        Ok(())
+    }
 }
 
 #[async_trait]
@@ -230,9 +239,7 @@ impl RunStore for Failing {
         expected_seq: u64,
         entries: &[JournalEntry],
     ) -> Result<u64, StoreError> {
-        if self.appends.fetch_add(1, Ordering::SeqCst) >= self.ok {
-            return Err(StoreError::Backend { backend: "test", message: "disk full".into() });
-        }
+        self.check(expected_seq, entries)?;
         self.inner.append_entries(run_id, expected_seq, entries).await
     }
     async fn load(&self, run_id: &str) -> Result<Vec<JournalEntry>, StoreError> {
@@ -275,16 +282,14 @@ impl RunStore for Failing {
         expected_seq: u64,
         entries: &[JournalEntry],
     ) -> Result<u64, StoreError> {
-        if self.appends.fetch_add(1, Ordering::SeqCst) >= self.ok {
-            return Err(StoreError::Backend { backend: "test", message: "disk full".into() });
-        }
+        self.check(expected_seq, entries)?;
         self.inner.append_fenced(lease, expected_seq, entries).await
     }
 }
 
 #[tokio::test]
 async fn a_failed_append_stops_the_run_at_its_last_checkpoint() {
-    let store = Arc::new(Failing { inner: MemoryStore::new(), ok: 5, appends: AtomicU64::new(0) });
+    let store = Arc::new(Failing { inner: MemoryStore::new(), full: 5 });
     let probe = Probe::default();
     let model =
         ScriptedModel::new([ScriptedTurn::tool_call("probe", json!({"ms": 0, "tag": "a"}))

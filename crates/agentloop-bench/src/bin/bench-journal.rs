@@ -7,7 +7,12 @@
 //! next, as an executor does. Stores: SQLite with one transaction per append (`max_batch 1`,
 //! the store before group commit), SQLite with group commit (no delay, and a 1 ms delay),
 //! Redis (at `AGENTLOOP_REDIS_URL`, under a key prefix of its own, emptied afterwards) and
-//! memory. Prints appends per second and the p50 / p99 latency of one append.
+//! memory. Prints appends per second, the p50 / p99 latency of one append and the process's
+//! CPU time per append (all threads: the runs' and the store's).
+//!
+//! `--runs 1000` (comma-separated) picks the concurrencies, `--stores group,redis` the stores
+//! (`memory`, `single`, `group`, `delay`, `sqlite-defaults`: group commit with SQLite's
+//! default page cache and checkpoints made by the writer every 1,000 pages, `redis`).
 
 use agentloop::event::Event;
 use agentloop::message::{FinishReason, Message};
@@ -15,6 +20,7 @@ use agentloop::run::RunConfig;
 use agentloop::store::redis::{RedisOptions, RedisStore};
 use agentloop::store::sqlite::{SqliteOptions, SqliteStore};
 use agentloop::store::{MemoryStore, RunStore};
+use agentloop_bench::measure::process_cpu;
 use std::error::Error;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -43,14 +49,60 @@ fn journal(run_id: &str, n: usize) -> Vec<Event> {
     events
 }
 
-/// Appends per second, and the p50 / p99 latency of one append.
-async fn measure(
-    store: Arc<dyn RunStore>,
-    runs: usize,
-    appends: usize,
-) -> Result<(f64, Duration, Duration)> {
+/// What one measurement gives.
+struct Measured {
+    appends_per_s: f64,
+    p50: Duration,
+    p99: Duration,
+    cpu_per_append: Duration,
+    /// The store's connection thread's share (SQLite), per append.
+    writer_per_append: Duration,
+    /// Bytes this process passed to `write` calls (the WAL, for SQLite), per append.
+    written_per_append: f64,
+}
+
+/// Bytes this process has passed to `write`-like calls so far (`wchar` of `/proc/self/io`).
+fn written() -> u64 {
+    std::fs::read_to_string("/proc/self/io")
+        .ok()
+        .and_then(|io| {
+            io.lines().find_map(|l| l.strip_prefix("wchar: ")).and_then(|n| n.trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// CPU time of this process's threads named `name`, by thread id (from `/proc`, in clock
+/// ticks: good over seconds, not for one append).
+fn threads_cpu(name: &str) -> std::collections::HashMap<String, Duration> {
+    let tick = Duration::from_secs(1)
+        / u32::try_from(rustix::param::clock_ticks_per_second()).unwrap_or(100);
+    let mut found = std::collections::HashMap::new();
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return found };
+    for task in tasks.flatten() {
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else { continue };
+        // `pid (comm) state ...`: the fields after the closing parenthesis.
+        let Some((head, rest)) = stat.rsplit_once(") ") else { continue };
+        if !head.ends_with(&format!("({name}")) {
+            continue;
+        }
+        let fields: Vec<&str> = rest.split(' ').collect();
+        // utime and stime are fields 14 and 15 of the line, 12 and 13 after the state.
+        let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<u32>().ok()).unwrap_or(0);
+        found.insert(
+            task.file_name().to_string_lossy().into_owned(),
+            tick * (ticks(11) + ticks(12)),
+        );
+    }
+    found
+}
+
+/// Appends per second, the p50 / p99 latency of one append, and CPU time per append.
+async fn measure(store: Arc<dyn RunStore>, runs: usize, appends: usize) -> Result<Measured> {
     let prefix = uuid::Uuid::new_v4().simple().to_string();
     let started = Instant::now();
+    let cpu = process_cpu();
+    let writer = threads_cpu("agentloop-sqlit");
+    let bytes = written();
     let tasks: Vec<_> = (0..runs)
         .map(|r| {
             let store = store.clone();
@@ -74,12 +126,36 @@ async fn measure(
         ids.push(id);
     }
     let elapsed = started.elapsed();
+    let cpu = process_cpu().saturating_sub(cpu);
+    let bytes = written().saturating_sub(bytes);
+    let writer: Duration = threads_cpu("agentloop-sqlit")
+        .into_iter()
+        .map(|(tid, now)| now.saturating_sub(writer.get(&tid).copied().unwrap_or_default()))
+        .sum();
     for id in ids {
         store.delete_run(&id).await?;
     }
     latencies.sort();
     let at = |q: f64| latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)];
-    Ok(((runs * appends) as f64 / elapsed.as_secs_f64(), at(0.5), at(0.99)))
+    let total = runs * appends;
+    Ok(Measured {
+        appends_per_s: total as f64 / elapsed.as_secs_f64(),
+        p50: at(0.5),
+        p99: at(0.99),
+        cpu_per_append: cpu / u32::try_from(total).unwrap_or(u32::MAX),
+        writer_per_append: writer / u32::try_from(total).unwrap_or(u32::MAX),
+        written_per_append: bytes as f64 / total as f64,
+    })
+}
+
+/// The comma-separated values after `flag`, or `default`.
+fn list(args: &[String], flag: &str, default: &str) -> Vec<String> {
+    let value = args
+        .iter()
+        .position(|a| a == flag)
+        .and_then(|i| args.get(i + 1))
+        .map_or(default, String::as_str);
+    value.split(',').map(str::to_owned).collect()
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -96,9 +172,14 @@ async fn main() -> Result<()> {
         std::env::var("AGENTLOOP_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
     let redis_prefix = format!("agentloop-bench-journal:{}:", std::process::id());
     println!("{appends} appends per run, one event each; 2 worker threads");
-    println!("| store | runs at once | appends/s | p50 append | p99 append |");
-    println!("| --- | ---: | ---: | ---: | ---: |");
-    for runs in [1usize, 100, 1_000] {
+    let concurrencies = list(&args, "--runs", "1,100,1000")
+        .iter()
+        .map(|n| n.parse::<usize>())
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    let wanted = list(&args, "--stores", "memory,single,group,delay,redis");
+    println!("| store | runs at once | appends/s | p50 append | p99 append | CPU per append | of it, SQLite's thread | bytes written per append |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    for runs in concurrencies {
         let sqlite = |name: &str, max_batch: usize, delay_ms: u64| -> Result<Arc<dyn RunStore>> {
             let options = SqliteOptions {
                 max_batch,
@@ -107,28 +188,45 @@ async fn main() -> Result<()> {
             };
             Ok(Arc::new(SqliteStore::open_with(dir.join(format!("{name}-{runs}.db")), options)?))
         };
-        let stores: Vec<(&str, Arc<dyn RunStore>)> = vec![
-            ("memory", Arc::new(MemoryStore::new())),
-            ("SQLite, a transaction per append", sqlite("single", 1, 0)?),
-            ("SQLite, group commit", sqlite("group", 256, 0)?),
-            ("SQLite, group commit, 1 ms delay", sqlite("delay", 256, 1)?),
-            (
-                "Redis",
-                Arc::new(
-                    RedisStore::connect_with(
-                        &url,
-                        RedisOptions::default().prefix(redis_prefix.clone()),
-                    )
-                    .await?,
+        for key in &wanted {
+            let (name, store): (&str, Arc<dyn RunStore>) = match key.as_str() {
+                "memory" => ("memory", Arc::new(MemoryStore::new())),
+                "single" => ("SQLite, a transaction per append", sqlite("single", 1, 0)?),
+                "group" => ("SQLite, group commit", sqlite("group", 256, 0)?),
+                "delay" => ("SQLite, group commit, 1 ms delay", sqlite("delay", 256, 1)?),
+                "sqlite-defaults" => (
+                    "SQLite, group commit, SQLite's default cache and checkpoints",
+                    Arc::new(SqliteStore::open_with(
+                        dir.join(format!("sqlite-defaults-{runs}.db")),
+                        SqliteOptions {
+                            cache_kib: 2_000,
+                            checkpoint_interval: Duration::ZERO,
+                            checkpoint_pages: 1_000,
+                            ..SqliteOptions::default()
+                        },
+                    )?),
                 ),
-            ),
-        ];
-        for (name, store) in stores {
-            let (rate, p50, p99) = measure(store, runs, appends).await?;
+                "redis" => (
+                    "Redis",
+                    Arc::new(
+                        RedisStore::connect_with(
+                            &url,
+                            RedisOptions::default().prefix(redis_prefix.clone()),
+                        )
+                        .await?,
+                    ),
+                ),
+                other => return Err(format!("unknown store '{other}'").into()),
+            };
+            let m = measure(store, runs, appends).await?;
             println!(
-                "| {name} | {runs} | {rate:.0} | {:.0} µs | {:.0} µs |",
-                p50.as_secs_f64() * 1e6,
-                p99.as_secs_f64() * 1e6
+                "| {name} | {runs} | {:.0} | {:.0} µs | {:.0} µs | {:.1} µs | {:.1} µs | {:.0} |",
+                m.appends_per_s,
+                m.p50.as_secs_f64() * 1e6,
+                m.p99.as_secs_f64() * 1e6,
+                m.cpu_per_append.as_secs_f64() * 1e6,
+                m.writer_per_append.as_secs_f64() * 1e6,
+                m.written_per_append
             );
         }
     }

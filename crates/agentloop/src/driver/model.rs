@@ -177,7 +177,10 @@ impl Driver {
             }
             ModelCall::Cancelled => run.cancel(scope.control.cancel_reason()),
         }
-        out.send(events.drain(..).chain(run.drain_events())).await;
+        // Not waited for: the driver's next step follows at once and sends what it makes
+        // (the calls' `tool_started`, or the iteration's end) with these, so a journal
+        // commits them together, before any of those side effects starts.
+        out.push(events.drain(..).chain(run.drain_events()));
     }
 }
 

@@ -110,6 +110,14 @@ impl<F: Future<Output = ()>> Stream for Driven<F> {
             None => Poll::Pending,
         }
     }
+
+    /// At least the events already made, which the stream hands out without polling the
+    /// driver's future again (the journal appends them together, before any side effect
+    /// the driver waits to start); at most that many once the future has finished.
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let held = self.ready.len() + self.outbox.queue().len();
+        (held, self.future.is_none().then_some(held))
+    }
 }
 
 #[cfg(test)]

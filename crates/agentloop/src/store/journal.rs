@@ -7,13 +7,14 @@ use super::{JournalEntry, Lease, RemoteControl, RunStore, StoreError};
 use crate::control::Control;
 use crate::driver::EventStream;
 use crate::event::{Event, JournalEvent, StreamOnly};
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use std::sync::Arc;
 use std::time::Duration;
 
 /// Journals a run: each durable event is appended to `store` (awaited) before it is passed
 /// on, followed by a transient [`Event::Checkpointed`] with its sequence number; transient
-/// events pass through. `next_seq` is the sequence number of the first new entry (`None`:
+/// events pass through. The events the driver made together (those its stream holds without
+/// running the driver on) are appended in one call. `next_seq` is the sequence number of the first new entry (`None`:
 /// ask the store for the journal's length first).
 ///
 /// The driver is a generator that does not go on until its consumer polls again, so nothing
@@ -65,7 +66,8 @@ pub enum Durability {
     /// crash may lose what streamed since the last checkpoint — at most a model answer (the
     /// model is asked again on resume) and the results of the iteration's tools (they run
     /// again, with the same idempotency keys) — never the record that a side effect started.
-    /// About half the appends of `Sync`.
+    /// Fewer appends than `Sync` (9 against 14 for a run of three iterations and three tool
+    /// calls).
     Checkpoint,
     /// Nothing is journaled, even with a store: the run lives in memory only.
     Off,
@@ -181,7 +183,7 @@ fn journal_loop(
                 }
                 requested = changed(&mut watcher), if watcher.is_some() => Step::Remote(requested),
             };
-            let event = match step {
+            let group = match step {
                 Step::Remote(requested) => {
                     if let Some((control, _)) = &control {
                         remotely_paused = apply_remote(control, &requested, remotely_paused);
@@ -210,26 +212,45 @@ fn journal_loop(
                     }
                     // The stream ended with events still waiting: commit them.
                     ended = true;
-                    None
+                    Vec::new()
                 }
-                Step::Event(Some(event)) => Some(event),
+                Step::Event(Some(event)) => ready_after(event, &mut events),
             };
-            if let Some(event) = event {
+            // Held: events not passed on until the append commits, in their order (an
+            // index into `waiting` for a durable one).
+            let mut held: Vec<Held> = Vec::new();
+            let mut commit = ended;
+            for event in group {
                 let event = match JournalEvent::new(event) {
                     Ok(event) => event,
-                    Err(StreamOnly(event)) => {
+                    Err(StreamOnly(event)) if held.is_empty() => {
                         yield *event;
+                        continue;
+                    }
+                    Err(StreamOnly(event)) => {
+                        held.push(Held::Transient(*event));
                         continue;
                     }
                 };
                 let entry = JournalEntry::new(seq + waiting.len() as u64, event);
-                if durability.may_wait(&entry.event) {
+                if held.is_empty() && durability.may_wait(&entry.event) {
                     // Streamed now, committed at the next checkpoint.
                     yield (*entry.event).clone();
                     waiting.push(entry);
                     continue;
                 }
+                commit |= !durability.may_wait(&entry.event);
+                held.push(Held::Entry(waiting.len()));
                 waiting.push(entry);
+            }
+            if !commit {
+                // Only events that may wait (behind none that may not): all streamed.
+                for held in held {
+                    if let Held::Transient(event) = held {
+                        yield event;
+                    }
+                }
+                continue;
             }
             let appended = match &lease {
                 Some(lease) => store.append_fenced(lease, seq, &waiting).await,
@@ -237,14 +258,32 @@ fn journal_loop(
             };
             match appended {
                 Ok(_) => {
-                    // The waiting ones were streamed already; the one that made the
-                    // checkpoint was not. Then each entry's `checkpointed`, in order.
-                    let count = waiting.len() as u64;
-                    if let Some(last) = waiting.pop().filter(|e| !durability.may_wait(&e.event)) {
-                        yield last.event.into_event();
+                    // The held events in order. In `Sync` each durable one is followed by
+                    // the `checkpointed` of every entry up to it (those streamed before it
+                    // included), as if each had been appended alone; in `Checkpoint` the
+                    // `checkpointed`s of the whole commit follow its last event.
+                    let count = waiting.len();
+                    let mut entries = std::mem::take(&mut waiting).into_iter();
+                    let (mut consumed, mut checkpointed) = (0, 0);
+                    for held in held {
+                        match held {
+                            Held::Transient(event) => yield event,
+                            Held::Entry(index) => {
+                                if let Some(entry) = entries.nth(index - consumed) {
+                                    yield entry.event.into_event();
+                                }
+                                consumed = index + 1;
+                                if durability == Durability::Sync {
+                                    for _ in checkpointed..consumed {
+                                        yield Event::Checkpointed { seq };
+                                        seq += 1;
+                                    }
+                                    checkpointed = consumed;
+                                }
+                            }
+                        }
                     }
-                    waiting.clear();
-                    for _ in 0..count {
+                    for _ in checkpointed..count {
                         yield Event::Checkpointed { seq };
                         seq += 1;
                     }
@@ -285,6 +324,32 @@ async fn release(store: &dyn RunStore, lease: Option<&Lease>) {
     if let Err(error) = store.release(lease).await {
         tracing::warn!(%error, run_id = lease.run_id, "journal: cannot release the run's lease");
     }
+}
+
+/// Events appended together at most: the first one and those ready after it.
+const MAX_GROUP: usize = 256;
+
+/// `first` and the events that are ready after it: those the stream can hand out without
+/// running the driver on (the lower bound of its `size_hint`, which the driver's stream
+/// gives as the events it holds). They are appended together, in one store call, and none is
+/// passed on before that commits; the driver's next side effect waits for the next poll.
+fn ready_after(first: Event, events: &mut EventStream) -> Vec<Event> {
+    let mut group = vec![first];
+    while group.len() < MAX_GROUP && events.size_hint().0 > 0 {
+        match events.next().now_or_never() {
+            Some(Some(event)) => group.push(event),
+            _ => break,
+        }
+    }
+    group
+}
+
+/// An event held until its append commits.
+enum Held {
+    /// A stream-only event behind a durable one.
+    Transient(Event),
+    /// A durable event: its index in the entries appended.
+    Entry(usize),
 }
 
 /// What woke the journaling loop.

@@ -4,9 +4,11 @@
 //!
 //! SQLite calls block, so they run on a dedicated connection thread; the async methods send
 //! it a job and await the answer. Journal appends are **group-committed** on that thread: the
-//! appends of all runs queued while a transaction commits share the next one (each in a
-//! savepoint of its own), and each is acknowledged once its transaction committed
-//! (`writer.rs`; [`SqliteOptions::max_batch`], [`SqliteOptions::group_commit_delay`]).
+//! appends of all runs queued while a transaction commits share the next one (an append its
+//! checks refuse writes nothing), and each is acknowledged once its transaction committed
+//! (`writer.rs`; [`SqliteOptions::max_batch`], [`SqliteOptions::group_commit_delay`]). A
+//! second thread checkpoints the write-ahead log (`checkpointer.rs`), so that the writer
+//! does not.
 //! Several processes may share one file: every write is an
 //! `IMMEDIATE` transaction (a `busy_timeout` waits for the other writer), and the
 //! expected-sequence check runs inside it, so two writers never interleave a journal.
@@ -28,6 +30,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 mod artifacts;
+mod checkpointer;
 mod lease;
 mod registry;
 mod writer;
@@ -131,6 +134,20 @@ pub struct SqliteOptions {
     /// a batch is what queued while the last transaction committed, so a run alone is not
     /// slower; 1–2 ms gathers bigger batches under load at that cost in latency).
     pub group_commit_delay: Duration,
+    /// The connection's page cache in KiB (default 16 MiB, SQLite's own default is 2 MiB):
+    /// pages are taken from it as needed, up to this. With many runs at once their journals'
+    /// pages no longer fit in 2 MiB, and every append read its pages back from the file.
+    pub cache_kib: u32,
+    /// How often a thread of the store's own copies the write-ahead log into the database
+    /// file (a `PASSIVE` checkpoint, which neither waits for the writer nor makes it wait;
+    /// default 100 ms). Zero: no such thread, the writer checkpoints at
+    /// [`checkpoint_pages`](Self::checkpoint_pages) as SQLite does by default.
+    pub checkpoint_interval: Duration,
+    /// Pages the write-ahead log may grow to before the connection that commits copies it
+    /// into the database file itself (SQLite's automatic checkpoint; default 40,000, about
+    /// 160 MB, a backstop for when the checkpoint thread cannot keep up; SQLite's own default
+    /// is 1,000).
+    pub checkpoint_pages: u32,
 }
 
 impl Default for SqliteOptions {
@@ -140,6 +157,9 @@ impl Default for SqliteOptions {
             synchronous_full: false,
             max_batch: 256,
             group_commit_delay: Duration::ZERO,
+            cache_kib: 16 * 1024,
+            checkpoint_interval: Duration::from_millis(100),
+            checkpoint_pages: 40_000,
         }
     }
 }
@@ -149,7 +169,13 @@ impl Default for SqliteOptions {
 pub struct SqliteStore {
     jobs: mpsc::Sender<Job>,
     path: PathBuf,
+    /// Dropped with the store, it stops the checkpoint thread.
+    _checkpointer: Option<mpsc::Sender<()>>,
 }
+
+/// The size in bytes the write-ahead log file is cut back to after a checkpoint, should it
+/// have grown beyond (SQLite otherwise keeps the file at its largest).
+const WAL_SIZE_LIMIT: u64 = 64 * 1024 * 1024;
 
 impl std::fmt::Debug for SqliteStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -197,10 +223,14 @@ impl SqliteStore {
         conn.busy_timeout(options.busy_timeout).map_err(backend)?;
         let synchronous = if options.synchronous_full { "FULL" } else { "NORMAL" };
         conn.execute_batch(&format!(
-            "PRAGMA journal_mode = WAL; PRAGMA synchronous = {synchronous};"
+            "PRAGMA journal_mode = WAL; PRAGMA synchronous = {synchronous}; \
+             PRAGMA cache_size = -{}; PRAGMA wal_autocheckpoint = {}; \
+             PRAGMA journal_size_limit = {};",
+            options.cache_kib, options.checkpoint_pages, WAL_SIZE_LIMIT
         ))
         .map_err(backend)?;
         migrate(&mut conn)?;
+        let checkpointer = checkpointer::start(&path, &options)?;
         let (jobs, receiver) = mpsc::channel::<Job>();
         let grouping =
             Grouping { max_batch: options.max_batch.max(1), delay: options.group_commit_delay };
@@ -208,7 +238,7 @@ impl SqliteStore {
             .name("agentloop-sqlite".into())
             .spawn(move || writer::serve(conn, receiver, grouping))
             .map_err(|e| backend(format!("cannot start the connection thread: {e}")))?;
-        Ok(Self { jobs, path })
+        Ok(Self { jobs, path, _checkpointer: checkpointer })
     }
 
     /// The database file.

@@ -27,8 +27,8 @@ pub async fn open_store(spec: &str) -> Arc<dyn RunStore> {
 /// What happens around each append (fenced or not) of a [`Tapped`] store.
 #[async_trait]
 pub trait AppendTap: Send + Sync + 'static {
-    /// Before the append is written.
-    async fn before(&self, _run_id: &str, _expected_seq: u64) {}
+    /// Before the append of `_count` entries from `_expected_seq` on is written.
+    async fn before(&self, _run_id: &str, _expected_seq: u64, _count: usize) {}
     /// After the store acknowledged it (`next`: the journal's new length).
     async fn after(&self, _run_id: &str, _expected_seq: u64, _next: u64) {}
 }
@@ -44,7 +44,7 @@ impl<T: AppendTap> RunStore for Tapped<T> {
         expected_seq: u64,
         entries: &[JournalEntry],
     ) -> Result<u64, StoreError> {
-        self.1.before(run_id, expected_seq).await;
+        self.1.before(run_id, expected_seq, entries.len()).await;
         let next = self.0.append_entries(run_id, expected_seq, entries).await?;
         self.1.after(run_id, expected_seq, next).await;
         Ok(next)
@@ -55,7 +55,7 @@ impl<T: AppendTap> RunStore for Tapped<T> {
         expected_seq: u64,
         entries: &[JournalEntry],
     ) -> Result<u64, StoreError> {
-        self.1.before(&lease.run_id, expected_seq).await;
+        self.1.before(&lease.run_id, expected_seq, entries.len()).await;
         let next = self.0.append_fenced(lease, expected_seq, entries).await?;
         self.1.after(&lease.run_id, expected_seq, next).await;
         Ok(next)

@@ -1,5 +1,5 @@
 use super::*;
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 fn text(n: usize) -> Event {
@@ -93,4 +93,32 @@ async fn dropping_the_stream_drops_the_driver() {
     assert_eq!(dropped.load(Ordering::SeqCst), 0);
     drop(stream);
     assert_eq!(dropped.load(Ordering::SeqCst), 1);
+}
+
+/// `size_hint`'s lower bound is what the stream hands out without polling the future again
+/// (the journal takes that many and appends them together before the driver goes on).
+#[tokio::test]
+async fn size_hint_counts_the_events_ready_without_running_the_driver() {
+    let progress = Arc::new(AtomicUsize::new(0));
+    let outbox = Arc::new(Outbox::default());
+    let (out, steps) = (outbox.clone(), progress.clone());
+    let mut stream = Driven::new(outbox, async move {
+        out.push([text(1)]);
+        out.send([text(2), text(3)]).await;
+        steps.store(1, Ordering::SeqCst);
+        out.send([text(4)]).await;
+    });
+    assert_eq!(stream.size_hint(), (0, None), "nothing made before the first poll");
+    assert_eq!(texts(&[stream.next().await.unwrap()]), ["1"]);
+    assert_eq!(stream.size_hint(), (2, None));
+    let mut taken = Vec::new();
+    while stream.size_hint().0 > 0 {
+        taken.push(stream.next().now_or_never().unwrap().unwrap());
+    }
+    assert_eq!(texts(&taken), ["2", "3"]);
+    assert_eq!(progress.load(Ordering::SeqCst), 0, "the driver did not go on");
+    assert_eq!(texts(&[stream.next().await.unwrap()]), ["4"]);
+    assert_eq!(progress.load(Ordering::SeqCst), 1);
+    assert!(stream.next().await.is_none());
+    assert_eq!(stream.size_hint(), (0, Some(0)));
 }

@@ -1,9 +1,11 @@
 //! The connection thread, with **group commit**: the journal appends queued while a
-//! transaction commits go into the next transaction together (each in a savepoint of its own,
-//! so one append's conflict or lost lease undoes only its rows), and each waiter is answered
-//! once that transaction is durable. A run alone is not slower: a batch is whatever is queued
-//! when the thread comes to it, and the thread waits for more only when
-//! [`SqliteOptions::group_commit_delay`](super::SqliteOptions::group_commit_delay) says so.
+//! transaction commits go into the next transaction together, and each waiter is answered
+//! once that transaction is durable. An append's checks (its lease, its expected sequence)
+//! are reads made before its writes, so a refused append writes nothing and the others
+//! commit; should a statement fail midway (a full disk), the batch is written again with a
+//! savepoint around each append, so that only the failed one is undone. A run alone is not
+//! slower: a batch is whatever is queued when the thread comes to it, and the thread waits
+//! for more only when [`SqliteOptions::group_commit_delay`](super::SqliteOptions::group_commit_delay) says so.
 
 use super::{backend, int, lease, registry, Row};
 use crate::store::{Lease, StoreError, SummaryUpdate};
@@ -90,38 +92,21 @@ fn gather(jobs: &Receiver<Job>, batch: &mut Vec<Append>, grouping: Grouping) -> 
 /// Writes `batch` in one transaction and answers each append once it is committed (or with
 /// the error that kept the whole transaction from committing).
 fn commit(conn: &mut Connection, batch: Vec<Append>) {
-    let outcome = (|| {
-        let mut tx =
-            conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
-        let mut results = Vec::with_capacity(batch.len());
-        if let [append] = batch.as_slice() {
-            // Alone: the transaction is its savepoint (a failed append commits nothing).
-            let result = write(&tx, append);
-            if result.is_ok() {
-                tx.commit().map_err(backend)?;
-            }
-            results.push(result);
-            return Ok(results);
-        }
-        for append in &batch {
-            let savepoint = tx.savepoint().map_err(backend)?;
-            let result = write(&savepoint, append);
-            if result.is_ok() {
-                savepoint.commit().map_err(backend)?;
-            }
-            // Dropped uncommitted, the savepoint rolls back: this append wrote nothing.
-            results.push(result);
-        }
-        tx.commit().map_err(backend)?;
-        Ok::<_, StoreError>(results)
-    })();
+    let outcome = match write_batch(conn, &batch, false) {
+        // A statement failed after an append's checks passed (a full disk, say): that append
+        // may have written part of its rows, so the transaction was rolled back; write the
+        // batch again with a savepoint around each append, so the failure undoes only its own.
+        Err(Failure::Write(_)) if batch.len() > 1 => write_batch(conn, &batch, true),
+        outcome => outcome,
+    };
     match outcome {
         Ok(results) => {
             for (append, result) in batch.into_iter().zip(results) {
-                let _ = append.reply.send(result);
+                let _ = append.reply.send(result.map_err(Failure::into_error));
             }
         }
         Err(error) => {
+            let error = error.into_error();
             for append in batch {
                 let _ = append.reply.send(Err(error.clone()));
             }
@@ -129,26 +114,79 @@ fn commit(conn: &mut Connection, batch: Vec<Append>) {
     }
 }
 
-/// One append: the fence, the expected-sequence check, the rows and the run's summary.
-fn write(conn: &Connection, append: &Append) -> Result<u64, StoreError> {
-    if let Some(lease) = &append.fence {
-        lease::check(conn, lease)?;
+/// Why an append (or a whole batch) failed.
+#[derive(Debug)]
+enum Failure {
+    /// Its checks (fence, expected sequence) refused it before it wrote anything.
+    Check(StoreError),
+    /// A statement failed, possibly after some of its rows were written.
+    Write(StoreError),
+}
+
+impl Failure {
+    fn into_error(self) -> StoreError {
+        match self {
+            Self::Check(error) | Self::Write(error) => error,
+        }
     }
-    let current = registry::current(conn, &append.run_id)?;
+}
+
+/// Writes `batch` in one transaction; gives each append's result, or the failure that rolled
+/// the transaction back. An append refused by its checks has written nothing, so it needs no
+/// savepoint; with `savepoints`, each append has one anyway and a failed statement undoes only
+/// that append's rows.
+fn write_batch(
+    conn: &mut Connection,
+    batch: &[Append],
+    savepoints: bool,
+) -> Result<Vec<Result<u64, Failure>>, Failure> {
+    let storage = |e| Failure::Write(backend(e));
+    let mut tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(storage)?;
+    let mut results = Vec::with_capacity(batch.len());
+    for append in batch {
+        let result = if savepoints {
+            let savepoint = tx.savepoint().map_err(storage)?;
+            let result = write(&savepoint, append);
+            if result.is_ok() {
+                savepoint.commit().map_err(storage)?;
+            }
+            // Dropped uncommitted, the savepoint rolls back: this append wrote nothing.
+            result
+        } else {
+            match write(&tx, append) {
+                // Dropped uncommitted, the transaction rolls back.
+                Err(Failure::Write(error)) => return Err(Failure::Write(error)),
+                result => result,
+            }
+        };
+        results.push(result);
+    }
+    tx.commit().map_err(storage)?;
+    Ok(results)
+}
+
+/// One append: the fence and the expected-sequence check (reads: a refused append writes
+/// nothing), then the rows and the run's summary.
+fn write(conn: &Connection, append: &Append) -> Result<u64, Failure> {
+    if let Some(lease) = &append.fence {
+        lease::check(conn, lease).map_err(Failure::Check)?;
+    }
+    let current = registry::current(conn, &append.run_id).map_err(Failure::Check)?;
     let actual = current.next_seq;
     if actual != append.expected_seq {
-        return Err(StoreError::Conflict {
+        return Err(Failure::Check(StoreError::Conflict {
             run_id: append.run_id.clone(),
             expected: append.expected_seq,
             actual,
-        });
+        }));
     }
+    let storage = |e| Failure::Write(backend(e));
     let mut insert = conn
         .prepare_cached(
             "INSERT INTO journal (run_id, seq, at_ms, schema_version, event) \
              VALUES (?1, ?2, ?3, ?4, ?5)",
         )
-        .map_err(backend)?;
+        .map_err(storage)?;
     for row in &append.rows {
         insert
             .execute(params![
@@ -158,9 +196,13 @@ fn write(conn: &Connection, append: &Append) -> Result<u64, StoreError> {
                 row.schema_version,
                 row.event
             ])
-            .map_err(backend)?;
+            .map_err(storage)?;
     }
     let next = append.expected_seq + append.rows.len() as u64;
-    registry::apply(conn, &append.run_id, &current, next, &append.update)?;
+    registry::apply(conn, &append.run_id, &current, next, &append.update)
+        .map_err(Failure::Write)?;
     Ok(next)
 }
+
+#[cfg(test)]
+mod tests;
