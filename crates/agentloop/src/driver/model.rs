@@ -177,10 +177,16 @@ impl Driver {
             }
             ModelCall::Cancelled => run.cancel(scope.control.cancel_reason()),
         }
-        // Not waited for: the driver's next step follows at once and sends what it makes
-        // (the calls' `tool_started`, or the iteration's end) with these, so a journal
-        // commits them together, before any of those side effects starts.
-        out.push(events.drain(..).chain(run.drain_events()));
+        let made = events.drain(..).chain(run.drain_events());
+        if self.hooks.is_empty() {
+            // Not waited for: without hooks nothing runs before the driver's next step sends
+            // what it makes (the calls' `tool_started`, or the iteration's end) with these,
+            // so a journal commits them together, before any of those side effects starts.
+            out.push(made);
+        } else {
+            // Hooks (user code) run first: the answer is the caller's (and the journal's) now.
+            out.send(made).await;
+        }
     }
 }
 

@@ -201,13 +201,14 @@ impl Driver {
                 Err(failure) => fail_hook(run, failure),
             }
             let made = finished.events.into_iter().chain(run.drain_events());
-            if running.is_empty() {
-                // No other call to wait for: what follows at once (the next calls'
-                // `tool_started`, or the iteration's end) is sent with these, and a journal
-                // commits them together before the next side effect.
+            if running.is_empty() && self.hooks.is_empty() {
+                // No other call to wait for and no hook to run: what follows at once (the
+                // next calls' `tool_started`, or the iteration's end) is sent with these, and
+                // a journal commits them together before the next side effect.
                 out.push(made);
             } else {
-                // Other calls run on: the result is the caller's (and the journal's) now.
+                // Other calls run on, or hooks run next: the result is the caller's (and the
+                // journal's) now.
                 out.send(made).await;
             }
         }

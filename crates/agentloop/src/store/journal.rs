@@ -14,8 +14,8 @@ use std::time::Duration;
 /// Journals a run: each durable event is appended to `store` (awaited) before it is passed
 /// on, followed by a transient [`Event::Checkpointed`] with its sequence number; transient
 /// events pass through. The events the driver made together (those its stream holds without
-/// running the driver on) are appended in one call. `next_seq` is the sequence number of the first new entry (`None`:
-/// ask the store for the journal's length first).
+/// running the driver on) are appended in one call. `next_seq` is the sequence number of the
+/// first new entry (`None`: ask the store for the journal's length first).
 ///
 /// The driver is a generator that does not go on until its consumer polls again, so nothing
 /// happens between an event and its append: a tool's `tool_started` is journaled before the
@@ -244,12 +244,8 @@ fn journal_loop(
                 waiting.push(entry);
             }
             if !commit {
-                // Only events that may wait (behind none that may not): all streamed.
-                for held in held {
-                    if let Held::Transient(event) = held {
-                        yield event;
-                    }
-                }
+                // Only events that may wait, all streamed (nothing is held without an event
+                // that commits before it).
                 continue;
             }
             let appended = match &lease {
