@@ -196,7 +196,7 @@ enum KillAt {
     /// This long (ms) after the `nth` event of this kind: a tool that started has written
     /// its side effect but not returned.
     AfterEvent(&'static str, usize, u64),
-    /// This long after the child started.
+    /// This long after the child began its run (reported its mode).
     Time(u64),
 }
 
@@ -250,10 +250,9 @@ async fn run_child(
         .unwrap();
     let started = Instant::now();
     let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    let (mut deadline, mut armed) = match kill {
-        Some(KillAt::Time(ms)) => (started + Duration::from_millis(*ms), true),
-        _ => (started + Duration::from_secs(30), false),
-    };
+    // A `Time` kill is armed when the child reports its mode (its run begins): a loaded
+    // machine may take longer than the kill's time to start a process.
+    let (mut deadline, mut armed) = (started + Duration::from_secs(30), false);
     let (mut seen, mut mode, mut answer, mut killed) = (HashMap::new(), None, None, false);
     let mut appends = Vec::new();
     loop {
@@ -271,6 +270,10 @@ async fn run_child(
             *seen.entry(kind.to_owned()).or_insert(0) += 1;
         } else if let Some(m) = line.strip_prefix("@@ mode ") {
             mode = Some(m.to_owned());
+            if let Some(KillAt::Time(ms)) = kill {
+                deadline = Instant::now() + Duration::from_millis(*ms);
+                armed = true;
+            }
         } else if let Some(json) = line.strip_prefix("@@ outcome ") {
             answer = serde_json::from_str(json).unwrap();
         } else if let Some(range) = line.strip_prefix("@@ append-begin ") {
