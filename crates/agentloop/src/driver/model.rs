@@ -180,8 +180,8 @@ impl Driver {
         let made = events.drain(..).chain(run.drain_events());
         if self.hooks.is_empty() {
             // Not waited for: without hooks nothing runs before the driver's next step sends
-            // what it makes (the calls' `tool_started`, or the iteration's end) with these,
-            // so a journal commits them together, before any of those side effects starts.
+            // these with what it makes at once (the iteration's end, the run's end), so a
+            // journal commits them together, before the next side effect starts.
             out.push(made);
         } else {
             // Hooks (user code) run first: the answer is the caller's (and the journal's) now.

@@ -66,7 +66,7 @@ pub enum Durability {
     /// crash may lose what streamed since the last checkpoint — at most a model answer (the
     /// model is asked again on resume) and the results of the iteration's tools (they run
     /// again, with the same idempotency keys) — never the record that a side effect started.
-    /// Fewer appends than `Sync` (9 against 14 for a run of three iterations and three tool
+    /// Fewer appends than `Sync` (9 against 11 for a run of three iterations and three tool
     /// calls).
     Checkpoint,
     /// Nothing is journaled, even with a store: the run lives in memory only.
