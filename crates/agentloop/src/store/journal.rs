@@ -174,6 +174,9 @@ fn journal_loop(
         };
         // Streamed, not yet committed (`Durability::Checkpoint`).
         let mut waiting: Vec<JournalEntry> = Vec::new();
+        // Reused for each group: the events taken together, and those held until the commit
+        // (in their order; an index into `waiting` for a durable one).
+        let (mut group, mut held): (Vec<Event>, Vec<Held>) = (Vec::new(), Vec::new());
         let mut ended = false;
         loop {
             let step = tokio::select! {
@@ -183,7 +186,7 @@ fn journal_loop(
                 }
                 requested = changed(&mut watcher), if watcher.is_some() => Step::Remote(requested),
             };
-            let group = match step {
+            match step {
                 Step::Remote(requested) => {
                     if let Some((control, _)) = &control {
                         remotely_paused = apply_remote(control, &requested, remotely_paused);
@@ -212,15 +215,11 @@ fn journal_loop(
                     }
                     // The stream ended with events still waiting: commit them.
                     ended = true;
-                    Vec::new()
                 }
-                Step::Event(Some(event)) => ready_after(event, &mut events),
-            };
-            // Held: events not passed on until the append commits, in their order (an
-            // index into `waiting` for a durable one).
-            let mut held: Vec<Held> = Vec::new();
+                Step::Event(Some(event)) => ready_after(event, &mut events, &mut group),
+            }
             let mut commit = ended;
-            for event in group {
+            for event in group.drain(..) {
                 let event = match JournalEvent::new(event) {
                     Ok(event) => event,
                     Err(StreamOnly(event)) if held.is_empty() => {
@@ -259,9 +258,9 @@ fn journal_loop(
                     // included), as if each had been appended alone; in `Checkpoint` the
                     // `checkpointed`s of the whole commit follow its last event.
                     let count = waiting.len();
-                    let mut entries = std::mem::take(&mut waiting).into_iter();
+                    let mut entries = waiting.drain(..);
                     let (mut consumed, mut checkpointed) = (0, 0);
-                    for held in held {
+                    for held in held.drain(..) {
                         match held {
                             Held::Transient(event) => yield event,
                             Held::Entry(index) => {
@@ -325,19 +324,19 @@ async fn release(store: &dyn RunStore, lease: Option<&Lease>) {
 /// Events appended together at most: the first one and those ready after it.
 const MAX_GROUP: usize = 256;
 
-/// `first` and the events that are ready after it: those the stream can hand out without
-/// running the driver on (the lower bound of its `size_hint`, which the driver's stream
-/// gives as the events it holds). They are appended together, in one store call, and none is
-/// passed on before that commits; the driver's next side effect waits for the next poll.
-fn ready_after(first: Event, events: &mut EventStream) -> Vec<Event> {
-    let mut group = vec![first];
+/// Puts `first` and the events that are ready after it in `group`: those the stream can hand
+/// out without running the driver on (the lower bound of its `size_hint`, which the driver's
+/// stream gives as the events it holds). They are appended together, in one store call, and
+/// none is passed on before that commits; the driver's next side effect waits for the next
+/// poll.
+fn ready_after(first: Event, events: &mut EventStream, group: &mut Vec<Event>) {
+    group.push(first);
     while group.len() < MAX_GROUP && events.size_hint().0 > 0 {
         match events.next().now_or_never() {
             Some(Some(event)) => group.push(event),
             _ => break,
         }
     }
-    group
 }
 
 /// An event held until its append commits.
