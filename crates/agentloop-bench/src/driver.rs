@@ -331,6 +331,7 @@ pub async fn drive(plan: &Plan) -> Result<DriverReport, String> {
         concurrency: plan.concurrency,
         ..DriverReport::default()
     };
+    let written = journal.as_ref().and_then(|(store, _)| store.write_stats());
     let wall = Instant::now();
     let cpu = measure::process_cpu();
     let measured = if plan.history {
@@ -343,6 +344,13 @@ pub async fn drive(plan: &Plan) -> Result<DriverReport, String> {
     // (For the history scenario this includes agentloop's capture run and encode timing.)
     report.cpu_us = (measure::process_cpu() - cpu).as_secs_f64() * 1e6;
     report.wall_us = wall.elapsed().as_secs_f64() * 1e6;
+    if let (Some((store, _)), Some(before)) = (&journal, written) {
+        if let Some(after) = store.write_stats() {
+            let w = after.since(before);
+            let (appends, entries, commits) = (w.appends, w.entries, w.commits);
+            report.writes = Some(crate::report::Writes { appends, entries, commits });
+        }
+    }
     report.runs = measured.runs;
     report.rounds = measured.rounds;
     report.errors = warm.errors + measured.errors;

@@ -36,6 +36,20 @@ pub struct DriverReport {
     /// With a store: the size of one journaled run.
     #[serde(default)]
     pub journal: Option<JournalSize>,
+    /// With a store: what it wrote during the measured runs (appends, entries, commits).
+    #[serde(default)]
+    pub writes: Option<Writes>,
+}
+
+/// A store's journal writes during the measured runs ([`agentloop::store::WriteStats`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Writes {
+    /// Appends committed.
+    pub appends: u64,
+    /// Entries committed.
+    pub entries: u64,
+    /// Commits (SQLite transactions, Redis script calls).
+    pub commits: u64,
 }
 
 /// One journaled run's entries and bytes (JSON, as the stores keep them).

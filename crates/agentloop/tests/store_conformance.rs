@@ -98,6 +98,22 @@ async fn append_and_load(store: Stores) {
     assert!(store.delete_run(&id).await.unwrap());
 }
 
+/// One append of 2,500 entries (an import, a copy between stores: more than one command's
+/// worth on Redis) is stored whole and in order.
+async fn a_long_append(store: Stores) {
+    let id = run_id();
+    let mut events = vec![started(&id, "importer", "")];
+    events.extend((1..2_500).map(|n| Event::IterationStarted { iteration: n, at_ms: 0 }));
+    assert_eq!(store.append(&id, 0, &events).await.unwrap(), 2_500);
+    let loaded = store.load(&id).await.unwrap();
+    assert_eq!(loaded.len(), 2_500);
+    for (index, entry) in loaded.iter().enumerate() {
+        assert_eq!((entry.seq, &*entry.event), (index as u64, &events[index]));
+    }
+    assert_eq!(store.append(&id, 2_500, &events[1..2]).await.unwrap(), 2_501);
+    assert!(store.delete_run(&id).await.unwrap());
+}
+
 async fn stale_appends_conflict_and_write_nothing(store: Stores) {
     let id = run_id();
     let events = journal(&id);
@@ -609,6 +625,7 @@ macro_rules! conformance {
 
 conformance!(
     append_and_load,
+    a_long_append,
     stale_appends_conflict_and_write_nothing,
     racing,
     list_filters,
@@ -630,6 +647,7 @@ conformance!(
 /// with exactly its journal, dense, and every stale append is refused.
 async fn many_runs_at_once(store: Stores) {
     let ids: Vec<String> = (0..200).map(|_| run_id()).collect();
+    let before = store.write_stats();
     let writes = ids.iter().map(|id| {
         let store = store.clone();
         async move {
@@ -645,6 +663,11 @@ async fn many_runs_at_once(store: Stores) {
         }
     });
     futures::future::join_all(writes).await;
+    // The store's counts: every committed append (6 per run: the first and 5
+    // alone), none of the refused ones, and at most one commit per append.
+    let written = store.write_stats().unwrap().since(before.unwrap());
+    assert_eq!((written.appends, written.entries), (1_200, 1_200), "{written:?}");
+    assert!((1..=1_200).contains(&written.commits), "{written:?}");
     for id in &ids {
         let loaded = store.load(id).await.unwrap();
         let events: Vec<Event> = loaded.iter().map(|entry| (*entry.event).clone()).collect();

@@ -157,7 +157,15 @@ impl Driver {
             // The machine decides where a requested pause takes effect (`Step::Paused`).
             run.request_pause(scope.control.pause_reason());
             let step = run.next_step();
-            out.send(events.drain(..).chain(run.drain_events())).await;
+            let made = events.drain(..).chain(run.drain_events());
+            if matches!(step, Step::CallTools(_)) && self.hooks.is_empty() {
+                // Not waited for: without hooks the first call's `tool_started` follows at
+                // once and is sent with these (a model's answer that asks for tools), so a
+                // journal commits them together, before the tool starts.
+                out.push(made);
+            } else {
+                out.send(made).await;
+            }
             match step {
                 Step::Paused(_) => {
                     wait_for_resume(&scope, &mut pauses).await;

@@ -3,6 +3,7 @@
 //! versions exactly like the others.
 
 use super::lease::{lost, ttl_ms, LeaseRecord};
+use super::stats::WriteCounters;
 use super::{
     check_batch, check_dense, cost_of, decode_parts, new_artifact_id, now_ms, Artifact,
     ArtifactMeta, ArtifactStore, ControlRequest, JournalEntry, Lease, NewArtifact, RemoteControl,
@@ -50,6 +51,7 @@ struct Inner {
 #[derive(Default)]
 pub struct MemoryStore {
     inner: Mutex<Inner>,
+    counters: WriteCounters,
 }
 
 impl std::fmt::Debug for MemoryStore {
@@ -142,6 +144,7 @@ impl MemoryStore {
         summary.state = update.state;
         summary.updated_ms = update.last_ms;
         summary.entries = record.entries.len() as u64;
+        self.counters.committed(1, entries.len() as u64);
         Ok(summary.entries)
     }
 }
@@ -248,6 +251,10 @@ impl RunStore for MemoryStore {
         let mut inner = self.lock();
         inner.controls.remove(run_id);
         Ok(inner.runs.remove(run_id).is_some())
+    }
+
+    fn write_stats(&self) -> Option<super::WriteStats> {
+        Some(self.counters.snapshot())
     }
 }
 

@@ -26,12 +26,14 @@ pub mod redis;
 mod registry;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
+mod stats;
 
 pub use journal::{journaled, journaled_with_lease, Durability, REMOTE_CONTROL_POLL};
 pub use lease::{Lease, DEFAULT_LEASE_TTL};
 pub use memory::MemoryStore;
 pub(crate) use registry::{cost_of, SummaryUpdate};
 pub use registry::{RunCursor, RunFilter, RunSummary};
+pub use stats::WriteStats;
 
 use crate::event::{Event, JournalEvent};
 use crate::message::Message;
@@ -357,6 +359,12 @@ pub trait RunStore: Send + Sync {
         expected_seq: u64,
         entries: &[JournalEntry],
     ) -> Result<u64, StoreError>;
+
+    /// What this store has written since it was opened (appends, entries, commits), where it
+    /// counts them (the memory, SQLite and Redis stores do); the default is `None`.
+    fn write_stats(&self) -> Option<WriteStats> {
+        None
+    }
 }
 
 /// What has been requested of a run's executor from another process: the state the run

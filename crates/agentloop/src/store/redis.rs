@@ -23,6 +23,7 @@
 //! Cluster is not supported (the scripts touch keys of several slots).
 
 use super::registry::Started;
+use super::stats::WriteCounters;
 use super::{
     check_batch, check_dense_from, cost_of, decode_entry_json, from_json, now_ms, to_json,
     ControlRequest, JournalEntry, Lease, RemoteControl, RunFilter, RunState, RunStore, RunSummary,
@@ -92,6 +93,8 @@ pub struct RedisStore {
     conn: ConnectionManager,
     options: RedisOptions,
     scripts: std::sync::Arc<Scripts>,
+    /// The appends this store (and its clones) committed.
+    counters: std::sync::Arc<WriteCounters>,
 }
 
 struct Scripts {
@@ -142,7 +145,13 @@ impl RedisStore {
             end_turn: Script::new(END_TURN),
             append_chunk: Script::new(artifacts::APPEND_CHUNK),
         };
-        let store = Self { client, conn, options, scripts: std::sync::Arc::new(scripts) };
+        let store = Self {
+            client,
+            conn,
+            options,
+            scripts: std::sync::Arc::new(scripts),
+            counters: std::sync::Arc::default(),
+        };
         store.index_older_runs().await?;
         Ok(store)
     }
@@ -398,7 +407,10 @@ impl RedisStore {
         let reply: Vec<String> = self.evalsha(&self.scripts.append, &invocation).await?;
         let length = reply.get(1).and_then(|n| n.parse::<u64>().ok());
         match (reply.first().map(String::as_str), length) {
-            (Some("ok"), Some(next)) => Ok(next),
+            (Some("ok"), Some(next)) => {
+                self.counters.committed(u64::from(!entries.is_empty()), entries.len() as u64);
+                Ok(next)
+            }
             (Some("conflict"), Some(actual)) => Err(StoreError::Conflict {
                 run_id: run_id.to_owned(),
                 expected: expected_seq,
@@ -608,6 +620,10 @@ impl RunStore for RedisStore {
         let existed: i64 =
             invocation.arg(run_id).invoke_async(&mut self.conn()).await.map_err(backend)?;
         Ok(existed > 0)
+    }
+
+    fn write_stats(&self) -> Option<super::WriteStats> {
+        Some(self.counters.snapshot())
     }
 }
 

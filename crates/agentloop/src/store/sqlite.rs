@@ -26,7 +26,7 @@ use crate::message::Message;
 use async_trait::async_trait;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 mod artifacts;
@@ -35,6 +35,7 @@ mod lease;
 mod registry;
 mod writer;
 
+use super::stats::WriteCounters;
 use writer::{Append, Grouping, Job};
 
 /// The default database file.
@@ -171,6 +172,8 @@ pub struct SqliteStore {
     path: PathBuf,
     /// Dropped with the store, it stops the checkpoint thread.
     _checkpointer: Option<mpsc::Sender<()>>,
+    /// What the connection thread has committed.
+    counters: Arc<WriteCounters>,
 }
 
 /// The size in bytes the write-ahead log file is cut back to after a checkpoint, should it
@@ -234,11 +237,13 @@ impl SqliteStore {
         let (jobs, receiver) = mpsc::channel::<Job>();
         let grouping =
             Grouping { max_batch: options.max_batch.max(1), delay: options.group_commit_delay };
+        let counters = Arc::new(WriteCounters::default());
+        let served = counters.clone();
         std::thread::Builder::new()
             .name("agentloop-sqlite".into())
-            .spawn(move || writer::serve(conn, receiver, grouping))
+            .spawn(move || writer::serve(conn, receiver, grouping, &served))
             .map_err(|e| backend(format!("cannot start the connection thread: {e}")))?;
-        Ok(Self { jobs, path, _checkpointer: checkpointer })
+        Ok(Self { jobs, path, _checkpointer: checkpointer, counters })
     }
 
     /// The database file.
@@ -484,6 +489,10 @@ impl RunStore for SqliteStore {
             Ok(deleted > 0)
         })
         .await
+    }
+
+    fn write_stats(&self) -> Option<super::WriteStats> {
+        Some(self.counters.snapshot())
     }
 }
 

@@ -2,15 +2,17 @@
 
 pub(super) const APPEND: &str = r"
 if ARGV[10] ~= '' then
-  local owner = redis.call('HGET', KEYS[4], 'owner') or ''
-  local epoch = redis.call('HGET', KEYS[4], 'epoch') or '0'
+  local held = redis.call('HMGET', KEYS[4], 'owner', 'epoch')
+  local owner, epoch = held[1] or '', held[2] or '0'
   if owner ~= ARGV[10] or epoch ~= ARGV[11] then return {'lease_lost', owner, epoch} end
 end
 local len = redis.call('LLEN', KEYS[1])
 if len ~= tonumber(ARGV[1]) then return {'conflict', tostring(len)} end
 local n = #ARGV - 17
 if n == 0 then return {'ok', tostring(len)} end
-for i = 18, #ARGV do redis.call('RPUSH', KEYS[1], ARGV[i]) end
+for i = 18, #ARGV, 1000 do
+  redis.call('RPUSH', KEYS[1], unpack(ARGV, i, math.min(i + 999, #ARGV)))
+end
 if len == 0 then
   redis.call('HSET', KEYS[2], 'run_id', ARGV[3], 'created_ms', ARGV[4])
   redis.call('ZADD', KEYS[3], ARGV[4], ARGV[3])

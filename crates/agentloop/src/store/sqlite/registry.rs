@@ -108,6 +108,67 @@ pub(super) fn current(conn: &Connection, run_id: &str) -> Result<Current, StoreE
     .map(|row| row.unwrap_or(Current { next_seq: 0, price: None, usage: Usage::default() }))
 }
 
+/// An append's fast path, for a run whose row exists and a batch without `run_started`: one
+/// statement checks the journal's length (`expected`) and, with a `fence`, that the lease's
+/// owner and epoch are still the stored ones, and writes the run's row (its length `next`,
+/// state, time and usage); its cost follows when the usage changed. `false` when a check
+/// refused it: nothing was written, and [`current`] and the lease tell why.
+pub(super) fn advance(
+    conn: &Connection,
+    run_id: &str,
+    expected: u64,
+    next: u64,
+    update: &SummaryUpdate,
+    fence: Option<(&str, u64)>,
+) -> Result<bool, StoreError> {
+    let usage = update.usage;
+    let (owner, epoch) = fence.map_or((None, 0), |(owner, epoch)| (Some(owner), epoch));
+    let advanced = conn
+        .prepare_cached(
+            "UPDATE runs SET state = ?3, updated_ms = ?4, next_seq = ?5, \
+             input_tokens = input_tokens + ?6, output_tokens = output_tokens + ?7, \
+             cached_input_tokens = cached_input_tokens + ?8, \
+             reasoning_tokens = reasoning_tokens + ?9 \
+             WHERE run_id = ?1 AND next_seq = ?2 AND (?10 IS NULL OR EXISTS (\
+               SELECT 1 FROM leases WHERE run_id = ?1 AND owner = ?10 AND epoch = ?11)) \
+             RETURNING rowid, price, input_tokens, output_tokens, cached_input_tokens, \
+             reasoning_tokens",
+        )
+        .and_then(|mut s| {
+            s.query_row(
+                params![
+                    run_id,
+                    int(expected),
+                    update.state.as_str(),
+                    int(update.last_ms),
+                    int(next),
+                    int(usage.input),
+                    int(usage.output),
+                    int(usage.cached_input),
+                    int(usage.reasoning),
+                    owner,
+                    int(epoch),
+                ],
+                |row| {
+                    Ok((row.get::<_, i64>(0)?, row.get::<_, Option<String>>(1)?, usage_at(row, 2)?))
+                },
+            )
+            .optional()
+        })
+        .map_err(backend)?;
+    let Some((rowid, price, total)) = advanced else { return Ok(false) };
+    if usage != Usage::default() {
+        let price = price
+            .as_deref()
+            .map(|json| from_json(json, &format!("run '{run_id}': its price")))
+            .transpose()?;
+        conn.prepare_cached("UPDATE runs SET cost_usd = ?2 WHERE rowid = ?1")
+            .and_then(|mut s| s.execute(params![rowid, cost_of(price.as_ref(), &total)]))
+            .map_err(backend)?;
+    }
+    Ok(true)
+}
+
 /// Writes what an append of `update` changes in the run's row (inside the append's
 /// transaction, after the entries): `current` is the row before, `next` the new length.
 pub(super) fn apply(

@@ -8,6 +8,7 @@
 //! for more only when [`SqliteOptions::group_commit_delay`](super::SqliteOptions::group_commit_delay) says so.
 
 use super::{backend, int, lease, registry, Row};
+use crate::store::stats::WriteCounters;
 use crate::store::{Lease, StoreError, SummaryUpdate};
 use rusqlite::{params, Connection, TransactionBehavior};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
@@ -40,8 +41,14 @@ pub(super) struct Grouping {
     pub(super) delay: Duration,
 }
 
-/// Serves `jobs` on `conn` until every sender is gone.
-pub(super) fn serve(mut conn: Connection, jobs: Receiver<Job>, grouping: Grouping) {
+/// Serves `jobs` on `conn` until every sender is gone; counts the appends it commits in
+/// `counters`.
+pub(super) fn serve(
+    mut conn: Connection,
+    jobs: Receiver<Job>,
+    grouping: Grouping,
+    counters: &WriteCounters,
+) {
     let mut next: Option<Job> = None;
     loop {
         let job = match next.take() {
@@ -56,7 +63,7 @@ pub(super) fn serve(mut conn: Connection, jobs: Receiver<Job>, grouping: Groupin
             Job::Append(first) => {
                 let mut batch = vec![*first];
                 next = gather(&jobs, &mut batch, grouping);
-                commit(&mut conn, batch);
+                commit(&mut conn, batch, counters);
             }
         }
     }
@@ -91,7 +98,7 @@ fn gather(jobs: &Receiver<Job>, batch: &mut Vec<Append>, grouping: Grouping) -> 
 
 /// Writes `batch` in one transaction and answers each append once it is committed (or with
 /// the error that kept the whole transaction from committing).
-fn commit(conn: &mut Connection, batch: Vec<Append>) {
+fn commit(conn: &mut Connection, batch: Vec<Append>, counters: &WriteCounters) {
     let outcome = match write_batch(conn, &batch, false) {
         // A statement failed after an append's checks passed (a full disk, say): that append
         // may have written part of its rows, so the transaction was rolled back; write the
@@ -101,6 +108,14 @@ fn commit(conn: &mut Connection, batch: Vec<Append>) {
     };
     match outcome {
         Ok(results) => {
+            let (mut appends, mut entries) = (0, 0);
+            for (append, result) in batch.iter().zip(&results) {
+                if result.is_ok() && !append.rows.is_empty() {
+                    appends += 1;
+                    entries += append.rows.len() as u64;
+                }
+            }
+            counters.committed(appends, entries);
             for (append, result) in batch.into_iter().zip(results) {
                 let _ = append.reply.send(result.map_err(Failure::into_error));
             }
@@ -165,9 +180,19 @@ fn write_batch(
     Ok(results)
 }
 
-/// One append: the fence and the expected-sequence check (reads: a refused append writes
-/// nothing), then the rows and the run's summary.
+/// One append: the fence and the expected-sequence check (a refused append writes nothing),
+/// the run's summary and the rows. A run's later appends check and write its row in one
+/// statement ([`registry::advance`]); only a refused one reads why.
 fn write(conn: &Connection, append: &Append) -> Result<u64, Failure> {
+    let next = append.expected_seq + append.rows.len() as u64;
+    if append.expected_seq > 0 && append.update.started.is_none() {
+        let fence = append.fence.as_ref().map(|lease| (lease.owner.as_str(), lease.epoch));
+        let (run_id, expected, update) = (&append.run_id, append.expected_seq, &append.update);
+        if registry::advance(conn, run_id, expected, next, update, fence).map_err(Failure::Write)? {
+            insert_rows(conn, append)?;
+            return Ok(next);
+        }
+    }
     if let Some(lease) = &append.fence {
         lease::check(conn, lease).map_err(Failure::Check)?;
     }
@@ -180,6 +205,14 @@ fn write(conn: &Connection, append: &Append) -> Result<u64, Failure> {
             actual,
         }));
     }
+    insert_rows(conn, append)?;
+    registry::apply(conn, &append.run_id, &current, next, &append.update)
+        .map_err(Failure::Write)?;
+    Ok(next)
+}
+
+/// Inserts the append's rows into the journal.
+fn insert_rows(conn: &Connection, append: &Append) -> Result<(), Failure> {
     let storage = |e| Failure::Write(backend(e));
     let mut insert = conn
         .prepare_cached(
@@ -198,10 +231,7 @@ fn write(conn: &Connection, append: &Append) -> Result<u64, Failure> {
             ])
             .map_err(storage)?;
     }
-    let next = append.expected_seq + append.rows.len() as u64;
-    registry::apply(conn, &append.run_id, &current, next, &append.update)
-        .map_err(Failure::Write)?;
-    Ok(next)
+    Ok(())
 }
 
 #[cfg(test)]

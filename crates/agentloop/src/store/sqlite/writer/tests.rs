@@ -61,10 +61,11 @@ fn database() -> Connection {
 #[test]
 fn a_refused_append_leaves_its_batch_committed() {
     let mut conn = database();
+    let counters = WriteCounters::default();
     let (first, first_reply) = append("a", 0, 2);
     let (stale, mut stale_reply) = append("stale", 3, 1);
     let (second, second_reply) = append("b", 0, 1);
-    commit(&mut conn, vec![first, stale, second]);
+    commit(&mut conn, vec![first, stale, second], &counters);
     assert_eq!(first_reply.blocking_recv().unwrap().unwrap(), 2);
     assert_eq!(second_reply.blocking_recv().unwrap().unwrap(), 1);
     match stale_reply.try_recv().unwrap() {
@@ -73,6 +74,9 @@ fn a_refused_append_leaves_its_batch_committed() {
     }
     assert_eq!((journal_len(&conn, "a"), journal_len(&conn, "b")), (2, 1));
     assert_eq!((journal_len(&conn, "stale"), run_rows(&conn, "stale")), (0, 0));
+    // One transaction made the two committed appends durable; the refused one is not counted.
+    let stats = counters.snapshot();
+    assert_eq!((stats.commits, stats.appends, stats.entries), (1, 2, 3));
 }
 
 /// A statement that fails after an append's checks passed (here a trigger refuses its second
@@ -86,10 +90,11 @@ fn a_statement_failing_midway_undoes_only_its_own_append() {
          WHEN NEW.run_id = 'bad' AND NEW.seq = 1 BEGIN SELECT RAISE(ABORT, 'disk full'); END;",
     )
     .unwrap();
+    let counters = WriteCounters::default();
     let (before, before_reply) = append("a", 0, 1);
     let (bad, mut bad_reply) = append("bad", 0, 2);
     let (after, after_reply) = append("b", 0, 3);
-    commit(&mut conn, vec![before, bad, after]);
+    commit(&mut conn, vec![before, bad, after], &counters);
     assert_eq!(before_reply.blocking_recv().unwrap().unwrap(), 1);
     assert_eq!(after_reply.blocking_recv().unwrap().unwrap(), 3);
     match bad_reply.try_recv().unwrap() {
@@ -101,11 +106,62 @@ fn a_statement_failing_midway_undoes_only_its_own_append() {
 
     // Alone, the failed append is the whole transaction: nothing of it is written either.
     let (alone, mut alone_reply) = append("bad", 0, 2);
-    commit(&mut conn, vec![alone]);
+    commit(&mut conn, vec![alone], &counters);
     assert!(matches!(alone_reply.try_recv().unwrap(), Err(StoreError::Backend { .. })));
     assert_eq!((journal_len(&conn, "bad"), run_rows(&conn, "bad")), (0, 0));
     // And the journal goes on from where it was for the others.
     let (next, next_reply) = append("a", 1, 1);
-    commit(&mut conn, vec![next]);
+    commit(&mut conn, vec![next], &counters);
     assert_eq!(next_reply.blocking_recv().unwrap().unwrap(), 2);
+    // The retried batch (one commit of two appends) and the last append; not the failed ones.
+    let stats = counters.snapshot();
+    assert_eq!((stats.commits, stats.appends, stats.entries), (2, 3, 5));
+}
+
+/// A run's later appends take the one-statement path (`registry::advance`): a stale sequence
+/// or a fenced-off lease is refused with the same errors as on the first append and writes
+/// nothing; the usage adds up and the cost follows the stored price.
+#[test]
+fn later_appends_check_and_write_the_run_in_one_statement() {
+    let mut conn = database();
+    let counters = WriteCounters::default();
+    let (first, first_reply) = append("r", 0, 1);
+    commit(&mut conn, vec![first], &counters);
+    assert_eq!(first_reply.blocking_recv().unwrap().unwrap(), 1);
+    conn.execute("UPDATE runs SET price = '{\"input_per_mtok\":1000000,\"output_per_mtok\":0}' WHERE run_id = 'r'", [])
+        .unwrap();
+    conn.execute("INSERT INTO leases VALUES ('r', 'me', 2, 0)", []).unwrap();
+    let lease = |epoch| Lease { run_id: "r".into(), owner: "me".into(), epoch, expires_at_ms: 0 };
+    let used = |mut append: Append, input| {
+        append.update.usage.input = input;
+        append
+    };
+
+    let (stale, mut stale_reply) = append("r", 0, 1);
+    let (mut fenced_off, mut fenced_off_reply) = append("r", 1, 1);
+    fenced_off.fence = Some(lease(1));
+    let (mut held, held_reply) = append("r", 1, 2);
+    held.fence = Some(lease(2));
+    let (unfenced, unfenced_reply) = append("r", 3, 1);
+    let batch = vec![stale, used(fenced_off, 50), used(held, 7), used(unfenced, 5)];
+    commit(&mut conn, batch, &counters);
+    assert!(matches!(
+        stale_reply.try_recv().unwrap(),
+        Err(StoreError::Conflict { expected: 0, actual: 1, .. })
+    ));
+    assert!(matches!(fenced_off_reply.try_recv().unwrap(), Err(StoreError::LeaseLost { .. })));
+    assert_eq!(held_reply.blocking_recv().unwrap().unwrap(), 3);
+    assert_eq!(unfenced_reply.blocking_recv().unwrap().unwrap(), 4);
+    assert_eq!(journal_len(&conn, "r"), 4);
+    let (next_seq, input, cost): (i64, i64, f64) = conn
+        .query_row(
+            "SELECT next_seq, input_tokens, cost_usd FROM runs WHERE run_id = 'r'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap();
+    assert_eq!((next_seq, input), (4, 12), "the refused appends' usage is not counted");
+    assert!((cost - 12.0).abs() < 1e-9, "12 input tokens at $1 each: {cost}");
+    let stats = counters.snapshot();
+    assert_eq!((stats.commits, stats.appends, stats.entries), (2, 3, 4));
 }
