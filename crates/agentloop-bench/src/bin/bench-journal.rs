@@ -59,6 +59,8 @@ struct Measured {
     writer_per_append: Duration,
     /// Bytes this process passed to `write` calls (the WAL, for SQLite), per append.
     written_per_append: f64,
+    /// Appends per commit: SQLite's group commit at work (1 on Redis, in memory).
+    appends_per_commit: f64,
 }
 
 /// Bytes this process has passed to `write`-like calls so far (`wchar` of `/proc/self/io`).
@@ -103,6 +105,7 @@ async fn measure(store: Arc<dyn RunStore>, runs: usize, appends: usize) -> Resul
     let cpu = process_cpu();
     let writer = threads_cpu("agentloop-sqlit");
     let bytes = written();
+    let stats = store.write_stats().unwrap_or_default();
     let tasks: Vec<_> = (0..runs)
         .map(|r| {
             let store = store.clone();
@@ -128,6 +131,7 @@ async fn measure(store: Arc<dyn RunStore>, runs: usize, appends: usize) -> Resul
     let elapsed = started.elapsed();
     let cpu = process_cpu().saturating_sub(cpu);
     let bytes = written().saturating_sub(bytes);
+    let stats = store.write_stats().unwrap_or_default().since(stats);
     let writer: Duration = threads_cpu("agentloop-sqlit")
         .into_iter()
         .map(|(tid, now)| now.saturating_sub(writer.get(&tid).copied().unwrap_or_default()))
@@ -145,6 +149,7 @@ async fn measure(store: Arc<dyn RunStore>, runs: usize, appends: usize) -> Resul
         cpu_per_append: cpu / u32::try_from(total).unwrap_or(u32::MAX),
         writer_per_append: writer / u32::try_from(total).unwrap_or(u32::MAX),
         written_per_append: bytes as f64 / total as f64,
+        appends_per_commit: stats.appends as f64 / stats.commits.max(1) as f64,
     })
 }
 
@@ -177,8 +182,8 @@ async fn main() -> Result<()> {
         .map(|n| n.parse::<usize>())
         .collect::<std::result::Result<Vec<_>, _>>()?;
     let wanted = list(&args, "--stores", "memory,single,group,delay,redis");
-    println!("| store | runs at once | appends/s | p50 append | p99 append | CPU per append | of it, SQLite's thread | bytes written per append |");
-    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    println!("| store | runs at once | appends/s | p50 append | p99 append | CPU per append | of it, SQLite's thread | bytes written per append | appends per commit |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     for runs in concurrencies {
         let sqlite = |name: &str, max_batch: usize, delay_ms: u64| -> Result<Arc<dyn RunStore>> {
             let options = SqliteOptions {
@@ -220,13 +225,14 @@ async fn main() -> Result<()> {
             };
             let m = measure(store, runs, appends).await?;
             println!(
-                "| {name} | {runs} | {:.0} | {:.0} µs | {:.0} µs | {:.1} µs | {:.1} µs | {:.0} |",
+                "| {name} | {runs} | {:.0} | {:.0} µs | {:.0} µs | {:.1} µs | {:.1} µs | {:.0} | {:.1} |",
                 m.appends_per_s,
                 m.p50.as_secs_f64() * 1e6,
                 m.p99.as_secs_f64() * 1e6,
                 m.cpu_per_append.as_secs_f64() * 1e6,
                 m.writer_per_append.as_secs_f64() * 1e6,
-                m.written_per_append
+                m.written_per_append,
+                m.appends_per_commit
             );
         }
     }

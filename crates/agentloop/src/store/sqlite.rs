@@ -116,6 +116,25 @@ ALTER TABLE run_controls ADD COLUMN decisions TEXT;
 ALTER TABLE run_controls ADD COLUMN input TEXT;
 ",
     registry::MIGRATION,
+    // The journal in the order of its appends (a rowid table) with an index per run, instead
+    // of a table ordered by run: an append adds to the table's last page, shared by the
+    // appends of a transaction, and a small entry to the run's index page; a key comparison
+    // never reads an entry's event (a `WITHOUT ROWID` key compared against an entry that
+    // overflows its page copied the whole entry).
+    r"
+CREATE TABLE journal_by_append (
+    run_id         TEXT NOT NULL,
+    seq            INTEGER NOT NULL,
+    at_ms          INTEGER NOT NULL,
+    schema_version INTEGER NOT NULL,
+    event          TEXT NOT NULL
+);
+INSERT INTO journal_by_append (run_id, seq, at_ms, schema_version, event)
+    SELECT run_id, seq, at_ms, schema_version, event FROM journal ORDER BY run_id, seq;
+DROP TABLE journal;
+ALTER TABLE journal_by_append RENAME TO journal;
+CREATE UNIQUE INDEX journal_by_run ON journal (run_id, seq);
+",
 ];
 
 /// The index in [`MIGRATIONS`] of [`registry::MIGRATION`] (followed by
@@ -667,3 +686,6 @@ impl SessionStore for SqliteStore {
         .await
     }
 }
+
+#[cfg(test)]
+mod tests;

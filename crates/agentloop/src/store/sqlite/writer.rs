@@ -1,11 +1,12 @@
 //! The connection thread, with **group commit**: the journal appends queued while a
 //! transaction commits go into the next transaction together, and each waiter is answered
 //! once that transaction is durable. An append's checks (its lease, its expected sequence)
-//! are reads made before its writes, so a refused append writes nothing and the others
-//! commit; should a statement fail midway (a full disk), the batch is written again with a
-//! savepoint around each append, so that only the failed one is undone. A run alone is not
-//! slower: a batch is whatever is queued when the thread comes to it, and the thread waits
-//! for more only when [`SqliteOptions::group_commit_delay`](super::SqliteOptions::group_commit_delay) says so.
+//! come before its writes (a run's later appends make them in the statement that updates the
+//! run's row), so a refused append writes nothing and the others commit; should a statement
+//! fail midway (a full disk), the batch is written again with a savepoint around each append,
+//! so that only the failed one is undone. A run alone is not slower: a batch is whatever is
+//! queued when the thread comes to it, and the thread waits for more only when
+//! [`SqliteOptions::group_commit_delay`](super::SqliteOptions::group_commit_delay) says so.
 
 use super::{backend, int, lease, registry, Row};
 use crate::store::stats::WriteCounters;

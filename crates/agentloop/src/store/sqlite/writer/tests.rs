@@ -128,8 +128,8 @@ fn later_appends_check_and_write_the_run_in_one_statement() {
     let (first, first_reply) = append("r", 0, 1);
     commit(&mut conn, vec![first], &counters);
     assert_eq!(first_reply.blocking_recv().unwrap().unwrap(), 1);
-    conn.execute("UPDATE runs SET price = '{\"input_per_mtok\":1000000,\"output_per_mtok\":0}' WHERE run_id = 'r'", [])
-        .unwrap();
+    let price = r#"{"input_per_mtok":1000000,"output_per_mtok":0}"#;
+    conn.execute("UPDATE runs SET price = ?1 WHERE run_id = 'r'", [price]).unwrap();
     conn.execute("INSERT INTO leases VALUES ('r', 'me', 2, 0)", []).unwrap();
     let lease = |epoch| Lease { run_id: "r".into(), owner: "me".into(), epoch, expires_at_ms: 0 };
     let used = |mut append: Append, input| {
