@@ -226,6 +226,20 @@ pub struct StoreSection {
     pub url: Option<String>,
     /// When the journal is committed: `sync` (default), `checkpoint` or `off`.
     pub durability: Option<agentloop::store::Durability>,
+    /// Tool outputs of at least this many bytes are journaled by reference, as artifacts
+    /// (default 32768; 0: every output in the journal).
+    pub large_output_bytes: Option<usize>,
+}
+
+impl StoreSection {
+    /// [`large_output_bytes`](Self::large_output_bytes) as the stores take it.
+    pub fn large_output_limit(&self) -> Option<usize> {
+        match self.large_output_bytes {
+            Some(0) => None,
+            Some(bytes) => Some(bytes),
+            None => Some(agentloop::store::DEFAULT_LARGE_OUTPUT_BYTES),
+        }
+    }
 }
 
 /// `[[a2a]]`: a remote A2A agent offered as a tool.

@@ -33,21 +33,28 @@ pub async fn open(section: &StoreSection) -> anyhow::Result<Stores> {
                 .path
                 .clone()
                 .unwrap_or_else(|| agentloop::store::sqlite::DEFAULT_PATH.into());
-            let store = agentloop::store::sqlite::SqliteStore::open(&path).with_context(|| {
-                format!(
-                    "opening the SQLite store {} (if it is damaged or not a store, move it \
+            let options = agentloop::store::sqlite::SqliteOptions {
+                large_output_bytes: section.large_output_limit(),
+                ..Default::default()
+            };
+            let store = agentloop::store::sqlite::SqliteStore::open_with(&path, options)
+                .with_context(|| {
+                    format!(
+                        "opening the SQLite store {} (if it is damaged or not a store, move it \
                      aside: a new one is created; or set [store] path)",
-                    crate::safe::escape(&path.display().to_string())
-                )
-            })?;
+                        crate::safe::escape(&path.display().to_string())
+                    )
+                })?;
             Stores::of(store)
         }
         "redis" => {
             let Some(url) = &section.url else {
                 bail!("[store] kind = \"redis\" needs url = \"redis://…\"")
             };
+            let options = agentloop::store::redis::RedisOptions::default()
+                .large_output_bytes(section.large_output_limit());
             Stores::of(
-                agentloop::store::redis::RedisStore::connect(url)
+                agentloop::store::redis::RedisStore::connect_with(url, options)
                     .await
                     .context("connecting to Redis")?,
             )

@@ -70,15 +70,43 @@ pub enum ToolResultContent {
     Text(String),
     /// Structured data.
     Json(#[serde(serialize_with = "crate::canonical::serialize")] Value),
+    /// Kept in the run's artifact store: what a durable store journals in place of a large
+    /// output. The store puts the output back when it loads the journal, so a run, a stream
+    /// or a provider never sees one.
+    // Boxed: it is rare, and events stay small.
+    Stored(Box<StoredOutput>),
+}
+
+/// Where a tool output journaled by reference is: an artifact of the run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct StoredOutput {
+    /// The artifact's id.
+    pub artifact: String,
+    /// The output's size in bytes (its text, or its JSON serialized compactly).
+    pub bytes: u64,
+    /// Whether the output is JSON (else text).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub json: bool,
 }
 
 impl ToolResultContent {
-    /// The content as text: text as is, JSON serialized compactly.
+    /// The content as text: text as is, JSON serialized compactly (a [`Stored`] output, which
+    /// only a journal read without its store holds, as a note naming its artifact).
+    ///
+    /// [`Stored`]: Self::Stored
     pub fn to_text(&self) -> String {
         match self {
             Self::Text(text) => text.clone(),
             Self::Json(value) => crate::canonical::to_string(value),
+            Self::Stored(stored) => stored.note(),
         }
+    }
+}
+
+impl StoredOutput {
+    /// A note in place of the output (never sent to a model by the runtime).
+    pub fn note(&self) -> String {
+        format!("[a tool output of {} bytes, kept in artifact {}]", self.bytes, self.artifact)
     }
 }
 

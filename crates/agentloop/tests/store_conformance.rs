@@ -29,6 +29,12 @@ type Stores = Arc<dyn AllStores>;
 mod registry_suite;
 use registry_suite::registry;
 
+#[path = "store_conformance/outputs.rs"]
+mod outputs_suite;
+
+#[path = "store_conformance/batching.rs"]
+mod batching;
+
 fn run_id() -> String {
     format!("run-{}", uuid::Uuid::new_v4().simple())
 }

@@ -34,11 +34,17 @@ require_approval = ["read_file"]
 kind = "sqlite"
 path = ".agentloop/runs.db"
 durability = "checkpoint"
+large_output_bytes = 0
 "#,
     )
     .unwrap();
     assert_eq!(config.agent.name.as_deref(), Some("helper"));
     assert_eq!(config.store.durability, Some(agentloop::store::Durability::Checkpoint));
+    assert_eq!(config.store.large_output_limit(), None, "0: every output in the journal");
+    assert_eq!(
+        crate::config::StoreSection::default().large_output_limit(),
+        Some(agentloop::store::DEFAULT_LARGE_OUTPUT_BYTES)
+    );
     assert_eq!(config.provider.kind, Some(ProviderKind::OpenaiCompatible));
     assert_eq!(config.limits.max_iterations, Some(8));
     assert_eq!(

@@ -90,6 +90,9 @@ impl JournalReplay {
                         None => ToolOutput::Value(match &result.content {
                             ToolResultContent::Text(text) => Value::String(text.clone()),
                             ToolResultContent::Json(value) => value.clone(),
+                            stored @ ToolResultContent::Stored(_) => {
+                                Value::String(stored.to_text())
+                            }
                         }),
                     };
                     let answer = Answer::new(Ok(output), usage.as_deref(), *cost_usd);

@@ -33,6 +33,9 @@ pub trait TokenCounter: Send + Sync {
                             ToolResultContent::Json(value) => {
                                 self.count_text(&crate::canonical::to_string(value))
                             }
+                            stored @ ToolResultContent::Stored(_) => {
+                                self.count_text(&stored.to_text())
+                            }
                         },
                         Part::Reasoning(reasoning) => self.count_text(&reasoning.text),
                         Part::Opaque(opaque) => {

@@ -39,6 +39,27 @@ impl JournalEvent {
     pub fn into_event(self) -> Event {
         self.0
     }
+
+    /// The tool result a tool event carries (`tool_completed`, `tool_failed`,
+    /// `tool_timed_out`).
+    pub(crate) fn tool_result(&self) -> Option<&crate::message::ToolResult> {
+        match &self.0 {
+            Event::ToolCompleted { result, .. }
+            | Event::ToolFailed { result, .. }
+            | Event::ToolTimedOut { result, .. } => Some(result),
+            _ => None,
+        }
+    }
+
+    /// [`tool_result`](Self::tool_result), to change in place (the event stays durable).
+    pub(crate) fn tool_result_mut(&mut self) -> Option<&mut crate::message::ToolResult> {
+        match &mut self.0 {
+            Event::ToolCompleted { result, .. }
+            | Event::ToolFailed { result, .. }
+            | Event::ToolTimedOut { result, .. } => Some(result),
+            _ => None,
+        }
+    }
 }
 
 impl Deref for JournalEvent {

@@ -422,6 +422,7 @@ fn function_response(result: &ToolResult, name: &str) -> Value {
         (content, true) => json!({ "error": content.to_text() }),
         (ToolResultContent::Text(text), false) => json!({ "output": text }),
         (ToolResultContent::Json(value), false) => json!({ "output": value }),
+        (stored @ ToolResultContent::Stored(_), false) => json!({ "output": stored.to_text() }),
     };
     let mut body = json!({"name": name, "response": response});
     if let (true, Value::Object(map)) = (is_gemini_id(&result.call_id), &mut body) {

@@ -417,7 +417,7 @@ impl Run {
                 }
                 text
             }
-            ToolResultContent::Text(_) => return result,
+            ToolResultContent::Text(_) | ToolResultContent::Stored(_) => return result,
         };
         let excerpt = trim::excerpt(&full, &result.call_id, self.config.context.trim.excerpt_bytes);
         self.context.artifacts.insert(result.call_id.clone(), full);

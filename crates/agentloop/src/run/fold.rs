@@ -6,7 +6,7 @@ use super::{
     CallApproval, Decision, Phase, Run, RunError, StallAction, StopReason, ToolFailureMode,
 };
 use crate::event::Event;
-use crate::message::{Message, ToolResult};
+use crate::message::{Message, ToolResult, ToolResultContent};
 use crate::run::Signal;
 use crate::terms::{ApprovalRecord, AuditEntry};
 use crate::tool::ToolError;
@@ -274,6 +274,12 @@ impl Run {
         if self.is_ending() {
             // A halt already answered this iteration's calls.
             return Ok(());
+        }
+        if let ToolResultContent::Stored(stored) = &result.content {
+            return Err(RunError::UnloadedOutput {
+                call_id: result.call_id.clone(),
+                artifact: stored.artifact.clone(),
+            });
         }
         let pending = self.pending_mut(&result.call_id)?;
         let started = pending.started;

@@ -100,6 +100,18 @@ pub enum RunError {
     /// A snapshot that is not a valid run.
     #[error("invalid run snapshot: {0}")]
     InvalidSnapshot(String),
+    /// A tool output journaled by reference that was not put back: the journal was read
+    /// without its store (a store's `load` puts such outputs back).
+    #[error(
+        "the output of tool call '{call_id}' is kept in artifact '{artifact}' and was not \
+         loaded: read the journal through its store"
+    )]
+    UnloadedOutput {
+        /// The call.
+        call_id: String,
+        /// The artifact holding its output.
+        artifact: String,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -12,6 +12,11 @@
 //! [`StoreError::Conflict`] and writes nothing, so a journal is never interleaved. An append
 //! writes only the new entries.
 //!
+//! **Large outputs by reference**: the SQLite and Redis stores journal a tool output of at
+//! least [`DEFAULT_LARGE_OUTPUT_BYTES`] (configurable per store) as a reference to an
+//! artifact of the run ([`ArtifactStore`]) written with the append, and put it back when they
+//! load the journal: what a caller appends and what it loads are the same events.
+//!
 //! Implementations: [`MemoryStore`] (tests, one process), [`sqlite::SqliteStore`] (feature
 //! `sqlite`, on by default) and [`redis::RedisStore`] (feature `redis`). An agent built with
 //! [`AgentBuilder::store`](crate::AgentBuilder::store) journals every run through
@@ -21,6 +26,7 @@ pub(crate) mod control_watch;
 pub(crate) mod journal;
 pub mod lease;
 mod memory;
+pub(crate) mod outputs;
 #[cfg(feature = "redis")]
 pub mod redis;
 mod registry;
@@ -31,6 +37,7 @@ mod stats;
 pub use journal::{journaled, journaled_with_lease, Durability, REMOTE_CONTROL_POLL};
 pub use lease::{Lease, DEFAULT_LEASE_TTL};
 pub use memory::MemoryStore;
+pub use outputs::DEFAULT_LARGE_OUTPUT_BYTES;
 pub(crate) use registry::{cost_of, SummaryUpdate};
 pub use registry::{RunCursor, RunFilter, RunSummary};
 pub use stats::WriteStats;

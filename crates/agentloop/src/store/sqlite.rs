@@ -18,13 +18,14 @@
 //! power. Set [`SqliteOptions::synchronous_full`] to pay an fsync per append instead.
 
 use super::{
-    check_batch, check_dense_from, decode_parts, from_json, now_ms, to_json, ControlRequest,
-    JournalEntry, Lease, RemoteControl, RunFilter, RunStore, RunSummary, SessionInfo, SessionState,
-    SessionStore, StoreError, SummaryUpdate,
+    check_batch, check_dense_from, decode_parts, from_json, now_ms, outputs, to_json,
+    ControlRequest, JournalEntry, Lease, RemoteControl, RunFilter, RunStore, RunSummary,
+    SessionInfo, SessionState, SessionStore, StoreError, SummaryUpdate,
 };
 use crate::message::Message;
 use async_trait::async_trait;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
@@ -168,6 +169,13 @@ pub struct SqliteOptions {
     /// 160 MB, a backstop for when the checkpoint thread cannot keep up; SQLite's own default
     /// is 1,000).
     pub checkpoint_pages: u32,
+    /// Tool outputs of at least this many bytes are journaled by reference: kept as an
+    /// artifact of the run, written in the append's transaction, and put back when the
+    /// journal is loaded (default [`DEFAULT_LARGE_OUTPUT_BYTES`], 32 KiB; `None`: always in
+    /// the journal). See [`crate::store`], "large outputs by reference".
+    ///
+    /// [`DEFAULT_LARGE_OUTPUT_BYTES`]: crate::store::DEFAULT_LARGE_OUTPUT_BYTES
+    pub large_output_bytes: Option<usize>,
 }
 
 impl Default for SqliteOptions {
@@ -180,6 +188,7 @@ impl Default for SqliteOptions {
             cache_kib: 16 * 1024,
             checkpoint_interval: Duration::from_millis(100),
             checkpoint_pages: 40_000,
+            large_output_bytes: Some(super::DEFAULT_LARGE_OUTPUT_BYTES),
         }
     }
 }
@@ -193,6 +202,8 @@ pub struct SqliteStore {
     _checkpointer: Option<mpsc::Sender<()>>,
     /// What the connection thread has committed.
     counters: Arc<WriteCounters>,
+    /// [`SqliteOptions::large_output_bytes`].
+    large_output_bytes: Option<usize>,
 }
 
 /// The size in bytes the write-ahead log file is cut back to after a checkpoint, should it
@@ -262,7 +273,13 @@ impl SqliteStore {
             .name("agentloop-sqlite".into())
             .spawn(move || writer::serve(conn, receiver, grouping, &served))
             .map_err(|e| backend(format!("cannot start the connection thread: {e}")))?;
-        Ok(Self { jobs, path, _checkpointer: checkpointer, counters })
+        Ok(Self {
+            jobs,
+            path,
+            _checkpointer: checkpointer,
+            counters,
+            large_output_bytes: options.large_output_bytes,
+        })
     }
 
     /// The database file.
@@ -362,7 +379,12 @@ impl SqliteStore {
                 })
             };
         };
-        let rows = entries
+        let (stored, artifacts) =
+            match outputs::by_reference(run_id, entries, self.large_output_bytes) {
+                Some((stored, artifacts)) => (Cow::Owned(stored), artifacts),
+                None => (Cow::Borrowed(entries), Vec::new()),
+            };
+        let rows = stored
             .iter()
             .map(|e| {
                 Ok(Row {
@@ -374,7 +396,15 @@ impl SqliteStore {
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
         let (reply, answer) = tokio::sync::oneshot::channel();
-        let append = Append { run_id: run_id.to_owned(), expected_seq, rows, update, fence, reply };
+        let append = Append {
+            run_id: run_id.to_owned(),
+            expected_seq,
+            rows,
+            artifacts,
+            update,
+            fence,
+            reply,
+        };
         self.jobs.send(Job::Append(Box::new(append))).map_err(|_| closed())?;
         answer.await.map_err(|_| closed())?
     }
@@ -445,6 +475,7 @@ impl RunStore for SqliteStore {
                 entries.push(decode_parts(&run_id, uint(seq), uint(at_ms), version, event)?);
             }
             check_dense_from(&run_id, from, &entries)?;
+            outputs::restore(&run_id, &mut entries, |id| artifacts::data(conn, id))?;
             Ok(entries)
         })
         .await
@@ -502,6 +533,7 @@ impl RunStore for SqliteStore {
                 conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
             tx.execute("DELETE FROM journal WHERE run_id = ?1", [&run_id]).map_err(backend)?;
             tx.execute("DELETE FROM run_controls WHERE run_id = ?1", [&run_id]).map_err(backend)?;
+            artifacts::delete_of_run(&tx, &run_id).map_err(backend)?;
             let deleted =
                 tx.execute("DELETE FROM runs WHERE run_id = ?1", [&run_id]).map_err(backend)?;
             tx.commit().map_err(backend)?;

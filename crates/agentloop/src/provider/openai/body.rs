@@ -103,7 +103,9 @@ fn size_hint(request: &ModelRequest) -> usize {
                 Part::ToolCall(call) => call.id.len() + call.name.len() + call.arguments.len() + 80,
                 Part::ToolResult(result) => match &result.content {
                     ToolResultContent::Text(text) => result.call_id.len() + text.len() + 64,
-                    ToolResultContent::Json(_) => result.call_id.len() + 96,
+                    ToolResultContent::Json(_) | ToolResultContent::Stored(_) => {
+                        result.call_id.len() + 96
+                    }
                 },
                 _ => 64,
             })
@@ -266,6 +268,7 @@ impl Serialize for ToolContent<'_> {
             ToolResultContent::Json(value) => {
                 serializer.serialize_str(&canonical::to_string(value))
             }
+            ToolResultContent::Stored(stored) => serializer.serialize_str(&stored.note()),
         }
     }
 }

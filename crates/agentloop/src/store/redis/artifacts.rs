@@ -40,6 +40,89 @@ impl RedisStore {
     fn artifact_keys(&self, id: &str) -> (String, String) {
         (self.key(&["artifact:", id]), self.key(&["artifact:", id, ":chunks"]))
     }
+
+    /// Adds the commands that create the artifact `meta` with its first bytes to `pipe`.
+    pub(super) fn create_commands(
+        &self,
+        pipe: &mut ::redis::Pipeline,
+        meta: &ArtifactMeta,
+        data: &[u8],
+    ) {
+        let (key, chunks) = self.artifact_keys(&meta.id);
+        let by_run = self.key(&["run:", &meta.run_id, ":artifacts"]);
+        pipe.cmd("HSET")
+            .arg(&key)
+            .arg("run_id")
+            .arg(&meta.run_id)
+            .arg("name")
+            .arg(&meta.name)
+            .arg("media_type")
+            .arg(&meta.media_type)
+            .arg("size")
+            .arg(meta.size)
+            .arg("chunks")
+            .arg(meta.chunks)
+            .arg("created_ms")
+            .arg(meta.created_ms)
+            .arg("updated_ms")
+            .arg(meta.updated_ms)
+            .ignore();
+        if !data.is_empty() {
+            pipe.cmd("RPUSH").arg(&chunks).arg(data).ignore();
+        }
+        pipe.cmd("ZADD").arg(&by_run).arg(meta.created_ms).arg(&meta.id).ignore();
+        if let Some(ttl) = self.options.ttl {
+            let ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+            for k in [&key, &chunks, &by_run] {
+                pipe.cmd("PEXPIRE").arg(k).arg(ms).ignore();
+            }
+        }
+    }
+
+    /// The bytes of each of `ids` that exists (for putting journaled outputs back), read with
+    /// one pipeline.
+    pub(super) async fn artifact_data(
+        &self,
+        ids: &[String],
+    ) -> Result<HashMap<String, Vec<u8>>, StoreError> {
+        let mut pipe = ::redis::pipe();
+        for id in ids {
+            let (key, chunks) = self.artifact_keys(id);
+            pipe.cmd("EXISTS").arg(key).cmd("LRANGE").arg(chunks).arg(0).arg(-1);
+        }
+        let replies: Vec<(i64, Vec<Vec<u8>>)> = if ids.is_empty() {
+            Vec::new()
+        } else {
+            pipe.query_async(&mut self.conn()).await.map_err(backend)?
+        };
+        Ok(ids
+            .iter()
+            .zip(replies)
+            .filter(|(_, (exists, _))| *exists > 0)
+            .map(|(id, (_, parts))| (id.clone(), parts.concat()))
+            .collect())
+    }
+
+    /// Deletes a run's artifacts.
+    pub(super) async fn delete_artifacts_of(&self, run_id: &str) -> Result<(), StoreError> {
+        let by_run = self.key(&["run:", run_id, ":artifacts"]);
+        let ids: Vec<String> = ::redis::cmd("ZRANGE")
+            .arg(&by_run)
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut self.conn())
+            .await
+            .map_err(backend)?;
+        let mut pipe = ::redis::pipe();
+        pipe.atomic();
+        for id in &ids {
+            let (key, chunks) = self.artifact_keys(id);
+            pipe.cmd("DEL").arg(key).arg(chunks).ignore();
+        }
+        pipe.cmd("DEL").arg(by_run).ignore();
+        let () = pipe.query_async(&mut self.conn()).await.map_err(backend)?;
+        Ok(())
+    }
 }
 
 #[async_trait]
@@ -56,37 +139,9 @@ impl ArtifactStore for RedisStore {
             created_ms: now,
             updated_ms: now,
         };
-        let (key, chunks) = self.artifact_keys(&meta.id);
-        let by_run = self.key(&["run:", &meta.run_id, ":artifacts"]);
         let mut pipe = ::redis::pipe();
-        pipe.atomic()
-            .cmd("HSET")
-            .arg(&key)
-            .arg("run_id")
-            .arg(&meta.run_id)
-            .arg("name")
-            .arg(&meta.name)
-            .arg("media_type")
-            .arg(&meta.media_type)
-            .arg("size")
-            .arg(meta.size)
-            .arg("chunks")
-            .arg(meta.chunks)
-            .arg("created_ms")
-            .arg(now)
-            .arg("updated_ms")
-            .arg(now)
-            .ignore();
-        if !artifact.data.is_empty() {
-            pipe.cmd("RPUSH").arg(&chunks).arg(artifact.data).ignore();
-        }
-        pipe.cmd("ZADD").arg(&by_run).arg(now).arg(&meta.id).ignore();
-        if let Some(ttl) = self.options.ttl {
-            let ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
-            for k in [&key, &chunks, &by_run] {
-                pipe.cmd("PEXPIRE").arg(k).arg(ms).ignore();
-            }
-        }
+        pipe.atomic();
+        self.create_commands(&mut pipe, &meta, artifact.data);
         let () = pipe.query_async(&mut self.conn()).await.map_err(backend)?;
         Ok(meta)
     }

@@ -30,6 +30,63 @@ fn artifact_meta(conn: &Connection, id: &str) -> Result<Option<ArtifactMeta>, St
     .map_err(backend)
 }
 
+/// Inserts an artifact with its first bytes (in the caller's transaction).
+pub(super) fn insert(conn: &Connection, meta: &ArtifactMeta, data: &[u8]) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO artifacts (artifact_id, run_id, name, media_type, size, chunks, \
+         created_ms, updated_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    )?
+    .execute(params![
+        meta.id,
+        meta.run_id,
+        meta.name,
+        meta.media_type,
+        int(meta.size),
+        int(meta.chunks),
+        int(meta.created_ms),
+        int(meta.updated_ms)
+    ])?;
+    if !data.is_empty() {
+        conn.prepare_cached(
+            "INSERT INTO artifact_chunks (artifact_id, idx, data) VALUES (?1, 0, ?2)",
+        )?
+        .execute(params![meta.id, data])?;
+    }
+    Ok(())
+}
+
+/// An artifact's bytes (its chunks, concatenated); `size` is a capacity hint.
+fn content(conn: &Connection, id: &str, size: u64) -> Result<Vec<u8>, StoreError> {
+    let mut select = conn
+        .prepare_cached("SELECT data FROM artifact_chunks WHERE artifact_id = ?1 ORDER BY idx")
+        .map_err(backend)?;
+    let chunks = select.query_map([id], |row| row.get::<_, Vec<u8>>(0)).map_err(backend)?;
+    let mut data = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+    for chunk in chunks {
+        data.extend(chunk.map_err(backend)?);
+    }
+    Ok(data)
+}
+
+/// An artifact's bytes, `None` when it does not exist (for putting journaled outputs back).
+pub(super) fn data(conn: &Connection, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
+    match artifact_meta(conn, id)? {
+        Some(meta) => content(conn, id, meta.size).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// Deletes a run's artifacts (in the caller's transaction).
+pub(super) fn delete_of_run(conn: &Connection, run_id: &str) -> rusqlite::Result<()> {
+    conn.execute(
+        "DELETE FROM artifact_chunks WHERE artifact_id IN \
+         (SELECT artifact_id FROM artifacts WHERE run_id = ?1)",
+        [run_id],
+    )?;
+    conn.execute("DELETE FROM artifacts WHERE run_id = ?1", [run_id])?;
+    Ok(())
+}
+
 #[async_trait]
 impl ArtifactStore for SqliteStore {
     async fn create_artifact(&self, artifact: NewArtifact<'_>) -> Result<ArtifactMeta, StoreError> {
@@ -49,27 +106,7 @@ impl ArtifactStore for SqliteStore {
         self.call(move |conn| {
             let tx =
                 conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
-            tx.execute(
-                "INSERT INTO artifacts (artifact_id, run_id, name, media_type, size, chunks, \
-                 created_ms, updated_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)",
-                params![
-                    stored.id,
-                    stored.run_id,
-                    stored.name,
-                    stored.media_type,
-                    int(stored.size),
-                    int(stored.chunks),
-                    int(stored.created_ms)
-                ],
-            )
-            .map_err(backend)?;
-            if !data.is_empty() {
-                tx.execute(
-                    "INSERT INTO artifact_chunks (artifact_id, idx, data) VALUES (?1, 0, ?2)",
-                    params![stored.id, data],
-                )
-                .map_err(backend)?;
-            }
+            insert(&tx, &stored, &data).map_err(backend)?;
             tx.commit().map_err(backend)
         })
         .await?;
@@ -107,17 +144,7 @@ impl ArtifactStore for SqliteStore {
         let id = id.to_owned();
         self.call(move |conn| {
             let Some(meta) = artifact_meta(conn, &id)? else { return Ok(None) };
-            let mut select = conn
-                .prepare_cached(
-                    "SELECT data FROM artifact_chunks WHERE artifact_id = ?1 ORDER BY idx",
-                )
-                .map_err(backend)?;
-            let chunks =
-                select.query_map([&id], |row| row.get::<_, Vec<u8>>(0)).map_err(backend)?;
-            let mut data = Vec::with_capacity(usize::try_from(meta.size).unwrap_or(0));
-            for chunk in chunks {
-                data.extend(chunk.map_err(backend)?);
-            }
+            let data = content(conn, &id, meta.size)?;
             Ok(Some(Artifact { meta, data }))
         })
         .await

@@ -9,6 +9,7 @@
 //! [`SqliteOptions::group_commit_delay`](super::SqliteOptions::group_commit_delay) says so.
 
 use super::{backend, int, lease, registry, Row};
+use crate::store::outputs::OutputArtifact;
 use crate::store::stats::WriteCounters;
 use crate::store::{Lease, StoreError, SummaryUpdate};
 use rusqlite::{params, Connection, TransactionBehavior};
@@ -28,6 +29,8 @@ pub(super) struct Append {
     pub(super) run_id: String,
     pub(super) expected_seq: u64,
     pub(super) rows: Vec<Row>,
+    /// Tool outputs kept by reference, written with the rows.
+    pub(super) artifacts: Vec<OutputArtifact>,
     pub(super) update: SummaryUpdate,
     pub(super) fence: Option<Lease>,
     pub(super) reply: tokio::sync::oneshot::Sender<Result<u64, StoreError>>,
@@ -212,9 +215,12 @@ fn write(conn: &Connection, append: &Append) -> Result<u64, Failure> {
     Ok(next)
 }
 
-/// Inserts the append's rows into the journal.
+/// Inserts the append's rows into the journal (and the artifacts its rows refer to).
 fn insert_rows(conn: &Connection, append: &Append) -> Result<(), Failure> {
     let storage = |e| Failure::Write(backend(e));
+    for artifact in &append.artifacts {
+        super::artifacts::insert(conn, &artifact.meta, &artifact.data).map_err(storage)?;
+    }
     let mut insert = conn
         .prepare_cached(
             "INSERT INTO journal (run_id, seq, at_ms, schema_version, event) \

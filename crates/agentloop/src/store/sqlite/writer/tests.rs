@@ -38,7 +38,18 @@ fn append(run_id: &str, expected_seq: u64, events: u64) -> (Append, Reply) {
         .collect();
     let (reply, answer) = oneshot::channel();
     let update = SummaryUpdate::of(&entries).unwrap();
-    (Append { run_id: run_id.into(), expected_seq, rows, update, fence: None, reply }, answer)
+    (
+        Append {
+            run_id: run_id.into(),
+            expected_seq,
+            rows,
+            artifacts: Vec::new(),
+            update,
+            fence: None,
+            reply,
+        },
+        answer,
+    )
 }
 
 fn journal_len(conn: &Connection, run_id: &str) -> i64 {
