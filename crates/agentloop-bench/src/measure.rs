@@ -16,6 +16,16 @@ pub fn thread_cpu() -> Duration {
     Duration::new(u64::try_from(t.tv_sec).unwrap_or(0), u32::try_from(t.tv_nsec).unwrap_or(0))
 }
 
+/// Bytes this process has passed to `write`-like calls so far (`wchar` of `/proc/self/io`).
+pub fn written() -> u64 {
+    std::fs::read_to_string("/proc/self/io")
+        .ok()
+        .and_then(|io| {
+            io.lines().find_map(|l| l.strip_prefix("wchar: ")).and_then(|n| n.trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
 /// A field of `/proc/self/status` in kB (e.g. `VmHWM`, the peak resident set size).
 pub fn status_kb(field: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;

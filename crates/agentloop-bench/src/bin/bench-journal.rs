@@ -20,7 +20,7 @@ use agentloop::run::RunConfig;
 use agentloop::store::redis::{RedisOptions, RedisStore};
 use agentloop::store::sqlite::{SqliteOptions, SqliteStore};
 use agentloop::store::{MemoryStore, RunStore};
-use agentloop_bench::measure::process_cpu;
+use agentloop_bench::measure::{process_cpu, written};
 use std::error::Error;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -61,16 +61,6 @@ struct Measured {
     written_per_append: f64,
     /// Appends per commit: SQLite's group commit at work (1 on Redis, in memory).
     appends_per_commit: f64,
-}
-
-/// Bytes this process has passed to `write`-like calls so far (`wchar` of `/proc/self/io`).
-fn written() -> u64 {
-    std::fs::read_to_string("/proc/self/io")
-        .ok()
-        .and_then(|io| {
-            io.lines().find_map(|l| l.strip_prefix("wchar: ")).and_then(|n| n.trim().parse().ok())
-        })
-        .unwrap_or(0)
 }
 
 /// CPU time of this process's threads named `name`, by thread id (from `/proc`, in clock

@@ -21,7 +21,7 @@ use agentloop::run::RunConfig;
 use agentloop::store::redis::{RedisOptions, RedisStore};
 use agentloop::store::sqlite::{SqliteOptions, SqliteStore};
 use agentloop::store::RunStore;
-use agentloop_bench::measure::process_cpu;
+use agentloop_bench::measure::{process_cpu, written};
 use std::error::Error;
 use std::io::Write;
 use std::sync::Arc;
@@ -78,16 +78,6 @@ fn journal(run_id: &str, outputs: usize, bytes: usize, seed: u64) -> Vec<Event> 
         });
     }
     events
-}
-
-/// Bytes this process has passed to `write`-like calls so far (`wchar` of `/proc/self/io`).
-fn written() -> u64 {
-    std::fs::read_to_string("/proc/self/io")
-        .ok()
-        .and_then(|io| {
-            io.lines().find_map(|l| l.strip_prefix("wchar: ")).and_then(|n| n.trim().parse().ok())
-        })
-        .unwrap_or(0)
 }
 
 struct Measured {

@@ -5,10 +5,9 @@
 use super::lease::{lost, ttl_ms, LeaseRecord};
 use super::stats::WriteCounters;
 use super::{
-    check_batch, check_dense, cost_of, decode_parts, new_artifact_id, now_ms, Artifact,
-    ArtifactMeta, ArtifactStore, ControlRequest, JournalEntry, Lease, NewArtifact, RemoteControl,
-    RunFilter, RunState, RunStore, RunSummary, SessionInfo, SessionState, SessionStore, StoreError,
-    SummaryUpdate,
+    check_batch, check_dense, cost_of, decode_parts, now_ms, Artifact, ArtifactMeta, ArtifactStore,
+    ControlRequest, JournalEntry, Lease, NewArtifact, RemoteControl, RunFilter, RunState, RunStore,
+    RunSummary, SessionInfo, SessionState, SessionStore, StoreError, SummaryUpdate,
 };
 use crate::message::{Message, Usage};
 use crate::run::Price;
@@ -329,17 +328,7 @@ impl SessionStore for MemoryStore {
 #[async_trait]
 impl ArtifactStore for MemoryStore {
     async fn create_artifact(&self, artifact: NewArtifact<'_>) -> Result<ArtifactMeta, StoreError> {
-        let now = now_ms();
-        let meta = ArtifactMeta {
-            id: new_artifact_id(),
-            run_id: artifact.run_id.to_owned(),
-            name: artifact.name.to_owned(),
-            media_type: artifact.media_type.to_owned(),
-            size: artifact.data.len() as u64,
-            chunks: u64::from(!artifact.data.is_empty()),
-            created_ms: now,
-            updated_ms: now,
-        };
+        let meta = artifact.meta(now_ms());
         let stored = Artifact { meta: meta.clone(), data: artifact.data.to_vec() };
         self.lock().artifacts.insert(meta.id.clone(), stored);
         Ok(meta)

@@ -591,6 +591,22 @@ pub struct NewArtifact<'a> {
     pub data: &'a [u8],
 }
 
+impl NewArtifact<'_> {
+    /// Its description, with a new id, made at `at_ms`, its first bytes as one chunk.
+    pub(crate) fn meta(&self, at_ms: u64) -> ArtifactMeta {
+        ArtifactMeta {
+            id: new_artifact_id(),
+            run_id: self.run_id.to_owned(),
+            name: self.name.to_owned(),
+            media_type: self.media_type.to_owned(),
+            size: self.data.len() as u64,
+            chunks: u64::from(!self.data.is_empty()),
+            created_ms: at_ms,
+            updated_ms: at_ms,
+        }
+    }
+}
+
 /// Where large outputs of a run live (trimmed tool outputs, files an agent produces).
 #[async_trait]
 pub trait ArtifactStore: Send + Sync {

@@ -10,7 +10,7 @@
 //! JSON string (no escaping when written, no parsing when read), and a tool that returns
 //! megabytes does not make one journal row of them.
 
-use super::{new_artifact_id, ArtifactMeta, JournalEntry, StoreError};
+use super::{ArtifactMeta, JournalEntry, NewArtifact, StoreError};
 use crate::message::{StoredOutput, ToolResultContent};
 use std::io::Write;
 
@@ -66,16 +66,13 @@ pub(crate) fn by_reference(
                             return entry;
                         }
                     };
-                    let meta = ArtifactMeta {
-                        id: new_artifact_id(),
-                        run_id: run_id.to_owned(),
-                        name: format!("tool-output-{}", result.call_id),
-                        media_type: (if json { JSON_MEDIA_TYPE } else { TEXT_MEDIA_TYPE }).into(),
-                        size: data.len() as u64,
-                        chunks: u64::from(!data.is_empty()),
-                        created_ms: at_ms,
-                        updated_ms: at_ms,
-                    };
+                    let meta = NewArtifact {
+                        run_id,
+                        name: &format!("tool-output-{}", result.call_id),
+                        media_type: if json { JSON_MEDIA_TYPE } else { TEXT_MEDIA_TYPE },
+                        data: &data,
+                    }
+                    .meta(at_ms);
                     result.content = ToolResultContent::Stored(Box::new(StoredOutput {
                         artifact: meta.id.clone(),
                         bytes: meta.size,

@@ -136,6 +136,22 @@ DROP TABLE journal;
 ALTER TABLE journal_by_append RENAME TO journal;
 CREATE UNIQUE INDEX journal_by_run ON journal (run_id, seq);
 ",
+    // Artifact chunks likewise (a tool output kept by reference is one chunk of up to
+    // megabytes): in a `WITHOUT ROWID` table each key search compared against chunks that
+    // overflow their pages, which made reading a run's outputs back twice as slow as parsing
+    // them from the journal (`bench-outputs`).
+    r"
+CREATE TABLE artifact_chunks_by_append (
+    artifact_id TEXT NOT NULL,
+    idx         INTEGER NOT NULL,
+    data        BLOB NOT NULL
+);
+INSERT INTO artifact_chunks_by_append (artifact_id, idx, data)
+    SELECT artifact_id, idx, data FROM artifact_chunks ORDER BY artifact_id, idx;
+DROP TABLE artifact_chunks;
+ALTER TABLE artifact_chunks_by_append RENAME TO artifact_chunks;
+CREATE UNIQUE INDEX artifact_chunks_by_id ON artifact_chunks (artifact_id, idx);
+",
 ];
 
 /// The index in [`MIGRATIONS`] of [`registry::MIGRATION`] (followed by

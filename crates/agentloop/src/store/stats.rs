@@ -12,8 +12,9 @@ pub struct WriteStats {
     pub appends: u64,
     /// Journal entries committed.
     pub entries: u64,
-    /// Commits that made them durable: SQLite transactions and Redis script calls (the
-    /// appends of concurrent runs share one: group commit); in memory, one per append.
+    /// Commits that made them durable: SQLite transactions (the appends of concurrent runs
+    /// share one, group commit), Redis script calls (one per append); in memory, one per
+    /// append.
     pub commits: u64,
 }
 

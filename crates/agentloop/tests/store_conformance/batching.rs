@@ -1,5 +1,5 @@
-//! Group commit at work: the appends of runs appending at once share commits (SQLite
-//! transactions, Redis script calls), and each run's journal is exactly its own.
+//! Group commit at work: the appends of runs appending at once share SQLite transactions, and
+//! each run's journal is exactly its own.
 
 use super::*;
 
@@ -34,10 +34,4 @@ async fn sqlite_appends_at_once_share_transactions() {
     let dir = tempfile::tempdir().unwrap();
     let store = agentloop::store::sqlite::SqliteStore::open(dir.path().join("a.db")).unwrap();
     appends_at_once_share_commits(Arc::new(store)).await;
-}
-
-#[cfg(feature = "redis")]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_appends_at_once_share_script_calls() {
-    with_redis(appends_at_once_share_commits).await;
 }

@@ -1,9 +1,7 @@
 //! Artifacts in Redis: a hash per artifact, its chunks in a list, a sorted set per run.
 
 use super::{backend, number, RedisStore};
-use crate::store::{
-    new_artifact_id, now_ms, Artifact, ArtifactMeta, ArtifactStore, NewArtifact, StoreError,
-};
+use crate::store::{now_ms, Artifact, ArtifactMeta, ArtifactStore, NewArtifact, StoreError};
 use async_trait::async_trait;
 use std::collections::HashMap;
 
@@ -128,17 +126,7 @@ impl RedisStore {
 #[async_trait]
 impl ArtifactStore for RedisStore {
     async fn create_artifact(&self, artifact: NewArtifact<'_>) -> Result<ArtifactMeta, StoreError> {
-        let now = now_ms();
-        let meta = ArtifactMeta {
-            id: new_artifact_id(),
-            run_id: artifact.run_id.to_owned(),
-            name: artifact.name.to_owned(),
-            media_type: artifact.media_type.to_owned(),
-            size: artifact.data.len() as u64,
-            chunks: u64::from(!artifact.data.is_empty()),
-            created_ms: now,
-            updated_ms: now,
-        };
+        let meta = artifact.meta(now_ms());
         let mut pipe = ::redis::pipe();
         pipe.atomic();
         self.create_commands(&mut pipe, &meta, artifact.data);

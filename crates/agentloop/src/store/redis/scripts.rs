@@ -1,61 +1,44 @@
 //! The Lua scripts of the Redis store: each is one atomic step on the server.
 
-/// Appends a batch of journal appends, one after the other: `ARGV[1]` is how many; the keys of
-/// all come first (journal, meta, `runs`, lease, appended channel, then the run's indexes),
-/// then for each its key count, its argument count and its arguments (expected seq, TTL, run
-/// id, first and last ms, agent, context, started flag, state, lease owner and epoch, parent,
-/// price, four token counts, the entries). One reply per append: `ok` with the journal's
-/// length, `conflict` with it, or `lease_lost` with the lease's owner and epoch.
 pub(super) const APPEND: &str = r"
-local function append(kb, nk, ab, n)
-  local journal, meta, lease = KEYS[kb + 1], KEYS[kb + 2], KEYS[kb + 4]
-  local function arg(i) return ARGV[ab + i] end
-  if arg(10) ~= '' then
-    local held = redis.call('HMGET', lease, 'owner', 'epoch')
-    local owner, epoch = held[1] or '', held[2] or '0'
-    if owner ~= arg(10) or epoch ~= arg(11) then return {'lease_lost', owner, epoch} end
-  end
-  local len = redis.call('LLEN', journal)
-  if len ~= tonumber(arg(1)) then return {'conflict', tostring(len)} end
-  local count = n - 17
-  if count == 0 then return {'ok', tostring(len)} end
-  for i = ab + 18, ab + n, 1000 do
-    redis.call('RPUSH', journal, unpack(ARGV, i, math.min(i + 999, ab + n)))
-  end
-  if len == 0 then
-    redis.call('HSET', meta, 'run_id', arg(3), 'created_ms', arg(4))
-    redis.call('ZADD', KEYS[kb + 3], arg(4), arg(3))
-  end
-  if arg(8) == '1' then
-    redis.call('HSET', meta, 'agent', arg(6), 'context_id', arg(7), 'parent_run_id', arg(12))
-    if arg(13) == '' then
-      redis.call('HDEL', meta, 'price')
-    else
-      redis.call('HSET', meta, 'price', arg(13))
-    end
-    local created = redis.call('HGET', meta, 'created_ms')
-    for k = 6, nk do redis.call('ZADD', KEYS[kb + k], created, arg(3)) end
-  end
-  redis.call('HSET', meta, 'state', arg(9), 'updated_ms', arg(5), 'entries', len + count)
-  local tokens = {'input_tokens', 'output_tokens', 'cached_input_tokens', 'reasoning_tokens'}
-  for i, field in ipairs(tokens) do
-    if arg(13 + i) ~= '0' then redis.call('HINCRBY', meta, field, arg(13 + i)) end
-  end
-  local ttl = tonumber(arg(2))
-  if ttl > 0 then
-    redis.call('PEXPIRE', journal, ttl)
-    redis.call('PEXPIRE', meta, ttl)
-  end
-  redis.call('PUBLISH', KEYS[kb + 5], tostring(len + count))
-  return {'ok', tostring(len + count)}
+if ARGV[10] ~= '' then
+  local held = redis.call('HMGET', KEYS[4], 'owner', 'epoch')
+  local owner, epoch = held[1] or '', held[2] or '0'
+  if owner ~= ARGV[10] or epoch ~= ARGV[11] then return {'lease_lost', owner, epoch} end
 end
-local replies, kb, p = {}, 0, 2
-for r = 1, tonumber(ARGV[1]) do
-  local nk, n = tonumber(ARGV[p]), tonumber(ARGV[p + 1])
-  replies[r] = append(kb, nk, p + 1, n)
-  kb, p = kb + nk, p + 2 + n
+local len = redis.call('LLEN', KEYS[1])
+if len ~= tonumber(ARGV[1]) then return {'conflict', tostring(len)} end
+local n = #ARGV - 17
+if n == 0 then return {'ok', tostring(len)} end
+for i = 18, #ARGV, 1000 do
+  redis.call('RPUSH', KEYS[1], unpack(ARGV, i, math.min(i + 999, #ARGV)))
 end
-return replies
+if len == 0 then
+  redis.call('HSET', KEYS[2], 'run_id', ARGV[3], 'created_ms', ARGV[4])
+  redis.call('ZADD', KEYS[3], ARGV[4], ARGV[3])
+end
+if ARGV[8] == '1' then
+  redis.call('HSET', KEYS[2], 'agent', ARGV[6], 'context_id', ARGV[7], 'parent_run_id', ARGV[12])
+  if ARGV[13] == '' then
+    redis.call('HDEL', KEYS[2], 'price')
+  else
+    redis.call('HSET', KEYS[2], 'price', ARGV[13])
+  end
+  local created = redis.call('HGET', KEYS[2], 'created_ms')
+  for k = 6, #KEYS do redis.call('ZADD', KEYS[k], created, ARGV[3]) end
+end
+redis.call('HSET', KEYS[2], 'state', ARGV[9], 'updated_ms', ARGV[5], 'entries', len + n)
+local tokens = {'input_tokens', 'output_tokens', 'cached_input_tokens', 'reasoning_tokens'}
+for i, field in ipairs(tokens) do
+  if ARGV[13 + i] ~= '0' then redis.call('HINCRBY', KEYS[2], field, ARGV[13 + i]) end
+end
+local ttl = tonumber(ARGV[2])
+if ttl > 0 then
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('PEXPIRE', KEYS[2], ttl)
+end
+redis.call('PUBLISH', KEYS[5], tostring(len + n))
+return {'ok', tostring(len + n)}
 ";
 
 pub(super) const DELETE_RUN: &str = r"

@@ -1,9 +1,7 @@
 //! Artifacts in SQLite: the `artifacts` table and their chunks in `artifact_chunks`.
 
 use super::{backend, int, uint, SqliteStore};
-use crate::store::{
-    new_artifact_id, now_ms, Artifact, ArtifactMeta, ArtifactStore, NewArtifact, StoreError,
-};
+use crate::store::{now_ms, Artifact, ArtifactMeta, ArtifactStore, NewArtifact, StoreError};
 use async_trait::async_trait;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
@@ -90,17 +88,7 @@ pub(super) fn delete_of_run(conn: &Connection, run_id: &str) -> rusqlite::Result
 #[async_trait]
 impl ArtifactStore for SqliteStore {
     async fn create_artifact(&self, artifact: NewArtifact<'_>) -> Result<ArtifactMeta, StoreError> {
-        let now = now_ms();
-        let meta = ArtifactMeta {
-            id: new_artifact_id(),
-            run_id: artifact.run_id.to_owned(),
-            name: artifact.name.to_owned(),
-            media_type: artifact.media_type.to_owned(),
-            size: artifact.data.len() as u64,
-            chunks: u64::from(!artifact.data.is_empty()),
-            created_ms: now,
-            updated_ms: now,
-        };
+        let meta = artifact.meta(now_ms());
         let data = artifact.data.to_vec();
         let stored = meta.clone();
         self.call(move |conn| {

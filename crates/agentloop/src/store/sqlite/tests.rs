@@ -65,3 +65,38 @@ fn the_journal_of_an_older_file_moves_to_the_table_ordered_by_append() {
         .unwrap();
     assert_eq!(last, "a3");
 }
+
+/// A file whose artifact chunks are in a `WITHOUT ROWID` table (schema 5): migrating keeps
+/// every chunk, in order, read through the new index; an artifact's chunk index stays unique.
+#[test]
+fn artifact_chunks_of_an_older_file_move_to_a_rowid_table() {
+    let mut conn = Connection::open_in_memory().unwrap();
+    conn.execute_batch("CREATE TABLE agentloop_schema (version INTEGER NOT NULL)").unwrap();
+    conn.execute("INSERT INTO agentloop_schema (version) VALUES (5)", []).unwrap();
+    for migration in &MIGRATIONS[..5] {
+        conn.execute_batch(migration).unwrap();
+    }
+    let big = vec![7u8; 20_000];
+    for (id, idx, data) in [("b", 0, &big[..]), ("a", 1, b"two"), ("a", 0, b"one")] {
+        conn.execute(
+            "INSERT INTO artifact_chunks (artifact_id, idx, data) VALUES (?1, ?2, ?3)",
+            params![id, idx, data],
+        )
+        .unwrap();
+    }
+    migrate(&mut conn).unwrap();
+    let read = "SELECT data FROM artifact_chunks WHERE artifact_id = ?1 ORDER BY idx";
+    let chunks = |id: &str| -> Vec<Vec<u8>> {
+        let mut select = conn.prepare(read).unwrap();
+        let rows = select.query_map([id], |r| r.get(0)).unwrap();
+        rows.collect::<Result<_, _>>().unwrap()
+    };
+    assert_eq!(chunks("a"), [b"one".to_vec(), b"two".to_vec()]);
+    assert_eq!(chunks("b"), [big]);
+    let plan: String =
+        conn.query_row(&format!("EXPLAIN QUERY PLAN {read}"), ["a"], |r| r.get(3)).unwrap();
+    assert!(plan.contains("artifact_chunks_by_id"), "{plan}");
+    let duplicate = conn
+        .execute("INSERT INTO artifact_chunks (artifact_id, idx, data) VALUES ('a', 1, x'00')", []);
+    assert!(duplicate.is_err(), "an artifact's chunk index is unique");
+}
