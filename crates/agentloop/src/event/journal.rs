@@ -42,6 +42,7 @@ impl JournalEvent {
 
     /// The tool result a tool event carries (`tool_completed`, `tool_failed`,
     /// `tool_timed_out`).
+    #[cfg(any(feature = "sqlite", feature = "redis"))]
     pub(crate) fn tool_result(&self) -> Option<&crate::message::ToolResult> {
         match &self.0 {
             Event::ToolCompleted { result, .. }
@@ -52,6 +53,7 @@ impl JournalEvent {
     }
 
     /// [`tool_result`](Self::tool_result), to change in place (the event stays durable).
+    #[cfg(any(feature = "sqlite", feature = "redis"))]
     pub(crate) fn tool_result_mut(&mut self) -> Option<&mut crate::message::ToolResult> {
         match &mut self.0 {
             Event::ToolCompleted { result, .. }

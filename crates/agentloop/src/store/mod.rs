@@ -26,6 +26,7 @@ pub(crate) mod control_watch;
 pub(crate) mod journal;
 pub mod lease;
 mod memory;
+#[cfg(any(feature = "sqlite", feature = "redis"))]
 pub(crate) mod outputs;
 #[cfg(feature = "redis")]
 pub mod redis;
@@ -37,6 +38,7 @@ mod stats;
 pub use journal::{journaled, journaled_with_lease, Durability, REMOTE_CONTROL_POLL};
 pub use lease::{Lease, DEFAULT_LEASE_TTL};
 pub use memory::MemoryStore;
+#[cfg(any(feature = "sqlite", feature = "redis"))]
 pub use outputs::DEFAULT_LARGE_OUTPUT_BYTES;
 pub(crate) use registry::{cost_of, SummaryUpdate};
 pub use registry::{RunCursor, RunFilter, RunSummary};
@@ -710,11 +712,13 @@ pub(crate) fn check_dense_from(
 }
 
 /// Serializes to JSON, as a store error on failure.
+#[cfg(any(feature = "sqlite", feature = "redis"))]
 pub(crate) fn to_json<T: Serialize + ?Sized>(value: &T) -> Result<String, StoreError> {
     serde_json::to_string(value).map_err(|e| StoreError::Invalid(format!("not serializable: {e}")))
 }
 
 /// Parses stored JSON, as a store error on failure.
+#[cfg(any(feature = "sqlite", feature = "redis"))]
 pub(crate) fn from_json<T: serde::de::DeserializeOwned>(
     json: &str,
     what: &str,

@@ -118,6 +118,7 @@ impl Write for Counter {
 }
 
 /// The artifacts the entries' outputs are kept in, in journal order.
+#[cfg(any(test, feature = "redis"))]
 pub(crate) fn referenced(entries: &[JournalEntry]) -> Vec<String> {
     entries.iter().filter_map(|entry| stored_of(entry).map(|s| s.artifact.clone())).collect()
 }
