@@ -11,7 +11,8 @@
 //! - [`otel`]: the cost of OpenTelemetry per loop round, on and off (issue 20).
 //!
 //! The binaries `mockllm`, `bench-driver` and `bench-overhead` (the runner) put them together;
-//! `bench-otel` runs [`otel`]. See `docs/PERFORMANCE.md`.
+//! `bench-otel` runs [`otel`]. See `docs/PERFORMANCE.md`. Every binary runs on mimalloc (the
+//! default feature `mimalloc`, as the CLI), or on glibc's allocator without it.
 
 pub mod driver;
 pub mod floor;
@@ -21,6 +22,12 @@ pub mod otel;
 pub mod report;
 pub mod runner;
 pub mod scenario;
+
+/// The allocator of every benchmark binary (they all link this library): mimalloc, as the
+/// CLI's, with the default feature `mimalloc`; glibc's without it.
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// Deletes every run in `store` (a benchmark's runs, under its own key prefix).
 pub async fn delete_all_runs(

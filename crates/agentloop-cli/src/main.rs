@@ -26,6 +26,11 @@ use render::Ending;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// The process's allocator (feature `mimalloc`, on by default): docs/PERFORMANCE.md.
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Run LLM agents: model → tools → model → answer.
 #[derive(Debug, Parser)]
 #[command(name = "agentloop", version, about)]

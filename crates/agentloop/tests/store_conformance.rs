@@ -695,7 +695,7 @@ async fn sqlite_writers_on_two_connections_never_interleave() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("shared.db");
     let (first, second) = (SqliteStore::open(&path).unwrap(), SqliteStore::open(&path).unwrap());
-    assert_eq!(first.schema_version().await.unwrap(), 6, "migrations ran once");
+    assert_eq!(first.schema_version().await.unwrap(), 7, "migrations ran once");
     racing_writers(Arc::new(first), Arc::new(second)).await;
 }
 
@@ -711,7 +711,7 @@ async fn sqlite_creates_its_directory_and_reopens_its_file() {
         store.append(&id, 0, &journal(&id)).await.unwrap();
     }
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(store.schema_version().await.unwrap(), 6);
+    assert_eq!(store.schema_version().await.unwrap(), 7);
     assert_eq!(store.load(&id).await.unwrap().len(), 6, "the journal survived the reopen");
     assert_eq!(agentloop::store::sqlite::DEFAULT_PATH, ".agentloop/agentloop.db");
 }

@@ -34,129 +34,15 @@ mod artifacts;
 mod checkpointer;
 mod lease;
 mod registry;
+mod schema;
 mod writer;
 
 use super::stats::WriteCounters;
+use schema::{current_version, migrate};
 use writer::{Append, Grouping, Job};
 
 /// The default database file.
 pub const DEFAULT_PATH: &str = ".agentloop/agentloop.db";
-
-/// The schema migrations, in order; the version table records how many were applied.
-const MIGRATIONS: &[&str] = &[
-    r"
-CREATE TABLE runs (
-    run_id     TEXT PRIMARY KEY,
-    agent      TEXT,
-    context_id TEXT,
-    state      TEXT NOT NULL,
-    created_ms INTEGER NOT NULL,
-    updated_ms INTEGER NOT NULL,
-    next_seq   INTEGER NOT NULL
-);
-CREATE INDEX runs_by_created ON runs (created_ms);
-CREATE INDEX runs_by_agent ON runs (agent, created_ms);
-CREATE INDEX runs_by_context ON runs (context_id, created_ms);
-CREATE TABLE journal (
-    run_id         TEXT NOT NULL,
-    seq            INTEGER NOT NULL,
-    at_ms          INTEGER NOT NULL,
-    schema_version INTEGER NOT NULL,
-    event          TEXT NOT NULL,
-    PRIMARY KEY (run_id, seq)
-) WITHOUT ROWID;
-CREATE TABLE sessions (
-    context_id TEXT PRIMARY KEY,
-    state      TEXT NOT NULL,
-    run_id     TEXT,
-    turns      INTEGER NOT NULL,
-    messages   INTEGER NOT NULL,
-    created_ms INTEGER NOT NULL,
-    updated_ms INTEGER NOT NULL
-);
-CREATE TABLE session_messages (
-    context_id TEXT NOT NULL,
-    seq        INTEGER NOT NULL,
-    message    TEXT NOT NULL,
-    PRIMARY KEY (context_id, seq)
-) WITHOUT ROWID;
-CREATE TABLE artifacts (
-    artifact_id TEXT PRIMARY KEY,
-    run_id      TEXT NOT NULL,
-    name        TEXT NOT NULL,
-    media_type  TEXT NOT NULL,
-    size        INTEGER NOT NULL,
-    chunks      INTEGER NOT NULL,
-    created_ms  INTEGER NOT NULL,
-    updated_ms  INTEGER NOT NULL
-);
-CREATE INDEX artifacts_by_run ON artifacts (run_id, created_ms);
-CREATE TABLE artifact_chunks (
-    artifact_id TEXT NOT NULL,
-    idx         INTEGER NOT NULL,
-    data        BLOB NOT NULL,
-    PRIMARY KEY (artifact_id, idx)
-) WITHOUT ROWID;
-",
-    r"
-CREATE TABLE leases (
-    run_id        TEXT PRIMARY KEY,
-    owner         TEXT NOT NULL,
-    epoch         INTEGER NOT NULL,
-    expires_at_ms INTEGER NOT NULL
-) WITHOUT ROWID;
-CREATE INDEX runs_by_created_id ON runs (created_ms, run_id);
-CREATE TABLE run_controls (
-    run_id TEXT PRIMARY KEY,
-    cancel TEXT,
-    pause  TEXT
-) WITHOUT ROWID;
-",
-    r"
-ALTER TABLE run_controls ADD COLUMN decisions TEXT;
-ALTER TABLE run_controls ADD COLUMN input TEXT;
-",
-    registry::MIGRATION,
-    // The journal in the order of its appends (a rowid table) with an index per run, instead
-    // of a table ordered by run: an append adds to the table's last page, shared by the
-    // appends of a transaction, and a small entry to the run's index page; a key comparison
-    // never reads an entry's event (a `WITHOUT ROWID` key compared against an entry that
-    // overflows its page copied the whole entry).
-    r"
-CREATE TABLE journal_by_append (
-    run_id         TEXT NOT NULL,
-    seq            INTEGER NOT NULL,
-    at_ms          INTEGER NOT NULL,
-    schema_version INTEGER NOT NULL,
-    event          TEXT NOT NULL
-);
-INSERT INTO journal_by_append (run_id, seq, at_ms, schema_version, event)
-    SELECT run_id, seq, at_ms, schema_version, event FROM journal ORDER BY run_id, seq;
-DROP TABLE journal;
-ALTER TABLE journal_by_append RENAME TO journal;
-CREATE UNIQUE INDEX journal_by_run ON journal (run_id, seq);
-",
-    // Artifact chunks likewise (a tool output kept by reference is one chunk of up to
-    // megabytes): in a `WITHOUT ROWID` table each key search compared against chunks that
-    // overflow their pages, which made reading a run's outputs back twice as slow as parsing
-    // them from the journal (`bench-outputs`).
-    r"
-CREATE TABLE artifact_chunks_by_append (
-    artifact_id TEXT NOT NULL,
-    idx         INTEGER NOT NULL,
-    data        BLOB NOT NULL
-);
-INSERT INTO artifact_chunks_by_append (artifact_id, idx, data)
-    SELECT artifact_id, idx, data FROM artifact_chunks ORDER BY artifact_id, idx;
-DROP TABLE artifact_chunks;
-ALTER TABLE artifact_chunks_by_append RENAME TO artifact_chunks;
-CREATE UNIQUE INDEX artifact_chunks_by_id ON artifact_chunks (artifact_id, idx);
-",
-];
-
-/// The index in [`MIGRATIONS`] of [`registry::MIGRATION`] (followed by
-/// [`registry::backfill_costs`]).
-const REGISTRY_MIGRATION: usize = 3;
 
 /// Options of [`SqliteStore::open_with`].
 #[derive(Debug, Clone)]
@@ -323,48 +209,6 @@ impl SqliteStore {
     }
 }
 
-fn current_version(conn: &Connection) -> Result<u32, StoreError> {
-    conn.query_row("SELECT version FROM agentloop_schema", [], |row| row.get::<_, u32>(0))
-        .map_err(backend)
-}
-
-/// Applies the migrations the file lacks, in one transaction.
-fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
-    tx.execute_batch("CREATE TABLE IF NOT EXISTS agentloop_schema (version INTEGER NOT NULL)")
-        .map_err(backend)?;
-    let version: Option<u32> = tx
-        .query_row("SELECT version FROM agentloop_schema", [], |row| row.get(0))
-        .optional()
-        .map_err(backend)?;
-    let version = match version {
-        Some(version) => version,
-        None => {
-            tx.execute("INSERT INTO agentloop_schema (version) VALUES (0)", []).map_err(backend)?;
-            0
-        }
-    };
-    let known = MIGRATIONS.len();
-    let applied = usize::try_from(version).unwrap_or(usize::MAX);
-    if applied > known {
-        return Err(backend(format!(
-            "the database has schema version {version}; this build knows versions up to {known}"
-        )));
-    }
-    for (index, migration) in MIGRATIONS.iter().enumerate().skip(applied) {
-        tx.execute_batch(migration).map_err(backend)?;
-        if index == REGISTRY_MIGRATION {
-            registry::backfill_costs(&tx)?;
-        }
-    }
-    tx.execute(
-        "UPDATE agentloop_schema SET version = ?1",
-        [i64::try_from(known).unwrap_or(i64::MAX)],
-    )
-    .map_err(backend)?;
-    tx.commit().map_err(backend)
-}
-
 /// An entry ready to insert.
 struct Row {
     seq: u64,
@@ -422,7 +266,9 @@ impl SqliteStore {
             reply,
         };
         self.jobs.send(Job::Append(Box::new(append))).map_err(|_| closed())?;
-        answer.await.map_err(|_| closed())?
+        let answer = answer.await.map_err(|_| closed())?;
+        drop(answer.spent);
+        answer.result
     }
 }
 
@@ -470,7 +316,8 @@ impl RunStore for SqliteStore {
         self.call(move |conn| {
             let mut select = conn
                 .prepare_cached(
-                    "SELECT seq, at_ms, schema_version, event FROM journal WHERE run_id = ?1 \
+                    "SELECT seq, at_ms, schema_version, event FROM journal \
+                     WHERE run_key = (SELECT run_key FROM runs WHERE run_id = ?1) \
                      AND seq >= ?2 ORDER BY seq",
                 )
                 .map_err(backend)?;
@@ -547,7 +394,11 @@ impl RunStore for SqliteStore {
         self.call(move |conn| {
             let tx =
                 conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
-            tx.execute("DELETE FROM journal WHERE run_id = ?1", [&run_id]).map_err(backend)?;
+            tx.execute(
+                "DELETE FROM journal WHERE run_key = (SELECT run_key FROM runs WHERE run_id = ?1)",
+                [&run_id],
+            )
+            .map_err(backend)?;
             tx.execute("DELETE FROM run_controls WHERE run_id = ?1", [&run_id]).map_err(backend)?;
             artifacts::delete_of_run(&tx, &run_id).map_err(backend)?;
             let deleted =
@@ -734,6 +585,3 @@ impl SessionStore for SqliteStore {
         .await
     }
 }
-
-#[cfg(test)]
-mod tests;

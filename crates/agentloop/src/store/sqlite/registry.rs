@@ -79,9 +79,11 @@ fn usage_at(row: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<Usage> {
     })
 }
 
-/// What an append reads of its run's row: the journal's length, and the price and usage its
-/// cost is computed from.
+/// What an append reads of its run's row: its key, the journal's length, and the price and
+/// usage its cost is computed from.
 pub(super) struct Current {
+    /// The run's key (`None`: no row yet).
+    key: Option<i64>,
     /// The journal's length (0: no row yet).
     pub(super) next_seq: u64,
     price: Option<String>,
@@ -91,28 +93,36 @@ pub(super) struct Current {
 /// The run's row as an append needs it (inside the append's transaction).
 pub(super) fn current(conn: &Connection, run_id: &str) -> Result<Current, StoreError> {
     conn.prepare_cached(
-        "SELECT next_seq, price, input_tokens, output_tokens, cached_input_tokens, \
+        "SELECT run_key, next_seq, price, input_tokens, output_tokens, cached_input_tokens, \
          reasoning_tokens FROM runs WHERE run_id = ?1",
     )
     .and_then(|mut s| {
         s.query_row([run_id], |row| {
             Ok(Current {
-                next_seq: uint(row.get(0)?),
-                price: row.get(1)?,
-                usage: usage_at(row, 2)?,
+                key: Some(row.get(0)?),
+                next_seq: uint(row.get(1)?),
+                price: row.get(2)?,
+                usage: usage_at(row, 3)?,
             })
         })
         .optional()
     })
     .map_err(backend)
-    .map(|row| row.unwrap_or(Current { next_seq: 0, price: None, usage: Usage::default() }))
+    .map(|row| {
+        row.unwrap_or(Current { key: None, next_seq: 0, price: None, usage: Usage::default() })
+    })
 }
 
 /// An append's fast path, for a run whose row exists and a batch without `run_started`: one
 /// statement checks the journal's length (`expected`) and, with a `fence`, that the lease's
 /// owner and epoch are still the stored ones, and writes the run's row (its length `next`,
-/// state, time and usage); its cost follows when the usage changed. `false` when a check
-/// refused it: nothing was written, and [`current`] and the lease tell why.
+/// state, time and usage); its cost follows when the usage changed. Gives the run's key, or
+/// `None` when a check refused it: nothing was written, and [`current`] and the lease tell
+/// why. `OR FAIL`: SQLite treats an `UPDATE … RETURNING` as a write of many rows, and with
+/// its default conflict resolution (`ABORT`) keeps a statement journal to undo it halfway,
+/// which cost more than the update itself (a copy of the run's page, allocated and freed
+/// again at every append); the statement updates one row, and should it fail the batch's
+/// transaction (or the append's savepoint) is rolled back anyway.
 pub(super) fn advance(
     conn: &Connection,
     run_id: &str,
@@ -120,18 +130,18 @@ pub(super) fn advance(
     next: u64,
     update: &SummaryUpdate,
     fence: Option<(&str, u64)>,
-) -> Result<bool, StoreError> {
+) -> Result<Option<i64>, StoreError> {
     let usage = update.usage;
     let (owner, epoch) = fence.map_or((None, 0), |(owner, epoch)| (Some(owner), epoch));
     let advanced = conn
         .prepare_cached(
-            "UPDATE runs SET state = ?3, updated_ms = ?4, next_seq = ?5, \
+            "UPDATE OR FAIL runs SET state = ?3, updated_ms = ?4, next_seq = ?5, \
              input_tokens = input_tokens + ?6, output_tokens = output_tokens + ?7, \
              cached_input_tokens = cached_input_tokens + ?8, \
              reasoning_tokens = reasoning_tokens + ?9 \
              WHERE run_id = ?1 AND next_seq = ?2 AND (?10 IS NULL OR EXISTS (\
                SELECT 1 FROM leases WHERE run_id = ?1 AND owner = ?10 AND epoch = ?11)) \
-             RETURNING rowid, price, input_tokens, output_tokens, cached_input_tokens, \
+             RETURNING run_key, price, input_tokens, output_tokens, cached_input_tokens, \
              reasoning_tokens",
         )
         .and_then(|mut s| {
@@ -156,28 +166,29 @@ pub(super) fn advance(
             .optional()
         })
         .map_err(backend)?;
-    let Some((rowid, price, total)) = advanced else { return Ok(false) };
+    let Some((key, price, total)) = advanced else { return Ok(None) };
     if usage != Usage::default() {
         let price = price
             .as_deref()
             .map(|json| from_json(json, &format!("run '{run_id}': its price")))
             .transpose()?;
-        conn.prepare_cached("UPDATE runs SET cost_usd = ?2 WHERE rowid = ?1")
-            .and_then(|mut s| s.execute(params![rowid, cost_of(price.as_ref(), &total)]))
+        conn.prepare_cached("UPDATE runs SET cost_usd = ?2 WHERE run_key = ?1")
+            .and_then(|mut s| s.execute(params![key, cost_of(price.as_ref(), &total)]))
             .map_err(backend)?;
     }
-    Ok(true)
+    Ok(Some(key))
 }
 
-/// Writes what an append of `update` changes in the run's row (inside the append's
-/// transaction, after the entries): `current` is the row before, `next` the new length.
+/// Writes what an append of `update` changes in the run's row, creating it for a run's first
+/// append (inside the append's transaction, before the entries): `current` is the row before,
+/// `next` the new length. Gives the run's key.
 pub(super) fn apply(
     conn: &Connection,
     run_id: &str,
     current: &Current,
     next: u64,
     update: &SummaryUpdate,
-) -> Result<(), StoreError> {
+) -> Result<i64, StoreError> {
     let state = update.state.as_str();
     let mut usage = current.usage;
     usage += update.usage;
@@ -198,7 +209,7 @@ pub(super) fn apply(
     } else {
         None
     };
-    if current.next_seq == 0 {
+    let Some(key) = current.key else {
         let started = update.started.clone().unwrap_or_default();
         conn.prepare_cached(
             "INSERT INTO runs (run_id, agent, context_id, parent_run_id, state, created_ms, \
@@ -225,16 +236,16 @@ pub(super) fn apply(
             ])
         })
         .map_err(backend)?;
-        return Ok(());
-    }
+        return Ok(conn.last_insert_rowid());
+    };
     conn.prepare_cached(
         "UPDATE runs SET state = ?2, updated_ms = ?3, next_seq = ?4, input_tokens = ?5, \
          output_tokens = ?6, cached_input_tokens = ?7, reasoning_tokens = ?8, \
-         cost_usd = COALESCE(?9, cost_usd) WHERE run_id = ?1",
+         cost_usd = COALESCE(?9, cost_usd) WHERE run_key = ?1",
     )
     .and_then(|mut s| {
         s.execute(params![
-            run_id,
+            key,
             state,
             int(update.last_ms),
             int(next),
@@ -249,12 +260,12 @@ pub(super) fn apply(
     if let Some(started) = &update.started {
         conn.execute(
             "UPDATE runs SET agent = ?2, context_id = ?3, parent_run_id = ?4, price = ?5 \
-             WHERE run_id = ?1",
-            params![run_id, started.agent, started.context_id, started.parent_run_id, price_json],
+             WHERE run_key = ?1",
+            params![key, started.agent, started.context_id, started.parent_run_id, price_json],
         )
         .map_err(backend)?;
     }
-    Ok(())
+    Ok(key)
 }
 
 /// One listed row: the summary, and its state as stored.

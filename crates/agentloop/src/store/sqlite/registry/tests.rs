@@ -1,6 +1,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use super::super::{migrate, MIGRATIONS, REGISTRY_MIGRATION};
+use super::super::schema::{migrate, MIGRATIONS, REGISTRY_MIGRATION};
 use super::*;
 use crate::event::Event;
 use crate::message::{FinishReason, Message};

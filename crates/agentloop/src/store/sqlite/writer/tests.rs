@@ -1,6 +1,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use super::super::{migrate, Row};
+use super::super::schema::migrate;
+use super::super::Row;
 use super::*;
 use crate::event::Event;
 use crate::message::Message;
@@ -8,7 +9,7 @@ use crate::run::RunConfig;
 use crate::store::{to_json, JournalEntry};
 use tokio::sync::oneshot;
 
-type Reply = oneshot::Receiver<Result<u64, StoreError>>;
+type Reply = oneshot::Receiver<Answer>;
 
 /// An append of `events` journal entries to `run_id` from `expected_seq` on: the run's start
 /// first when `expected_seq` is zero, then model answers.
@@ -53,8 +54,12 @@ fn append(run_id: &str, expected_seq: u64, events: u64) -> (Append, Reply) {
 }
 
 fn journal_len(conn: &Connection, run_id: &str) -> i64 {
-    conn.query_row("SELECT COUNT(*) FROM journal WHERE run_id = ?1", [run_id], |r| r.get(0))
-        .unwrap()
+    conn.query_row(
+        "SELECT COUNT(*) FROM journal JOIN runs USING (run_key) WHERE run_id = ?1",
+        [run_id],
+        |r| r.get(0),
+    )
+    .unwrap()
 }
 
 fn run_rows(conn: &Connection, run_id: &str) -> i64 {
@@ -77,9 +82,9 @@ fn a_refused_append_leaves_its_batch_committed() {
     let (stale, mut stale_reply) = append("stale", 3, 1);
     let (second, second_reply) = append("b", 0, 1);
     commit(&mut conn, vec![first, stale, second], &counters);
-    assert_eq!(first_reply.blocking_recv().unwrap().unwrap(), 2);
-    assert_eq!(second_reply.blocking_recv().unwrap().unwrap(), 1);
-    match stale_reply.try_recv().unwrap() {
+    assert_eq!(first_reply.blocking_recv().unwrap().result.unwrap(), 2);
+    assert_eq!(second_reply.blocking_recv().unwrap().result.unwrap(), 1);
+    match stale_reply.try_recv().unwrap().result {
         Err(StoreError::Conflict { expected: 3, actual: 0, .. }) => {}
         other => panic!("expected a conflict, got {other:?}"),
     }
@@ -98,7 +103,8 @@ fn a_statement_failing_midway_undoes_only_its_own_append() {
     let mut conn = database();
     conn.execute_batch(
         "CREATE TRIGGER refuse BEFORE INSERT ON journal \
-         WHEN NEW.run_id = 'bad' AND NEW.seq = 1 BEGIN SELECT RAISE(ABORT, 'disk full'); END;",
+         WHEN NEW.seq = 1 AND NEW.run_key = (SELECT run_key FROM runs WHERE run_id = 'bad') \
+         BEGIN SELECT RAISE(ABORT, 'disk full'); END;",
     )
     .unwrap();
     let counters = WriteCounters::default();
@@ -106,9 +112,9 @@ fn a_statement_failing_midway_undoes_only_its_own_append() {
     let (bad, mut bad_reply) = append("bad", 0, 2);
     let (after, after_reply) = append("b", 0, 3);
     commit(&mut conn, vec![before, bad, after], &counters);
-    assert_eq!(before_reply.blocking_recv().unwrap().unwrap(), 1);
-    assert_eq!(after_reply.blocking_recv().unwrap().unwrap(), 3);
-    match bad_reply.try_recv().unwrap() {
+    assert_eq!(before_reply.blocking_recv().unwrap().result.unwrap(), 1);
+    assert_eq!(after_reply.blocking_recv().unwrap().result.unwrap(), 3);
+    match bad_reply.try_recv().unwrap().result {
         Err(StoreError::Backend { message, .. }) => assert!(message.contains("disk full")),
         other => panic!("expected the trigger's error, got {other:?}"),
     }
@@ -118,12 +124,12 @@ fn a_statement_failing_midway_undoes_only_its_own_append() {
     // Alone, the failed append is the whole transaction: nothing of it is written either.
     let (alone, mut alone_reply) = append("bad", 0, 2);
     commit(&mut conn, vec![alone], &counters);
-    assert!(matches!(alone_reply.try_recv().unwrap(), Err(StoreError::Backend { .. })));
+    assert!(matches!(alone_reply.try_recv().unwrap().result, Err(StoreError::Backend { .. })));
     assert_eq!((journal_len(&conn, "bad"), run_rows(&conn, "bad")), (0, 0));
     // And the journal goes on from where it was for the others.
     let (next, next_reply) = append("a", 1, 1);
     commit(&mut conn, vec![next], &counters);
-    assert_eq!(next_reply.blocking_recv().unwrap().unwrap(), 2);
+    assert_eq!(next_reply.blocking_recv().unwrap().result.unwrap(), 2);
     // The retried batch (one commit of two appends) and the last append; not the failed ones.
     let stats = counters.snapshot();
     assert_eq!((stats.commits, stats.appends, stats.entries), (2, 3, 5));
@@ -138,7 +144,7 @@ fn later_appends_check_and_write_the_run_in_one_statement() {
     let counters = WriteCounters::default();
     let (first, first_reply) = append("r", 0, 1);
     commit(&mut conn, vec![first], &counters);
-    assert_eq!(first_reply.blocking_recv().unwrap().unwrap(), 1);
+    assert_eq!(first_reply.blocking_recv().unwrap().result.unwrap(), 1);
     let price = r#"{"input_per_mtok":1000000,"output_per_mtok":0}"#;
     conn.execute("UPDATE runs SET price = ?1 WHERE run_id = 'r'", [price]).unwrap();
     conn.execute("INSERT INTO leases VALUES ('r', 'me', 2, 0)", []).unwrap();
@@ -157,12 +163,15 @@ fn later_appends_check_and_write_the_run_in_one_statement() {
     let batch = vec![stale, used(fenced_off, 50), used(held, 7), used(unfenced, 5)];
     commit(&mut conn, batch, &counters);
     assert!(matches!(
-        stale_reply.try_recv().unwrap(),
+        stale_reply.try_recv().unwrap().result,
         Err(StoreError::Conflict { expected: 0, actual: 1, .. })
     ));
-    assert!(matches!(fenced_off_reply.try_recv().unwrap(), Err(StoreError::LeaseLost { .. })));
-    assert_eq!(held_reply.blocking_recv().unwrap().unwrap(), 3);
-    assert_eq!(unfenced_reply.blocking_recv().unwrap().unwrap(), 4);
+    assert!(matches!(
+        fenced_off_reply.try_recv().unwrap().result,
+        Err(StoreError::LeaseLost { .. })
+    ));
+    assert_eq!(held_reply.blocking_recv().unwrap().result.unwrap(), 3);
+    assert_eq!(unfenced_reply.blocking_recv().unwrap().result.unwrap(), 4);
     assert_eq!(journal_len(&conn, "r"), 4);
     let (next_seq, input, cost): (i64, i64, f64) = conn
         .query_row(
