@@ -332,6 +332,7 @@ pub async fn drive(plan: &Plan) -> Result<DriverReport, String> {
         ..DriverReport::default()
     };
     let written = journal.as_ref().and_then(|(store, _)| store.write_stats());
+    let written_bytes = measure::written();
     let wall = Instant::now();
     let cpu = measure::process_cpu();
     let measured = if plan.history {
@@ -348,7 +349,9 @@ pub async fn drive(plan: &Plan) -> Result<DriverReport, String> {
         if let Some(after) = store.write_stats() {
             let w = after.since(before);
             let (appends, entries, commits) = (w.appends, w.entries, w.commits);
-            report.writes = Some(crate::report::Writes { appends, entries, commits });
+            let written_bytes = measure::written().saturating_sub(written_bytes);
+            report.writes =
+                Some(crate::report::Writes { appends, entries, commits, written_bytes });
         }
     }
     report.runs = measured.runs;

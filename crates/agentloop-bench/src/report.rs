@@ -50,6 +50,10 @@ pub struct Writes {
     pub entries: u64,
     /// Commits (SQLite transactions, Redis script calls).
     pub commits: u64,
+    /// Bytes the process passed to `write`-like calls meanwhile (`/proc/self/io`'s `wchar`:
+    /// the SQLite file and its log, and the requests to the model and to Redis).
+    #[serde(default)]
+    pub written_bytes: u64,
 }
 
 /// One journaled run's entries and bytes (JSON, as the stores keep them).
