@@ -176,6 +176,7 @@ CREATE UNIQUE INDEX journal_by_run ON journal (run_key, seq);
 /// [`registry::backfill_costs`]).
 pub(super) const REGISTRY_MIGRATION: usize = 3;
 
+/// The schema version of the file (the number of migrations applied).
 pub(super) fn current_version(conn: &Connection) -> Result<u32, StoreError> {
     conn.query_row("SELECT version FROM agentloop_schema", [], |row| row.get::<_, u32>(0))
         .map_err(backend)
