@@ -6,6 +6,7 @@ use crate::floor::{Floor, Round};
 use crate::measure;
 use crate::report::{DriverReport, History};
 use crate::scenario::{Script, FINAL_ANSWER};
+use crate::timed_store::TimedStore;
 use crate::via_agentloop;
 use agentloop::Agent;
 use std::sync::Arc;
@@ -66,6 +67,10 @@ pub struct Plan {
     pub history: bool,
     /// Where agentloop's runs are journaled (`--store`; none by default).
     pub store: JournalStore,
+    /// The runtime's `global_queue_interval` (`--global-queue-interval`; tokio's default when
+    /// `None`): every how many polls a task woken from another thread (an answer of SQLite's
+    /// writer thread) is taken before the tasks woken on the runtime's own thread.
+    pub global_queue_interval: Option<u32>,
 }
 
 /// Where agentloop's runs are journaled in the benchmark (`--store`).
@@ -288,6 +293,11 @@ pub async fn drive(plan: &Plan) -> Result<DriverReport, String> {
         Kind::Agentloop if !plan.history => plan.store.open().await?,
         _ => None,
     };
+    // The runs use the store through a timer of their calls; cleaning up uses it directly.
+    let timed = journal.as_ref().map(|(store, _)| Arc::new(TimedStore::new(store.clone())));
+    let runs_store = journal.as_ref().zip(timed.as_ref()).map(|((_, durability), timed)| {
+        (timed.clone() as Arc<dyn agentloop::store::RunStore>, *durability)
+    });
     let job = Arc::new(match plan.kind {
         Kind::Floor => {
             let client = reqwest::Client::builder()
@@ -306,7 +316,7 @@ pub async fn drive(plan: &Plan) -> Result<DriverReport, String> {
         Kind::Agentloop => {
             let provider = via_agentloop::provider(&plan.url, plan.script, plan.stream)
                 .map_err(|e| e.to_string())?;
-            let agent = via_agentloop::agent_with_store(provider, plan.script, journal.clone())
+            let agent = via_agentloop::agent_with_store(provider, plan.script, runs_store)
                 .map_err(|e| e.to_string())?;
             Job::Agent(Box::new(agent), None)
         }
@@ -332,9 +342,14 @@ pub async fn drive(plan: &Plan) -> Result<DriverReport, String> {
         ..DriverReport::default()
     };
     let written = journal.as_ref().and_then(|(store, _)| store.write_stats());
+    if let Some(timed) = &timed {
+        timed.reset();
+    }
     let written_bytes = measure::written();
     let wall = Instant::now();
     let cpu = measure::process_cpu();
+    let machine = measure::machine_cpu();
+    let thread_cpu = measure::thread_cpu();
     let measured = if plan.history {
         let (tally, history) = history_run(&job, expected_rounds).await?;
         report.history = Some(history);
@@ -344,14 +359,22 @@ pub async fn drive(plan: &Plan) -> Result<DriverReport, String> {
     };
     // (For the history scenario this includes agentloop's capture run and encode timing.)
     report.cpu_us = (measure::process_cpu() - cpu).as_secs_f64() * 1e6;
+    report.runtime_thread_cpu_us = (measure::thread_cpu() - thread_cpu).as_secs_f64() * 1e6;
     report.wall_us = wall.elapsed().as_secs_f64() * 1e6;
+    report.store_calls = timed.as_ref().map(|t| t.times()).unwrap_or_default();
+    report.machine_busy =
+        machine.zip(measure::machine_cpu()).map(|(before, after)| after.busy_since(before));
     if let (Some((store, _)), Some(before)) = (&journal, written) {
         if let Some(after) = store.write_stats() {
             let w = after.since(before);
-            let (appends, entries, commits) = (w.appends, w.entries, w.commits);
-            let written_bytes = measure::written().saturating_sub(written_bytes);
-            report.writes =
-                Some(crate::report::Writes { appends, entries, commits, written_bytes });
+            report.writes = Some(crate::report::Writes {
+                appends: w.appends,
+                entries: w.entries,
+                commits: w.commits,
+                written_bytes: measure::written().saturating_sub(written_bytes),
+                append_wait_us: w.append_wait_us,
+                commit_busy_us: w.commit_busy_us,
+            });
         }
     }
     report.runs = measured.runs;
@@ -444,7 +467,8 @@ async fn history_run(job: &Arc<Job>, expected_rounds: u64) -> Result<(Tally, His
 }
 
 /// Parses `bench-driver` arguments (`--driver floor --url U --k 10 --p 1 --latency-ms 0
-/// --stream --concurrency 1 --warmup 5 --runs 40 --history --store sqlite`).
+/// --stream --concurrency 1 --warmup 5 --runs 40 --history --store sqlite
+/// --global-queue-interval 31`).
 pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Plan, String> {
     let mut plan = Plan {
         kind: Kind::Floor,
@@ -456,6 +480,7 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Plan, String
         runs: 1,
         history: false,
         store: JournalStore::None,
+        global_queue_interval: None,
     };
     let mut args = args.into_iter();
     let (mut k, mut p, mut l) = (10u32, 1u32, 0u64);
@@ -474,6 +499,10 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Plan, String
             "--runs" => plan.runs = number(value()?)?,
             "--history" => plan.history = true,
             "--store" => plan.store = value()?.parse()?,
+            "--global-queue-interval" => {
+                let n = u32::try_from(number(value()?)?).map_err(|e| e.to_string())?;
+                plan.global_queue_interval = Some(n.max(1));
+            }
             other => return Err(format!("unknown argument {other:?}")),
         }
     }

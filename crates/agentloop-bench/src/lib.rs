@@ -22,6 +22,7 @@ pub mod otel;
 pub mod report;
 pub mod runner;
 pub mod scenario;
+pub mod timed_store;
 
 /// The allocator of every benchmark binary (they all link this library): mimalloc, as the
 /// CLI's, with the default feature `mimalloc`; glibc's without it.

@@ -26,6 +26,45 @@ pub fn written() -> u64 {
         .unwrap_or(0)
 }
 
+/// The machine's CPU time so far, all cores (`/proc/stat`): busy (user, nice, system, irq,
+/// softirq, steal) and in all (busy plus idle and I/O wait), in clock ticks. With it a
+/// benchmark tells whether the machine was saturated, and how much went to other processes
+/// (a mock server, a Redis server) beside its own.
+pub fn machine_cpu() -> Option<MachineCpu> {
+    parse_machine_cpu(&std::fs::read_to_string("/proc/stat").ok()?)
+}
+
+/// Busy and total CPU ticks of the whole machine.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MachineCpu {
+    /// Ticks spent busy, all cores.
+    pub busy: u64,
+    /// Ticks in all, all cores.
+    pub total: u64,
+}
+
+impl MachineCpu {
+    /// The share of the machine's CPU that was busy since `before` (0 to 1).
+    pub fn busy_since(self, before: Self) -> f64 {
+        let total = self.total.saturating_sub(before.total);
+        if total == 0 {
+            return 0.0;
+        }
+        self.busy.saturating_sub(before.busy) as f64 / total as f64
+    }
+}
+
+/// The `cpu` line of a `/proc/stat` text (`guest` time is already counted in `user`).
+fn parse_machine_cpu(stat: &str) -> Option<MachineCpu> {
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let ticks: Vec<u64> = line.split_whitespace().skip(1).map_while(|t| t.parse().ok()).collect();
+    let tick = |i: usize| ticks.get(i).copied().unwrap_or(0);
+    // user nice system idle iowait irq softirq steal
+    let busy = tick(0) + tick(1) + tick(2) + tick(5) + tick(6) + tick(7);
+    let idle = tick(3) + tick(4);
+    (ticks.len() >= 4).then_some(MachineCpu { busy, total: busy + idle })
+}
+
 /// A field of `/proc/self/status` in kB (e.g. `VmHWM`, the peak resident set size).
 pub fn status_kb(field: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;

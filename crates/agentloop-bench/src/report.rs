@@ -39,6 +39,18 @@ pub struct DriverReport {
     /// With a store: what it wrote during the measured runs (appends, entries, commits).
     #[serde(default)]
     pub writes: Option<Writes>,
+    /// The share of the whole machine's CPU that was busy during the measured phase (0 to 1,
+    /// all processes: this one, the mock server, a store's server), from `/proc/stat`.
+    #[serde(default)]
+    pub machine_busy: Option<f64>,
+    /// CPU time of the thread that ran the measured phase (the current-thread runtime's, on
+    /// which every run's task is polled), µs.
+    #[serde(default)]
+    pub runtime_thread_cpu_us: f64,
+    /// With a store: how long the measured runs' calls on it took as the runs saw them
+    /// ([`crate::timed_store`]), per kind of call.
+    #[serde(default)]
+    pub store_calls: Vec<crate::timed_store::CallTimes>,
 }
 
 /// A store's journal writes during the measured runs ([`agentloop::store::WriteStats`]).
@@ -54,6 +66,12 @@ pub struct Writes {
     /// the SQLite file and its log, and the requests to the model and to Redis).
     #[serde(default)]
     pub written_bytes: u64,
+    /// The appends' time in the store, summed, µs ([`agentloop::store::WriteStats`]).
+    #[serde(default)]
+    pub append_wait_us: u64,
+    /// The writer's time in its commits, µs (SQLite).
+    #[serde(default)]
+    pub commit_busy_us: u64,
 }
 
 /// One journaled run's entries and bytes (JSON, as the stores keep them).

@@ -367,6 +367,7 @@ pub async fn run(options: &Options) -> Result<Results, String> {
             runs,
             history: false,
             store: JournalStore::None,
+            global_queue_interval: None,
         };
         let measured = run_driver(&server, options, &plan).await?;
         let line = format!(
@@ -391,6 +392,7 @@ pub async fn run(options: &Options) -> Result<Results, String> {
             runs: sizes.seq_runs,
             history: false,
             store: JournalStore::None,
+            global_queue_interval: None,
         };
         let (floor, agentloop) =
             pairs(&server, options, &plan, sizes.seq_reps, &mut results.log).await?;
@@ -426,6 +428,7 @@ pub async fn run(options: &Options) -> Result<Results, String> {
             runs: sizes.conc_runs[i],
             history: false,
             store: JournalStore::None,
+            global_queue_interval: None,
         };
         let (floor, agentloop) =
             pairs(&server, options, &plan, sizes.conc_reps, &mut results.log).await?;
@@ -478,6 +481,7 @@ async fn history(
         runs: 1,
         history: true,
         store: JournalStore::None,
+        global_queue_interval: None,
     };
     let (floor, agentloop) = pairs(server, options, &plan, sizes.history_reps, log).await?;
     let k = u64::from(sizes.history_k);

@@ -12,7 +12,11 @@ fn main() -> ExitCode {
         }
     };
     agentloop_bench::measure::raise_open_files_limit();
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let mut builder = tokio::runtime::Builder::new_current_thread();
+    if let Some(n) = plan.global_queue_interval {
+        builder.global_queue_interval(n);
+    }
+    let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("bench-driver: {e}");

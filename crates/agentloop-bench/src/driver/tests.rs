@@ -18,6 +18,10 @@ fn arguments_make_a_plan() {
     assert_eq!(plan.concurrency, 1000);
     // 4 runs per agent of 3 tool turns and the final one.
     assert_eq!(plan.expected_requests(), 1000 * 4 * 4);
+    assert_eq!(plan.global_queue_interval, None);
+    let plan = parse_args(args("--url u --global-queue-interval 2")).unwrap();
+    assert_eq!(plan.global_queue_interval, Some(2));
+    assert!(parse_args(args("--url u --global-queue-interval x")).is_err());
     assert!(parse_args(args("--driver x --url u")).is_err());
     assert!(parse_args(args("--driver floor")).is_err());
     assert!(parse_args(args("--url u --p 0")).is_err());

@@ -20,3 +20,15 @@ fn peak_rss_is_read_from_proc() {
     assert!(hwm > 100, "{hwm} kB");
     assert_eq!(status_kb("NoSuchField"), None);
 }
+
+#[test]
+fn machine_cpu_counts_busy_and_idle_ticks() {
+    let stat = "cpu  100 5 50 800 20 3 2 10 7 0\ncpu0 50 2 25 400 10 1 1 5 3 0\n";
+    let cpu = parse_machine_cpu(stat).unwrap();
+    assert_eq!(cpu, MachineCpu { busy: 170, total: 990 });
+    let later = MachineCpu { busy: 270, total: 1_190 };
+    assert!((later.busy_since(cpu) - 0.5).abs() < 1e-9);
+    assert_eq!(cpu.busy_since(cpu), 0.0);
+    assert_eq!(parse_machine_cpu("intr 1 2 3\n"), None);
+    assert!(machine_cpu().is_some_and(|c| c.total > 0), "this machine's /proc/stat");
+}

@@ -13,6 +13,7 @@ fn plan() -> Plan {
         runs: 3,
         history: false,
         store: JournalStore::None,
+        global_queue_interval: None,
     }
 }
 

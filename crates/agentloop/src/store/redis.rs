@@ -429,11 +429,14 @@ impl RedisStore {
         for entry in entries {
             invocation.arg(to_json(entry)?);
         }
+        let called = std::time::Instant::now();
         let reply: Vec<String> = self.evalsha(&self.scripts.append, &invocation).await?;
+        let waited = called.elapsed();
         let length = reply.get(1).and_then(|n| n.parse::<u64>().ok());
         match (reply.first().map(String::as_str), length) {
             (Some("ok"), Some(next)) => {
                 self.counters.committed(u64::from(!entries.is_empty()), entries.len() as u64);
+                self.counters.timed(waited, std::time::Duration::ZERO);
                 Ok(next)
             }
             (Some("conflict"), Some(actual)) => Err(StoreError::Conflict {

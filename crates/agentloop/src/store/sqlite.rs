@@ -264,6 +264,7 @@ impl SqliteStore {
             update,
             fence,
             reply,
+            queued: std::time::Instant::now(),
         };
         self.jobs.send(Job::Append(Box::new(append))).map_err(|_| closed())?;
         let answer = answer.await.map_err(|_| closed())?;

@@ -16,6 +16,14 @@ pub struct WriteStats {
     /// share one, group commit), Redis script calls (one per append); in memory, one per
     /// append.
     pub commits: u64,
+    /// Summed over the appends committed, µs: on SQLite from the store call to the answer of
+    /// its commit (queued for the writer thread, then the transaction), not counting the
+    /// caller's wait to run again; on Redis the script call as its caller saw it. Not counted
+    /// in memory.
+    pub append_wait_us: u64,
+    /// Time the store's writer spent writing and committing, µs (SQLite: its transactions;
+    /// not counted by the other stores).
+    pub commit_busy_us: u64,
 }
 
 impl WriteStats {
@@ -26,6 +34,8 @@ impl WriteStats {
             appends: self.appends.saturating_sub(earlier.appends),
             entries: self.entries.saturating_sub(earlier.entries),
             commits: self.commits.saturating_sub(earlier.commits),
+            append_wait_us: self.append_wait_us.saturating_sub(earlier.append_wait_us),
+            commit_busy_us: self.commit_busy_us.saturating_sub(earlier.commit_busy_us),
         }
     }
 }
@@ -36,6 +46,8 @@ pub(crate) struct WriteCounters {
     appends: AtomicU64,
     entries: AtomicU64,
     commits: AtomicU64,
+    append_wait_us: AtomicU64,
+    commit_busy_us: AtomicU64,
 }
 
 impl WriteCounters {
@@ -49,11 +61,21 @@ impl WriteCounters {
         self.commits.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Time spent on appends ([`WriteStats::append_wait_us`]) and, where a writer commits for
+    /// many appends, in its commit ([`WriteStats::commit_busy_us`]).
+    pub(crate) fn timed(&self, append_wait: std::time::Duration, commit_busy: std::time::Duration) {
+        let us = |d: std::time::Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        self.append_wait_us.fetch_add(us(append_wait), Ordering::Relaxed);
+        self.commit_busy_us.fetch_add(us(commit_busy), Ordering::Relaxed);
+    }
+
     pub(crate) fn snapshot(&self) -> WriteStats {
         WriteStats {
             appends: self.appends.load(Ordering::Relaxed),
             entries: self.entries.load(Ordering::Relaxed),
             commits: self.commits.load(Ordering::Relaxed),
+            append_wait_us: self.append_wait_us.load(Ordering::Relaxed),
+            commit_busy_us: self.commit_busy_us.load(Ordering::Relaxed),
         }
     }
 }

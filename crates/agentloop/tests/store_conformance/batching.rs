@@ -20,6 +20,9 @@ pub(super) async fn appends_at_once_share_commits(store: Stores) {
     let written = store.write_stats().unwrap().since(before);
     assert_eq!((written.appends, written.entries), (1_800, 1_800), "{written:?}");
     assert!(written.commits < written.appends, "no append shared a commit: {written:?}");
+    // The writer's time: in its commits, and (no less) the appends' from queued to answered.
+    assert!(written.commit_busy_us > 0, "{written:?}");
+    assert!(written.append_wait_us >= written.commit_busy_us, "{written:?}");
     for id in &ids {
         let events: Vec<Event> =
             store.load(id).await.unwrap().iter().map(|entry| (*entry.event).clone()).collect();

@@ -34,6 +34,8 @@ pub(super) struct Append {
     pub(super) update: SummaryUpdate,
     pub(super) fence: Option<Lease>,
     pub(super) reply: tokio::sync::oneshot::Sender<Answer>,
+    /// When it was queued (for [`WriteStats::append_wait_us`](crate::store::WriteStats)).
+    pub(super) queued: Instant,
 }
 
 /// What an append's caller gets back: its result, and its rows, for the caller to free.
@@ -119,6 +121,7 @@ fn gather(jobs: &Receiver<Job>, batch: &mut Vec<Append>, grouping: Grouping) -> 
 /// Writes `batch` in one transaction and answers each append once it is committed (or with
 /// the error that kept the whole transaction from committing).
 fn commit(conn: &mut Connection, batch: Vec<Append>, counters: &WriteCounters) {
+    let started = Instant::now();
     let outcome = match write_batch(conn, &batch, false) {
         // A statement failed after an append's checks passed (a full disk, say): that append
         // may have written part of its rows, so the transaction was rolled back; write the
@@ -136,6 +139,9 @@ fn commit(conn: &mut Connection, batch: Vec<Append>, counters: &WriteCounters) {
                 }
             }
             counters.committed(appends, entries);
+            let answered = Instant::now();
+            let waited = batch.iter().map(|a| answered.saturating_duration_since(a.queued)).sum();
+            counters.timed(waited, answered.saturating_duration_since(started));
             for (append, result) in batch.into_iter().zip(results) {
                 append.answer(result.map_err(Failure::into_error));
             }

@@ -48,6 +48,7 @@ fn append(run_id: &str, expected_seq: u64, events: u64) -> (Append, Reply) {
             update,
             fence: None,
             reply,
+            queued: std::time::Instant::now(),
         },
         answer,
     )
