@@ -395,8 +395,7 @@ pub async fn drive(plan: &Plan) -> Result<DriverReport, String> {
 /// The `q` quantile (0 to 1) of `values` (0 when empty).
 fn percentile(values: &mut [f64], q: f64) -> f64 {
     values.sort_by(f64::total_cmp);
-    let last = values.len().saturating_sub(1);
-    values.get((last as f64 * q).round() as usize).copied().unwrap_or(0.0)
+    crate::measure::quantile(values, q).unwrap_or(0.0)
 }
 
 /// The size of one journaled run: its entries, and their bytes as the stores keep them (JSON).

@@ -86,5 +86,11 @@ pub fn raise_open_files_limit() -> Option<u64> {
     getrlimit(Resource::Nofile).current
 }
 
+/// The `q` quantile (0 to 1) of `sorted` (nearest rank; `None` when empty).
+pub fn quantile<T: Copy>(sorted: &[T], q: f64) -> Option<T> {
+    let last = sorted.len().checked_sub(1)?;
+    sorted.get((last as f64 * q).round() as usize).copied()
+}
+
 #[cfg(test)]
 mod tests;

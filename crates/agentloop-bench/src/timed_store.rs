@@ -56,10 +56,7 @@ impl TimedStore {
             .filter_map(|call| {
                 let values = times.get_mut(call)?;
                 values.sort_unstable();
-                let at = |q: f64| {
-                    let last = values.len().saturating_sub(1);
-                    values.get((last as f64 * q).round() as usize).copied().unwrap_or(0)
-                };
+                let at = |q| crate::measure::quantile(values, q).unwrap_or(0);
                 Some(CallTimes {
                     call: (*call).to_owned(),
                     count: values.len() as u64,

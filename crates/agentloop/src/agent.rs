@@ -171,12 +171,13 @@ impl Agent {
             Start::New { run_id: run_id.clone(), config: Box::new(config), input: input.into().0 };
         let driver = Driver { quiet, observer: observer.clone(), ..self.driver.clone() };
         let events = driver.drive(start, control.clone());
-        let events = self.journal(events, &control, run_id, None, Some(0));
+        let events = self.journal(events, &control, run_id, None, Some(0), !quiet);
         (handle, crate::observe::observed(events, observer))
     }
 
     /// Journals `events` when the agent has a store, by the holder of the run's lease
-    /// (`lease`: already claimed; `None`: claimed first).
+    /// (`lease`: already claimed; `None`: claimed first); `checkpoints`: with a
+    /// `checkpointed` event after each journaled one.
     fn journal(
         &self,
         events: EventStream,
@@ -184,11 +185,14 @@ impl Agent {
         run_id: String,
         lease: Option<Lease>,
         next_seq: Option<u64>,
+        checkpoints: bool,
     ) -> EventStream {
         let Some(store) = &self.store else { return events };
         let (store, ttl) = (store.clone(), self.lease_ttl);
         let control = self.controls.clone().map(|watch| (control.clone(), watch));
-        journaled_leased(events, store, run_id, (lease, ttl), next_seq, control, self.durability)
+        let leased = (lease, ttl);
+        let durability = self.durability;
+        journaled_leased(events, store, run_id, leased, next_seq, control, durability, checkpoints)
     }
 
     /// Drives an existing run, journaled from `next_seq` (`None`: the store's length).
@@ -206,7 +210,7 @@ impl Agent {
         let observer = self.run_observer(&run_id, run.config(), true);
         let driver = Driver { observer: observer.clone(), ..self.driver.clone() };
         let events = driver.drive(Start::Existing(Box::new(run)), control.clone());
-        let events = self.journal(events, &control, run_id, lease, next_seq);
+        let events = self.journal(events, &control, run_id, lease, next_seq, true);
         (handle, crate::observe::observed(events, observer))
     }
 
@@ -264,8 +268,9 @@ impl Agent {
     }
 
     /// Runs to the end and returns the outcome. A failed or cancelled run is an error that
-    /// carries its outcome. Only the outcome is wanted, so the transient events (deltas and
-    /// notices) are not even built; the journal is the same as [`run_stream`](Self::run_stream)'s.
+    /// carries its outcome. Only the outcome is wanted, so the transient events (deltas,
+    /// notices, `checkpointed`) are not even built; the journal is the same as
+    /// [`run_stream`](Self::run_stream)'s.
     ///
     /// A run that stops to wait is an error too, [`AgentError::Suspended`], so that it cannot
     /// be mistaken for an answer: suspended for approval

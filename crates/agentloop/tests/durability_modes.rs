@@ -23,22 +23,26 @@ fn model() -> ScriptedModel {
     ])
 }
 
+fn agent(store: &Arc<MemoryStore>, durability: Durability) -> Agent {
+    Agent::builder(model()).tool(Add).store(store.clone()).durability(durability).build().unwrap()
+}
+
+/// The kinds of `run_id`'s journal entries.
+async fn kinds(store: &MemoryStore, run_id: &str) -> Vec<&'static str> {
+    let journal = store.load(run_id).await.unwrap_or_default();
+    journal.iter().map(|entry| entry.event.kind()).collect()
+}
+
 /// The streamed events, the journal's kinds, and the commits (each a run of `checkpointed`
 /// events, with the kind of the durable event it ends with).
 async fn run(
     durability: Durability,
 ) -> (Vec<Event>, Vec<&'static str>, Vec<(usize, &'static str)>) {
     let store = Arc::new(MemoryStore::new());
-    let agent = Agent::builder(model())
-        .tool(Add)
-        .store(store.clone())
-        .durability(durability)
-        .build()
-        .unwrap();
+    let agent = agent(&store, durability);
     let options = RunOptions { run_id: Some("run_modes".into()), ..RunOptions::default() };
     let events = collect(agent.run_stream_with("go", options)).await;
-    let journal = store.load("run_modes").await.unwrap_or_default();
-    let kinds = journal.iter().map(|entry| entry.event.kind()).collect();
+    let kinds = kinds(&store, "run_modes").await;
     let mut commits = Vec::new();
     let mut last_durable = "";
     let mut in_commit = 0;
@@ -100,6 +104,22 @@ async fn checkpoint_journals_what_sync_journals_in_fewer_commits() {
             .collect()
     };
     assert_eq!(without(&events), without(&sync_events));
+}
+
+/// `Agent::run`, which reads only the outcome, passes no `checkpointed` events on; its journal
+/// is the one `run_stream` leaves, in either mode (the sequence numbers move on without them:
+/// the store refuses an append at the wrong one).
+#[tokio::test]
+async fn a_run_for_its_outcome_journals_the_same() {
+    for durability in [Durability::Sync, Durability::Checkpoint] {
+        let (_, streamed, _) = run(durability).await;
+        let store = Arc::new(MemoryStore::new());
+        let options = RunOptions { run_id: Some("run_quiet".into()), ..RunOptions::default() };
+        let outcome = agent(&store, durability).run_with("go", options).await.unwrap();
+        assert_eq!(outcome.answer, "3, 7 and 11.");
+        assert_eq!(kinds(&store, "run_quiet").await, streamed, "{durability:?}");
+        assert_eq!(streamed.len(), 20);
+    }
 }
 
 #[tokio::test]

@@ -32,3 +32,13 @@ fn machine_cpu_counts_busy_and_idle_ticks() {
     assert_eq!(parse_machine_cpu("intr 1 2 3\n"), None);
     assert!(machine_cpu().is_some_and(|c| c.total > 0), "this machine's /proc/stat");
 }
+
+#[test]
+fn quantiles_are_nearest_rank() {
+    let sorted = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10];
+    assert_eq!(quantile(&sorted, 0.0), Some(1));
+    assert_eq!(quantile(&sorted, 0.5), Some(6), "index 4.5 rounds to 5");
+    assert_eq!(quantile(&sorted, 0.99), Some(10));
+    assert_eq!(quantile(&sorted, 1.0), Some(10));
+    assert_eq!(quantile::<u32>(&[], 0.5), None);
+}

@@ -31,7 +31,7 @@ pub fn journaled(
     run_id: String,
     next_seq: Option<u64>,
 ) -> EventStream {
-    journal_loop(events, store, run_id, None, next_seq, None, Durability::Sync)
+    journal_loop(events, store, run_id, None, next_seq, None, Durability::Sync, true)
 }
 
 /// [`journaled`], by the holder of the run's lease (see [`crate::store::lease`]): `lease` is
@@ -49,7 +49,8 @@ pub fn journaled_with_lease(
     ttl: Duration,
     next_seq: Option<u64>,
 ) -> EventStream {
-    journal_loop(events, store, run_id, Some((lease, ttl)), next_seq, None, Durability::Sync)
+    let leased = Some((lease, ttl));
+    journal_loop(events, store, run_id, leased, next_seq, None, Durability::Sync, true)
 }
 
 /// When a run's durable events are committed (LangGraph calls these durability modes).
@@ -95,7 +96,10 @@ pub const REMOTE_CONTROL_POLL: Duration = Duration::from_millis(250);
 /// [`journaled_with_lease`] that also applies what other processes request of the run
 /// ([`RunStore::request_control`]) to its `control`: read when the run starts, then every
 /// [`REMOTE_CONTROL_POLL`] through the agent's `watch` (one read for all its runs): a cancel at
-/// once, a pause at the next safe point, a resume after a remote pause.
+/// once, a pause at the next safe point, a resume after a remote pause. Without
+/// `checkpoints` (a caller that reads only the outcome) no [`Event::Checkpointed`] is
+/// passed on: the journal is the same, the stream has 6–7 events a round fewer to hand over.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn journaled_leased(
     events: EventStream,
     store: Arc<dyn RunStore>,
@@ -104,16 +108,19 @@ pub(crate) fn journaled_leased(
     next_seq: Option<u64>,
     control: Option<(Arc<Control>, ControlWatch)>,
     durability: Durability,
+    checkpoints: bool,
 ) -> EventStream {
     if durability == Durability::Off {
         return events;
     }
-    journal_loop(events, store, run_id, Some(leased), next_seq, control, durability)
+    journal_loop(events, store, run_id, Some(leased), next_seq, control, durability, checkpoints)
 }
 
 /// The journaling loop: `leased` (the lease, `None` to claim it, and its TTL) fences the
 /// appends, renews the lease and reads remote control; without it appends are unfenced.
-/// `durability` says when the events are committed.
+/// `durability` says when the events are committed; `checkpoints`, whether each committed
+/// entry's [`Event::Checkpointed`] is passed on.
+#[allow(clippy::too_many_arguments)]
 fn journal_loop(
     events: EventStream,
     store: Arc<dyn RunStore>,
@@ -122,6 +129,7 @@ fn journal_loop(
     next_seq: Option<u64>,
     control: Option<(Arc<Control>, ControlWatch)>,
     durability: Durability,
+    checkpoints: bool,
 ) -> EventStream {
     Box::pin(async_stream::stream! {
         let mut events = events;
@@ -256,7 +264,8 @@ fn journal_loop(
                     // The held events in order. In `Sync` each durable one is followed by
                     // the `checkpointed` of every entry up to it (those streamed before it
                     // included), as if each had been appended alone; in `Checkpoint` the
-                    // `checkpointed`s of the whole commit follow its last event.
+                    // `checkpointed`s of the whole commit follow its last event (without
+                    // `checkpoints`, none: the sequence numbers just move on).
                     let count = waiting.len();
                     let mut entries = waiting.drain(..);
                     let (mut consumed, mut checkpointed) = (0, 0);
@@ -268,7 +277,7 @@ fn journal_loop(
                                     yield entry.event.into_event();
                                 }
                                 consumed = index + 1;
-                                if durability == Durability::Sync {
+                                if checkpoints && durability == Durability::Sync {
                                     for _ in checkpointed..consumed {
                                         yield Event::Checkpointed { seq };
                                         seq += 1;
@@ -278,9 +287,13 @@ fn journal_loop(
                             }
                         }
                     }
-                    for _ in checkpointed..count {
-                        yield Event::Checkpointed { seq };
-                        seq += 1;
+                    if checkpoints {
+                        for _ in checkpointed..count {
+                            yield Event::Checkpointed { seq };
+                            seq += 1;
+                        }
+                    } else {
+                        seq += count as u64;
                     }
                     if ended {
                         break;

@@ -714,7 +714,26 @@ pub(crate) fn check_dense_from(
 /// Serializes to JSON, as a store error on failure.
 #[cfg(any(feature = "sqlite", feature = "redis"))]
 pub(crate) fn to_json<T: Serialize + ?Sized>(value: &T) -> Result<String, StoreError> {
-    serde_json::to_string(value).map_err(|e| StoreError::Invalid(format!("not serializable: {e}")))
+    serde_json::to_string(value).map_err(not_serializable)
+}
+
+/// Bytes of JSON reserved per journal entry when an append encodes its entries (a journaled
+/// event averages about 280).
+#[cfg(any(feature = "sqlite", feature = "redis"))]
+pub(crate) const JSON_PER_ENTRY: usize = 512;
+
+/// Serializes to JSON into `writer` (an append's buffer), as a store error on failure.
+#[cfg(any(feature = "sqlite", feature = "redis"))]
+pub(crate) fn write_json<W: std::io::Write, T: Serialize + ?Sized>(
+    writer: W,
+    value: &T,
+) -> Result<(), StoreError> {
+    serde_json::to_writer(writer, value).map_err(not_serializable)
+}
+
+#[cfg(any(feature = "sqlite", feature = "redis"))]
+fn not_serializable(error: serde_json::Error) -> StoreError {
+    StoreError::Invalid(format!("not serializable: {error}"))
 }
 
 /// Parses stored JSON, as a store error on failure.

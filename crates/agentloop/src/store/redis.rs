@@ -26,15 +26,15 @@ use super::registry::Started;
 use super::stats::WriteCounters;
 use super::{
     check_batch, check_dense_from, cost_of, decode_entry_json, from_json, now_ms, outputs, to_json,
-    ControlRequest, JournalEntry, Lease, RemoteControl, RunFilter, RunState, RunStore, RunSummary,
-    SessionInfo, SessionState, SessionStore, StoreError, SummaryUpdate,
+    write_json, ControlRequest, JournalEntry, Lease, RemoteControl, RunFilter, RunState, RunStore,
+    RunSummary, SessionInfo, SessionState, SessionStore, StoreError, SummaryUpdate, JSON_PER_ENTRY,
 };
 use crate::message::{Message, Usage};
 use crate::run::Price;
 use ::redis::aio::ConnectionManager;
-use ::redis::{Client, Script};
+use ::redis::Client;
 use async_trait::async_trait;
-use scripts::{APPEND, BEGIN_TURN, DELETE_RUN, END_TURN, OPEN_SESSION};
+use scripts::Scripts;
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -112,15 +112,6 @@ pub struct RedisStore {
     counters: std::sync::Arc<WriteCounters>,
 }
 
-struct Scripts {
-    append: Script,
-    delete_run: Script,
-    open_session: Script,
-    begin_turn: Script,
-    end_turn: Script,
-    append_chunk: Script,
-}
-
 impl std::fmt::Debug for RedisStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedisStore").field("options", &self.options).finish()
@@ -152,14 +143,7 @@ impl RedisStore {
         let config = ::redis::aio::ConnectionManagerConfig::new()
             .set_response_timeout(options.response_timeout);
         let conn = client.get_connection_manager_with_config(config).await.map_err(backend)?;
-        let scripts = Scripts {
-            append: Script::new(APPEND),
-            delete_run: Script::new(DELETE_RUN),
-            open_session: Script::new(OPEN_SESSION),
-            begin_turn: Script::new(BEGIN_TURN),
-            end_turn: Script::new(END_TURN),
-            append_chunk: Script::new(artifacts::APPEND_CHUNK),
-        };
+        let scripts = Scripts::new();
         let store = Self {
             client,
             conn,
@@ -349,26 +333,6 @@ fn summary_of(
 }
 
 impl RedisStore {
-    /// Runs an `EVALSHA` of `script`, loading the script first if the server does not have
-    /// it (after a restart or a `SCRIPT FLUSH`).
-    async fn evalsha<T: ::redis::FromRedisValue>(
-        &self,
-        script: &Script,
-        command: &::redis::Cmd,
-    ) -> Result<T, StoreError> {
-        let mut conn = self.conn();
-        match command.query_async(&mut conn).await {
-            Err(error)
-                if error.kind()
-                    == ::redis::ErrorKind::Server(::redis::ServerErrorKind::NoScript) =>
-            {
-                script.load_async(&mut conn).await.map_err(backend)?;
-                command.query_async(&mut conn).await.map_err(backend)
-            }
-            other => other.map_err(backend),
-        }
-    }
-
     /// An append, fenced by `fence` when given (checked in the append's script).
     async fn append(
         &self,
@@ -400,14 +364,23 @@ impl RedisStore {
         // `bench-driver --store redis` at 1,000 agents).
         let indexes = self.indexes(&parent_run_id, &agent, &context_id);
         let mut invocation = ::redis::cmd("EVALSHA");
+        invocation.arg(self.scripts.append.get_hash()).arg(5 + indexes.len());
+        // The keys, each made in one reused buffer; the last is `appended_channel`'s.
+        let keys: [&[&str]; 5] = [
+            &["run:", run_id, ":journal"],
+            &["run:", run_id, ":meta"],
+            &["runs"],
+            &["run:", run_id, ":lease"],
+            &["run:", run_id, ":appended"],
+        ];
+        let mut key = String::with_capacity(self.options.prefix.len() + run_id.len() + 16);
+        for parts in keys {
+            key.clear();
+            key.push_str(&self.options.prefix);
+            parts.iter().for_each(|part| key.push_str(part));
+            invocation.arg(key.as_str());
+        }
         invocation
-            .arg(self.scripts.append.get_hash())
-            .arg(5 + indexes.len())
-            .arg(self.key(&["run:", run_id, ":journal"]))
-            .arg(self.key(&["run:", run_id, ":meta"]))
-            .arg(self.key(&["runs"]))
-            .arg(self.key(&["run:", run_id, ":lease"]))
-            .arg(self.appended_channel(run_id))
             .arg(indexes)
             .arg(expected_seq)
             .arg(self.ttl_ms())
@@ -426,8 +399,13 @@ impl RedisStore {
             .arg(usage.output)
             .arg(usage.cached_input)
             .arg(usage.reasoning);
+        // Each entry encoded in one reused buffer, then copied into the command (encoding
+        // straight into the command costs more: its writer is called for every token).
+        let mut json = Vec::with_capacity(JSON_PER_ENTRY);
         for entry in entries {
-            invocation.arg(to_json(entry)?);
+            json.clear();
+            write_json(&mut json, entry)?;
+            ::redis::RedisWrite::write_arg(&mut invocation, &json);
         }
         let called = std::time::Instant::now();
         let reply: Vec<String> = self.evalsha(&self.scripts.append, &invocation).await?;
@@ -650,8 +628,7 @@ impl RunStore for RedisStore {
         for index in indexes {
             invocation.key(index);
         }
-        let existed: i64 =
-            invocation.arg(run_id).invoke_async(&mut self.conn()).await.map_err(backend)?;
+        let existed: i64 = self.invoke(invocation.arg(run_id)).await?;
         self.delete_artifacts_of(run_id).await?;
         Ok(existed > 0)
     }
@@ -679,14 +656,14 @@ fn session_of(context_id: &str, hash: &HashMap<String, String>) -> Result<Sessio
 impl SessionStore for RedisStore {
     async fn open_session(&self, context_id: &str) -> Result<SessionInfo, StoreError> {
         let hash: HashMap<String, String> = self
-            .scripts
-            .open_session
-            .key(self.key(&["session:", context_id]))
-            .arg(now_ms())
-            .arg(self.ttl_ms())
-            .invoke_async(&mut self.conn())
-            .await
-            .map_err(backend)?;
+            .invoke(
+                self.scripts
+                    .open_session
+                    .key(self.key(&["session:", context_id]))
+                    .arg(now_ms())
+                    .arg(self.ttl_ms()),
+            )
+            .await?;
         session_of(context_id, &hash)
     }
 
@@ -700,15 +677,15 @@ impl SessionStore for RedisStore {
 
     async fn begin_turn(&self, context_id: &str, run_id: &str) -> Result<Vec<Message>, StoreError> {
         let reply: Vec<String> = self
-            .scripts
-            .begin_turn
-            .key(self.key(&["session:", context_id]))
-            .arg(run_id)
-            .arg(now_ms())
-            .arg(self.ttl_ms())
-            .invoke_async(&mut self.conn())
-            .await
-            .map_err(backend)?;
+            .invoke(
+                self.scripts
+                    .begin_turn
+                    .key(self.key(&["session:", context_id]))
+                    .arg(run_id)
+                    .arg(now_ms())
+                    .arg(self.ttl_ms()),
+            )
+            .await?;
         match reply.first().map(String::as_str) {
             Some("ok") => self.session_messages(context_id).await,
             Some("busy") => Err(StoreError::SessionBusy {
@@ -736,8 +713,7 @@ impl SessionStore for RedisStore {
         for message in new_messages {
             invocation.arg(to_json(message)?);
         }
-        let reply: Vec<String> =
-            invocation.invoke_async(&mut self.conn()).await.map_err(backend)?;
+        let reply: Vec<String> = self.invoke(&invocation).await?;
         match reply.first().map(String::as_str) {
             Some("ok") => {
                 let hash = self.hash(&key).await?;

@@ -18,9 +18,9 @@
 //! power. Set [`SqliteOptions::synchronous_full`] to pay an fsync per append instead.
 
 use super::{
-    check_batch, check_dense_from, decode_parts, from_json, now_ms, outputs, to_json,
+    check_batch, check_dense_from, decode_parts, from_json, now_ms, outputs, to_json, write_json,
     ControlRequest, JournalEntry, Lease, RemoteControl, RunFilter, RunStore, RunSummary,
-    SessionInfo, SessionState, SessionStore, StoreError, SummaryUpdate,
+    SessionInfo, SessionState, SessionStore, StoreError, SummaryUpdate, JSON_PER_ENTRY,
 };
 use crate::message::Message;
 use async_trait::async_trait;
@@ -39,7 +39,7 @@ mod writer;
 
 use super::stats::WriteCounters;
 use schema::{current_version, migrate};
-use writer::{Append, Grouping, Job};
+use writer::{Append, Grouping, Job, Op};
 
 /// The default database file.
 pub const DEFAULT_PATH: &str = ".agentloop/agentloop.db";
@@ -207,14 +207,63 @@ impl SqliteStore {
             .map_err(|_| closed())?;
         answer.await.map_err(|_| closed())?
     }
+
+    /// Queues `op` for the writer's next batch and waits for its answer.
+    async fn batched<T>(
+        &self,
+        op: Op,
+        answer: tokio::sync::oneshot::Receiver<Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        self.jobs.send(Job::Batched(op)).map_err(|_| closed())?;
+        answer.await.map_err(|_| closed())?
+    }
 }
 
-/// An entry ready to insert.
+/// An append's entries ready to insert: their events' JSON one after the other in one
+/// buffer (one allocation for the append, not one growing string per entry) and each entry's
+/// row.
+struct Rows {
+    json: Vec<u8>,
+    rows: Vec<Row>,
+}
+
+/// An entry ready to insert; its event's JSON ends at `end` in [`Rows::json`].
 struct Row {
     seq: u64,
     at_ms: u64,
     schema_version: u32,
-    event: String,
+    end: usize,
+}
+
+impl Rows {
+    fn encode(entries: &[JournalEntry]) -> Result<Self, StoreError> {
+        let mut json = Vec::with_capacity(entries.len() * JSON_PER_ENTRY);
+        let mut rows = Vec::with_capacity(entries.len());
+        for entry in entries {
+            write_json(&mut json, &entry.event)?;
+            rows.push(Row {
+                seq: entry.seq,
+                at_ms: entry.at_ms,
+                schema_version: entry.schema_version,
+                end: json.len(),
+            });
+        }
+        Ok(Self { json, rows })
+    }
+
+    fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// Each row with its event's JSON.
+    fn iter(&self) -> impl Iterator<Item = (&Row, &[u8])> {
+        let mut start = 0;
+        self.rows.iter().map(move |row| {
+            let json = self.json.get(start..row.end).unwrap_or_default();
+            start = row.end;
+            (row, json)
+        })
+    }
 }
 
 impl SqliteStore {
@@ -244,17 +293,7 @@ impl SqliteStore {
                 Some((stored, artifacts)) => (Cow::Owned(stored), artifacts),
                 None => (Cow::Borrowed(entries), Vec::new()),
             };
-        let rows = stored
-            .iter()
-            .map(|e| {
-                Ok(Row {
-                    seq: e.seq,
-                    at_ms: e.at_ms,
-                    schema_version: e.schema_version,
-                    event: to_json(&e.event)?,
-                })
-            })
-            .collect::<Result<Vec<_>, StoreError>>()?;
+        let rows = Rows::encode(&stored)?;
         let (reply, answer) = tokio::sync::oneshot::channel();
         let append = Append {
             run_id: run_id.to_owned(),
@@ -266,7 +305,7 @@ impl SqliteStore {
             reply,
             queued: std::time::Instant::now(),
         };
-        self.jobs.send(Job::Append(Box::new(append))).map_err(|_| closed())?;
+        self.jobs.send(Job::Batched(Op::Append(Box::new(append)))).map_err(|_| closed())?;
         let answer = answer.await.map_err(|_| closed())?;
         drop(answer.spent);
         answer.result
@@ -294,8 +333,10 @@ impl RunStore for SqliteStore {
     }
 
     async fn claim(&self, run_id: &str, owner: &str, ttl: Duration) -> Result<Lease, StoreError> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
         let (run_id, owner) = (run_id.to_owned(), owner.to_owned());
-        self.call(move |conn| lease::claim(conn, &run_id, &owner, ttl)).await
+        let claim = writer::Claim { run_id, owner, ttl, reply };
+        self.batched(Op::Claim(Box::new(claim)), answer).await
     }
 
     async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Lease, StoreError> {
@@ -304,8 +345,9 @@ impl RunStore for SqliteStore {
     }
 
     async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
-        let lease = lease.clone();
-        self.call(move |conn| lease::release(conn, &lease)).await
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let release = writer::Release { lease: lease.clone(), reply };
+        self.batched(Op::Release(Box::new(release)), answer).await
     }
 
     async fn load(&self, run_id: &str) -> Result<Vec<JournalEntry>, StoreError> {

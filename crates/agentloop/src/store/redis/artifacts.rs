@@ -137,17 +137,17 @@ impl ArtifactStore for RedisStore {
     async fn append_chunk(&self, id: &str, chunk: &[u8]) -> Result<ArtifactMeta, StoreError> {
         let (key, chunks) = self.artifact_keys(id);
         let hash: HashMap<String, String> = self
-            .scripts
-            .append_chunk
-            .key(&key)
-            .key(&chunks)
-            .arg(chunk)
-            .arg(chunk.len())
-            .arg(now_ms())
-            .arg(self.ttl_ms())
-            .invoke_async(&mut self.conn())
-            .await
-            .map_err(backend)?;
+            .invoke(
+                self.scripts
+                    .append_chunk
+                    .key(&key)
+                    .key(&chunks)
+                    .arg(chunk)
+                    .arg(chunk.len())
+                    .arg(now_ms())
+                    .arg(self.ttl_ms()),
+            )
+            .await?;
         if hash.is_empty() {
             return Err(StoreError::NotFound { what: "artifact", id: id.to_owned() });
         }

@@ -51,6 +51,19 @@ fn script(body: &str) -> Script {
     Script::new(&format!("{NOW}{body}"))
 }
 
+/// The lease scripts, made once per store (making one hashes its text).
+pub(super) struct Scripts {
+    claim: Script,
+    renew: Script,
+    release: Script,
+}
+
+impl Scripts {
+    pub(super) fn new() -> Self {
+        Self { claim: script(CLAIM), renew: script(RENEW), release: script(RELEASE) }
+    }
+}
+
 fn key(store: &RedisStore, run_id: &str) -> String {
     store.key(&["run:", run_id, ":lease"])
 }
@@ -77,13 +90,9 @@ pub(super) async fn claim(
     owner: &str,
     ttl: Duration,
 ) -> Result<Lease, StoreError> {
-    let reply: Vec<String> = script(CLAIM)
-        .key(key(store, run_id))
-        .arg(owner)
-        .arg(ttl_ms(ttl))
-        .invoke_async(&mut store.conn())
-        .await
-        .map_err(backend)?;
+    let reply: Vec<String> = store
+        .invoke(store.scripts.lease.claim.key(key(store, run_id)).arg(owner).arg(ttl_ms(ttl)))
+        .await?;
     match reply.first().map(String::as_str) {
         Some("ok") => Ok(Lease {
             run_id: run_id.to_owned(),
@@ -105,14 +114,18 @@ pub(super) async fn renew(
     lease: &Lease,
     ttl: Duration,
 ) -> Result<Lease, StoreError> {
-    let reply: Vec<String> = script(RENEW)
-        .key(key(store, &lease.run_id))
-        .arg(&lease.owner)
-        .arg(lease.epoch)
-        .arg(ttl_ms(ttl))
-        .invoke_async(&mut store.conn())
-        .await
-        .map_err(backend)?;
+    let reply: Vec<String> = store
+        .invoke(
+            store
+                .scripts
+                .lease
+                .renew
+                .key(key(store, &lease.run_id))
+                .arg(&lease.owner)
+                .arg(lease.epoch)
+                .arg(ttl_ms(ttl)),
+        )
+        .await?;
     match reply.first().map(String::as_str) {
         Some("ok") => Ok(Lease { expires_at_ms: parse(reply.get(1), "expiry")?, ..lease.clone() }),
         Some("lost") => Err(lost_reply(lease, &reply)),
@@ -121,13 +134,17 @@ pub(super) async fn renew(
 }
 
 pub(super) async fn release(store: &RedisStore, lease: &Lease) -> Result<(), StoreError> {
-    let _: Vec<String> = script(RELEASE)
-        .key(key(store, &lease.run_id))
-        .arg(&lease.owner)
-        .arg(lease.epoch)
-        .invoke_async(&mut store.conn())
-        .await
-        .map_err(backend)?;
+    let _: Vec<String> = store
+        .invoke(
+            store
+                .scripts
+                .lease
+                .release
+                .key(key(store, &lease.run_id))
+                .arg(&lease.owner)
+                .arg(lease.epoch),
+        )
+        .await?;
     Ok(())
 }
 

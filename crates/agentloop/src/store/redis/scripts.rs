@@ -1,6 +1,82 @@
-//! The Lua scripts of the Redis store: each is one atomic step on the server.
+//! The Lua scripts of the Redis store: each is one atomic step on the server; and how they
+//! are called (by their hash, loaded again when the server lost them).
 
-pub(super) const APPEND: &str = r"
+use super::{artifacts, backend, lease, RedisStore};
+use crate::store::StoreError;
+use ::redis::Script;
+
+/// The store's scripts, each made once (making one hashes its text).
+pub(super) struct Scripts {
+    pub(super) append: Script,
+    pub(super) delete_run: Script,
+    pub(super) open_session: Script,
+    pub(super) begin_turn: Script,
+    pub(super) end_turn: Script,
+    pub(super) append_chunk: Script,
+    pub(super) lease: lease::Scripts,
+}
+
+impl Scripts {
+    pub(super) fn new() -> Self {
+        Self {
+            append: Script::new(APPEND),
+            delete_run: Script::new(DELETE_RUN),
+            open_session: Script::new(OPEN_SESSION),
+            begin_turn: Script::new(BEGIN_TURN),
+            end_turn: Script::new(END_TURN),
+            append_chunk: Script::new(artifacts::APPEND_CHUNK),
+            lease: lease::Scripts::new(),
+        }
+    }
+}
+
+/// How many times a script call loads its script again when the server lost it (a restart
+/// or a `SCRIPT FLUSH`, which another client may send again between the load and the call).
+const SCRIPT_LOADS: usize = 3;
+
+fn no_script(error: &::redis::RedisError) -> bool {
+    error.kind() == ::redis::ErrorKind::Server(::redis::ServerErrorKind::NoScript)
+}
+
+impl RedisStore {
+    /// Runs an `EVALSHA` of `script`, loading the script first if the server does not have
+    /// it (after a restart or a `SCRIPT FLUSH`; again should it lose it again before the call).
+    pub(super) async fn evalsha<T: ::redis::FromRedisValue>(
+        &self,
+        script: &Script,
+        command: &::redis::Cmd,
+    ) -> Result<T, StoreError> {
+        let mut conn = self.conn();
+        let mut loads = 0;
+        loop {
+            match command.query_async(&mut conn).await {
+                Err(error) if no_script(&error) && loads < SCRIPT_LOADS => {
+                    loads += 1;
+                    script.load_async(&mut conn).await.map_err(backend)?;
+                }
+                other => return other.map_err(backend),
+            }
+        }
+    }
+
+    /// Runs a script call ([`evalsha`](Self::evalsha)'s retries, for a prepared invocation:
+    /// each attempt loads the script when the server does not have it).
+    pub(super) async fn invoke<T: ::redis::FromRedisValue>(
+        &self,
+        invocation: &::redis::ScriptInvocation<'_>,
+    ) -> Result<T, StoreError> {
+        let mut conn = self.conn();
+        let mut attempts = 0;
+        loop {
+            match invocation.invoke_async(&mut conn).await {
+                Err(error) if no_script(&error) && attempts < SCRIPT_LOADS => attempts += 1,
+                other => return other.map_err(backend),
+            }
+        }
+    }
+}
+
+const APPEND: &str = r"
 if ARGV[10] ~= '' then
   local held = redis.call('HMGET', KEYS[4], 'owner', 'epoch')
   local owner, epoch = held[1] or '', held[2] or '0'
@@ -41,7 +117,7 @@ redis.call('PUBLISH', KEYS[5], tostring(len + n))
 return {'ok', tostring(len + n)}
 ";
 
-pub(super) const DELETE_RUN: &str = r"
+const DELETE_RUN: &str = r"
 local existed = redis.call('DEL', KEYS[1], KEYS[2])
 redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('DEL', KEYS[4], KEYS[5])
@@ -50,7 +126,7 @@ if redis.call('ZCARD', KEYS[3]) == 0 then redis.call('DEL', KEYS[6]) end
 return existed
 ";
 
-pub(super) const OPEN_SESSION: &str = r"
+const OPEN_SESSION: &str = r"
 if redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('HSET', KEYS[1], 'state', 'created', 'turns', 0, 'messages', 0,
     'created_ms', ARGV[1], 'updated_ms', ARGV[1])
@@ -60,7 +136,7 @@ if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) end
 return redis.call('HGETALL', KEYS[1])
 ";
 
-pub(super) const BEGIN_TURN: &str = r"
+const BEGIN_TURN: &str = r"
 if redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('HSET', KEYS[1], 'state', 'created', 'turns', 0, 'messages', 0,
     'created_ms', ARGV[2], 'updated_ms', ARGV[2])
@@ -74,7 +150,7 @@ if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) end
 return {'ok'}
 ";
 
-pub(super) const END_TURN: &str = r"
+const END_TURN: &str = r"
 if redis.call('EXISTS', KEYS[1]) == 0 then return {'missing'} end
 local state = redis.call('HGET', KEYS[1], 'state')
 if state ~= 'busy' or redis.call('HGET', KEYS[1], 'run_id') ~= ARGV[1] then

@@ -1,7 +1,8 @@
 //! The `leases` table, one row per run that was ever claimed (see [`crate::store::lease`]),
 //! and `run_controls`, what was requested of a run's executor from outside
 //! ([`RemoteControl`]). Every write runs in an `IMMEDIATE` transaction, so claims by several
-//! processes on one file are atomic.
+//! processes on one file are atomic; claims and releases run in the writer's batch
+//! transaction (`writer.rs`), the others in their own.
 
 use super::{backend, int, uint};
 use crate::store::lease::{lost, ttl_ms, LeaseRecord};
@@ -26,7 +27,11 @@ fn read(conn: &Connection, run_id: &str) -> Result<LeaseRecord, StoreError> {
         .map_err(backend)
 }
 
-fn write(conn: &Connection, run_id: &str, record: &LeaseRecord) -> Result<(), StoreError> {
+pub(super) fn write(
+    conn: &Connection,
+    run_id: &str,
+    record: &LeaseRecord,
+) -> Result<(), StoreError> {
     conn.prepare_cached(
         "INSERT INTO leases (run_id, owner, epoch, expires_at_ms) VALUES (?1, ?2, ?3, ?4) \
          ON CONFLICT (run_id) DO UPDATE SET owner = ?2, epoch = ?3, expires_at_ms = ?4",
@@ -49,17 +54,20 @@ pub(super) fn check(conn: &Connection, lease: &Lease) -> Result<(), StoreError> 
     }
 }
 
-pub(super) fn claim(
-    conn: &mut Connection,
+/// The lease `owner` gets by claiming `run_id` now, if the run's lease lets it (inside the
+/// caller's transaction; nothing written: see [`record`]).
+pub(super) fn claimed(
+    conn: &Connection,
     run_id: &str,
     owner: &str,
     ttl: Duration,
 ) -> Result<Lease, StoreError> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
-    let lease = read(&tx, run_id)?.claim(run_id, owner, now_ms(), ttl)?;
-    write(&tx, run_id, &LeaseRecord::of(&lease))?;
-    tx.commit().map_err(backend)?;
-    Ok(lease)
+    read(conn, run_id)?.claim(run_id, owner, now_ms(), ttl)
+}
+
+/// Writes `lease` as its run's lease.
+pub(super) fn record(conn: &Connection, lease: &Lease) -> Result<(), StoreError> {
+    write(conn, &lease.run_id, &LeaseRecord::of(lease))
 }
 
 pub(super) fn renew(
@@ -75,14 +83,18 @@ pub(super) fn renew(
     Ok(renewed)
 }
 
-pub(super) fn release(conn: &mut Connection, lease: &Lease) -> Result<(), StoreError> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
-    let record = read(&tx, &lease.run_id)?;
-    if record.holds(lease) {
-        let released = LeaseRecord { owner: String::new(), epoch: record.epoch, expires_at_ms: 0 };
-        write(&tx, &lease.run_id, &released)?;
-    }
-    tx.commit().map_err(backend)
+/// The run's lease record once `lease` is released (`None`: `lease` is no longer the run's
+/// lease, so there is nothing to release); nothing written: see [`write`].
+pub(super) fn released(
+    conn: &Connection,
+    lease: &Lease,
+) -> Result<Option<LeaseRecord>, StoreError> {
+    let record = read(conn, &lease.run_id)?;
+    Ok(record.holds(lease).then(|| LeaseRecord {
+        owner: String::new(),
+        epoch: record.epoch,
+        expires_at_ms: 0,
+    }))
 }
 
 pub(super) fn remote_control(conn: &Connection, run_id: &str) -> Result<RemoteControl, StoreError> {

@@ -8,10 +8,11 @@
 //! queued when the thread comes to it, and the thread waits for more only when
 //! [`SqliteOptions::group_commit_delay`](super::SqliteOptions::group_commit_delay) says so.
 
-use super::{backend, int, lease, registry, Row};
+use super::{backend, int, lease, registry, Rows};
 use crate::store::outputs::OutputArtifact;
 use crate::store::stats::WriteCounters;
 use crate::store::{Lease, StoreError, SummaryUpdate};
+use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{params, Connection, TransactionBehavior};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::time::{Duration, Instant};
@@ -20,15 +21,40 @@ use std::time::{Duration, Instant};
 pub(super) enum Job {
     /// Anything else, run alone.
     Any(Box<dyn FnOnce(&mut Connection) + Send>),
-    /// A journal append, committed with the others queued beside it.
+    /// A write committed in one transaction with the others queued beside it.
+    Batched(Op),
+}
+
+/// A write that shares the batch's transaction.
+pub(super) enum Op {
+    /// A journal append.
     Append(Box<Append>),
+    /// A lease's claim: a run's first store call, so that it shares a commit with the
+    /// appends queued beside it instead of committing alone.
+    Claim(Box<Claim>),
+    /// A lease's release: a run's last.
+    Release(Box<Release>),
+}
+
+/// A claim of `run_id`'s lease for `owner` (see [`crate::store::lease`]).
+pub(super) struct Claim {
+    pub(super) run_id: String,
+    pub(super) owner: String,
+    pub(super) ttl: Duration,
+    pub(super) reply: tokio::sync::oneshot::Sender<Result<Lease, StoreError>>,
+}
+
+/// A release of `lease` (nothing, when it is no longer the run's lease).
+pub(super) struct Release {
+    pub(super) lease: Lease,
+    pub(super) reply: tokio::sync::oneshot::Sender<Result<(), StoreError>>,
 }
 
 /// One journal append, checked and written in the batch's transaction.
 pub(super) struct Append {
     pub(super) run_id: String,
     pub(super) expected_seq: u64,
-    pub(super) rows: Vec<Row>,
+    pub(super) rows: Rows,
     /// Tool outputs kept by reference, written with the rows.
     pub(super) artifacts: Vec<OutputArtifact>,
     pub(super) update: SummaryUpdate,
@@ -45,12 +71,67 @@ pub(super) struct Append {
 /// time and some of the callers').
 pub(super) struct Answer {
     pub(super) result: Result<u64, StoreError>,
-    pub(super) spent: Vec<Row>,
+    pub(super) spent: Rows,
 }
 
-impl Append {
-    fn answer(self, result: Result<u64, StoreError>) {
-        let _ = self.reply.send(Answer { result, spent: self.rows });
+/// What an [`Op`] did, once its transaction committed.
+enum Done {
+    Appended(u64),
+    Claimed(Lease),
+    Released,
+}
+
+impl Op {
+    /// Answers the op's caller with `result` (of its own kind, as [`Op::write`] made it).
+    fn answer(self, result: Result<Done, StoreError>) {
+        match self {
+            Self::Append(append) => {
+                let result = result.and_then(|done| match done {
+                    Done::Appended(next) => Ok(next),
+                    _ => Err(StoreError::Invalid("an append answered as another op".into())),
+                });
+                let _ = append.reply.send(Answer { result, spent: append.rows });
+            }
+            Self::Claim(claim) => {
+                let result = result.and_then(|done| match done {
+                    Done::Claimed(lease) => Ok(lease),
+                    _ => Err(StoreError::Invalid("a claim answered as another op".into())),
+                });
+                let _ = claim.reply.send(result);
+            }
+            Self::Release(release) => {
+                let _ = release.reply.send(result.map(|_| ()));
+            }
+        }
+    }
+
+    /// Its checks, then its writes, in `conn`'s transaction.
+    fn write(&self, conn: &Connection) -> Result<Done, Failure> {
+        match self {
+            Self::Append(append) => write(conn, append).map(Done::Appended),
+            Self::Claim(claim) => {
+                let lease = lease::claimed(conn, &claim.run_id, &claim.owner, claim.ttl)
+                    .map_err(Failure::Check)?;
+                lease::record(conn, &lease).map_err(Failure::Write)?;
+                Ok(Done::Claimed(lease))
+            }
+            Self::Release(release) => {
+                if let Some(released) =
+                    lease::released(conn, &release.lease).map_err(Failure::Check)?
+                {
+                    lease::write(conn, &release.lease.run_id, &released).map_err(Failure::Write)?;
+                }
+                Ok(Done::Released)
+            }
+        }
+    }
+
+    /// The append's rows, if it is one with rows.
+    fn entries(&self) -> usize {
+        match self {
+            Self::Append(append) => append.rows.len(),
+            _ => 0,
+        }
     }
 }
 
@@ -82,8 +163,8 @@ pub(super) fn serve(
         };
         match job {
             Job::Any(job) => job(&mut conn),
-            Job::Append(first) => {
-                let mut batch = vec![*first];
+            Job::Batched(first) => {
+                let mut batch = vec![first];
                 next = gather(&jobs, &mut batch, grouping);
                 commit(&mut conn, batch, counters);
             }
@@ -91,9 +172,9 @@ pub(super) fn serve(
     }
 }
 
-/// Adds the queued appends to `batch` (waiting up to the delay for more); gives back the
-/// first job of another kind, which runs after the batch.
-fn gather(jobs: &Receiver<Job>, batch: &mut Vec<Append>, grouping: Grouping) -> Option<Job> {
+/// Adds the queued ops to `batch` (waiting up to the delay for more); gives back the first
+/// job of another kind, which runs after the batch.
+fn gather(jobs: &Receiver<Job>, batch: &mut Vec<Op>, grouping: Grouping) -> Option<Job> {
     let deadline = Instant::now() + grouping.delay;
     while batch.len() < grouping.max_batch {
         let job = match jobs.try_recv() {
@@ -111,45 +192,51 @@ fn gather(jobs: &Receiver<Job>, batch: &mut Vec<Append>, grouping: Grouping) -> 
             }
         };
         match job {
-            Job::Append(append) => batch.push(*append),
+            Job::Batched(op) => batch.push(op),
             other => return Some(other),
         }
     }
     None
 }
 
-/// Writes `batch` in one transaction and answers each append once it is committed (or with
-/// the error that kept the whole transaction from committing).
-fn commit(conn: &mut Connection, batch: Vec<Append>, counters: &WriteCounters) {
+/// Writes `batch` in one transaction and answers each op once it is committed (or with the
+/// error that kept the whole transaction from committing).
+fn commit(conn: &mut Connection, batch: Vec<Op>, counters: &WriteCounters) {
     let started = Instant::now();
     let outcome = match write_batch(conn, &batch, false) {
-        // A statement failed after an append's checks passed (a full disk, say): that append
-        // may have written part of its rows, so the transaction was rolled back; write the
-        // batch again with a savepoint around each append, so the failure undoes only its own.
+        // A statement failed after an op's checks passed (a full disk, say): that op may have
+        // written part of its rows, so the transaction was rolled back; write the batch again
+        // with a savepoint around each op, so the failure undoes only its own.
         Err(Failure::Write(_)) if batch.len() > 1 => write_batch(conn, &batch, true),
         outcome => outcome,
     };
     match outcome {
         Ok(results) => {
             let (mut appends, mut entries) = (0, 0);
-            for (append, result) in batch.iter().zip(&results) {
-                if result.is_ok() && !append.rows.is_empty() {
+            for (op, result) in batch.iter().zip(&results) {
+                if result.is_ok() && op.entries() > 0 {
                     appends += 1;
-                    entries += append.rows.len() as u64;
+                    entries += op.entries() as u64;
                 }
             }
             counters.committed(appends, entries);
             let answered = Instant::now();
-            let waited = batch.iter().map(|a| answered.saturating_duration_since(a.queued)).sum();
+            let waited = batch
+                .iter()
+                .filter_map(|op| match op {
+                    Op::Append(append) => Some(answered.saturating_duration_since(append.queued)),
+                    _ => None,
+                })
+                .sum();
             counters.timed(waited, answered.saturating_duration_since(started));
-            for (append, result) in batch.into_iter().zip(results) {
-                append.answer(result.map_err(Failure::into_error));
+            for (op, result) in batch.into_iter().zip(results) {
+                op.answer(result.map_err(Failure::into_error));
             }
         }
         Err(error) => {
             let error = error.into_error();
-            for append in batch {
-                append.answer(Err(error.clone()));
+            for op in batch {
+                op.answer(Err(error.clone()));
             }
         }
     }
@@ -172,29 +259,29 @@ impl Failure {
     }
 }
 
-/// Writes `batch` in one transaction; gives each append's result, or the failure that rolled
-/// the transaction back. An append refused by its checks has written nothing, so it needs no
-/// savepoint; with `savepoints`, each append has one anyway and a failed statement undoes only
-/// that append's rows.
+/// Writes `batch` in one transaction; gives each op's result, or the failure that rolled the
+/// transaction back. An op refused by its checks has written nothing, so it needs no
+/// savepoint; with `savepoints`, each op has one anyway and a failed statement undoes only
+/// that op's writes.
 fn write_batch(
     conn: &mut Connection,
-    batch: &[Append],
+    batch: &[Op],
     savepoints: bool,
-) -> Result<Vec<Result<u64, Failure>>, Failure> {
+) -> Result<Vec<Result<Done, Failure>>, Failure> {
     let storage = |e| Failure::Write(backend(e));
     let mut tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(storage)?;
     let mut results = Vec::with_capacity(batch.len());
-    for append in batch {
+    for op in batch {
         let result = if savepoints {
             let savepoint = tx.savepoint().map_err(storage)?;
-            let result = write(&savepoint, append);
+            let result = op.write(&savepoint);
             if result.is_ok() {
                 savepoint.commit().map_err(storage)?;
             }
-            // Dropped uncommitted, the savepoint rolls back: this append wrote nothing.
+            // Dropped uncommitted, the savepoint rolls back: this op wrote nothing.
             result
         } else {
-            match write(&tx, append) {
+            match op.write(&tx) {
                 // Dropped uncommitted, the transaction rolls back.
                 Err(Failure::Write(error)) => return Err(Failure::Write(error)),
                 result => result,
@@ -252,9 +339,11 @@ fn insert_rows(conn: &Connection, run_key: i64, append: &Append) -> Result<(), F
              VALUES (?1, ?2, ?3, ?4, ?5)",
         )
         .map_err(storage)?;
-    for row in &append.rows {
+    for (row, json) in append.rows.iter() {
+        // Bound as text without checking it again: serde_json wrote it, as UTF-8.
+        let event = ToSqlOutput::Borrowed(ValueRef::Text(json));
         insert
-            .execute(params![run_key, int(row.seq), int(row.at_ms), row.schema_version, row.event])
+            .execute(params![run_key, int(row.seq), int(row.at_ms), row.schema_version, event])
             .map_err(storage)?;
     }
     Ok(())

@@ -1,12 +1,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use super::super::schema::migrate;
-use super::super::Row;
+use super::super::Rows;
 use super::*;
 use crate::event::Event;
 use crate::message::Message;
 use crate::run::RunConfig;
-use crate::store::{to_json, JournalEntry};
+use crate::store::JournalEntry;
 use tokio::sync::oneshot;
 
 type Reply = oneshot::Receiver<Answer>;
@@ -28,15 +28,7 @@ fn append(run_id: &str, expected_seq: u64, events: u64) -> (Append, Reply) {
             JournalEntry::of(seq, event).unwrap()
         })
         .collect();
-    let rows = entries
-        .iter()
-        .map(|e| Row {
-            seq: e.seq,
-            at_ms: e.at_ms,
-            schema_version: e.schema_version,
-            event: to_json(&e.event).unwrap(),
-        })
-        .collect();
+    let rows = Rows::encode(&entries).unwrap();
     let (reply, answer) = oneshot::channel();
     let update = SummaryUpdate::of(&entries).unwrap();
     (
@@ -67,6 +59,11 @@ fn run_rows(conn: &Connection, run_id: &str) -> i64 {
     conn.query_row("SELECT COUNT(*) FROM runs WHERE run_id = ?1", [run_id], |r| r.get(0)).unwrap()
 }
 
+/// The appends as the writer's ops.
+fn ops(appends: Vec<Append>) -> Vec<Op> {
+    appends.into_iter().map(|append| Op::Append(Box::new(append))).collect()
+}
+
 fn database() -> Connection {
     let mut conn = Connection::open_in_memory().unwrap();
     migrate(&mut conn).unwrap();
@@ -82,7 +79,7 @@ fn a_refused_append_leaves_its_batch_committed() {
     let (first, first_reply) = append("a", 0, 2);
     let (stale, mut stale_reply) = append("stale", 3, 1);
     let (second, second_reply) = append("b", 0, 1);
-    commit(&mut conn, vec![first, stale, second], &counters);
+    commit(&mut conn, ops(vec![first, stale, second]), &counters);
     assert_eq!(first_reply.blocking_recv().unwrap().result.unwrap(), 2);
     assert_eq!(second_reply.blocking_recv().unwrap().result.unwrap(), 1);
     match stale_reply.try_recv().unwrap().result {
@@ -112,7 +109,7 @@ fn a_statement_failing_midway_undoes_only_its_own_append() {
     let (before, before_reply) = append("a", 0, 1);
     let (bad, mut bad_reply) = append("bad", 0, 2);
     let (after, after_reply) = append("b", 0, 3);
-    commit(&mut conn, vec![before, bad, after], &counters);
+    commit(&mut conn, ops(vec![before, bad, after]), &counters);
     assert_eq!(before_reply.blocking_recv().unwrap().result.unwrap(), 1);
     assert_eq!(after_reply.blocking_recv().unwrap().result.unwrap(), 3);
     match bad_reply.try_recv().unwrap().result {
@@ -124,12 +121,12 @@ fn a_statement_failing_midway_undoes_only_its_own_append() {
 
     // Alone, the failed append is the whole transaction: nothing of it is written either.
     let (alone, mut alone_reply) = append("bad", 0, 2);
-    commit(&mut conn, vec![alone], &counters);
+    commit(&mut conn, ops(vec![alone]), &counters);
     assert!(matches!(alone_reply.try_recv().unwrap().result, Err(StoreError::Backend { .. })));
     assert_eq!((journal_len(&conn, "bad"), run_rows(&conn, "bad")), (0, 0));
     // And the journal goes on from where it was for the others.
     let (next, next_reply) = append("a", 1, 1);
-    commit(&mut conn, vec![next], &counters);
+    commit(&mut conn, ops(vec![next]), &counters);
     assert_eq!(next_reply.blocking_recv().unwrap().result.unwrap(), 2);
     // The retried batch (one commit of two appends) and the last append; not the failed ones.
     let stats = counters.snapshot();
@@ -144,7 +141,7 @@ fn later_appends_check_and_write_the_run_in_one_statement() {
     let mut conn = database();
     let counters = WriteCounters::default();
     let (first, first_reply) = append("r", 0, 1);
-    commit(&mut conn, vec![first], &counters);
+    commit(&mut conn, ops(vec![first]), &counters);
     assert_eq!(first_reply.blocking_recv().unwrap().result.unwrap(), 1);
     let price = r#"{"input_per_mtok":1000000,"output_per_mtok":0}"#;
     conn.execute("UPDATE runs SET price = ?1 WHERE run_id = 'r'", [price]).unwrap();
@@ -162,7 +159,7 @@ fn later_appends_check_and_write_the_run_in_one_statement() {
     held.fence = Some(lease(2));
     let (unfenced, unfenced_reply) = append("r", 3, 1);
     let batch = vec![stale, used(fenced_off, 50), used(held, 7), used(unfenced, 5)];
-    commit(&mut conn, batch, &counters);
+    commit(&mut conn, ops(batch), &counters);
     assert!(matches!(
         stale_reply.try_recv().unwrap().result,
         Err(StoreError::Conflict { expected: 0, actual: 1, .. })
@@ -185,4 +182,74 @@ fn later_appends_check_and_write_the_run_in_one_statement() {
     assert!((cost - 12.0).abs() < 1e-9, "12 input tokens at $1 each: {cost}");
     let stats = counters.snapshot();
     assert_eq!((stats.commits, stats.appends, stats.entries), (2, 3, 4));
+}
+
+/// Claims and releases share the batch's transaction with the appends: a refused claim writes
+/// nothing and the rest commits; a release of a lease that is no longer the run's changes
+/// nothing; when a statement fails midway, the retried batch keeps the claims.
+#[test]
+fn claims_and_releases_commit_with_the_appends() {
+    let mut conn = database();
+    conn.execute("INSERT INTO leases VALUES ('taken', 'other', 1, 9999999999999)", []).unwrap();
+    let counters = WriteCounters::default();
+    let claim = |run_id: &str| {
+        let (reply, answer) = oneshot::channel();
+        let claim = Claim {
+            run_id: run_id.into(),
+            owner: "me".into(),
+            ttl: Duration::from_secs(60),
+            reply,
+        };
+        (Op::Claim(Box::new(claim)), answer)
+    };
+    let (mine, mut mine_reply) = claim("a");
+    let (taken, mut taken_reply) = claim("taken");
+    let (first, first_reply) = append("a", 0, 2);
+    let mut batch = vec![mine, taken];
+    batch.extend(ops(vec![first]));
+    commit(&mut conn, batch, &counters);
+    let lease = mine_reply.try_recv().unwrap().unwrap();
+    assert_eq!((lease.run_id.as_str(), lease.owner.as_str(), lease.epoch), ("a", "me", 1));
+    assert!(matches!(taken_reply.try_recv().unwrap(), Err(StoreError::LeaseHeld { .. })));
+    assert_eq!(first_reply.blocking_recv().unwrap().result.unwrap(), 2);
+    let owner = |conn: &Connection, run_id: &str| -> (String, i64) {
+        conn.query_row("SELECT owner, epoch FROM leases WHERE run_id = ?1", [run_id], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .unwrap()
+    };
+    assert_eq!(owner(&conn, "taken"), ("other".to_owned(), 1));
+    assert_eq!(commits(&counters), 1);
+
+    // A stale release changes nothing; the lease's own release frees it; a claim in a batch
+    // that a failing statement makes write again is kept.
+    conn.execute_batch(
+        "CREATE TRIGGER refuse BEFORE INSERT ON journal \
+         WHEN NEW.run_key = (SELECT run_key FROM runs WHERE run_id = 'bad') \
+         BEGIN SELECT RAISE(ABORT, 'disk full'); END;",
+    )
+    .unwrap();
+    let release = |lease: Lease| {
+        let (reply, answer) = oneshot::channel();
+        (Op::Release(Box::new(Release { lease, reply })), answer)
+    };
+    let stale = Lease { epoch: 0, ..lease.clone() };
+    let (stale, mut stale_reply) = release(stale);
+    let (own, mut own_reply) = release(lease);
+    let (again, mut again_reply) = claim("b");
+    let (bad, mut bad_reply) = append("bad", 0, 1);
+    let mut batch = vec![stale, own, again];
+    batch.extend(ops(vec![bad]));
+    commit(&mut conn, batch, &counters);
+    stale_reply.try_recv().unwrap().unwrap();
+    own_reply.try_recv().unwrap().unwrap();
+    assert_eq!(again_reply.try_recv().unwrap().unwrap().epoch, 1);
+    assert!(matches!(bad_reply.try_recv().unwrap().result, Err(StoreError::Backend { .. })));
+    assert_eq!(owner(&conn, "a"), (String::new(), 1));
+    assert_eq!(owner(&conn, "b"), ("me".to_owned(), 1));
+    assert_eq!(commits(&counters), 1, "the counters count transactions that committed appends");
+}
+
+fn commits(counters: &WriteCounters) -> u64 {
+    counters.snapshot().commits
 }
