@@ -6,7 +6,7 @@
 use super::{backend, corrupt, RedisStore};
 use crate::store::lease::ttl_ms;
 use crate::store::{from_json, to_json, ControlRequest, Lease, RemoteControl, StoreError};
-use ::redis::Script;
+use ::redis::{Script, ScriptInvocation};
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -64,6 +64,13 @@ impl Scripts {
     }
 }
 
+/// `script` called by the holder of `lease`: the lease's key, its owner and epoch.
+fn held<'a>(store: &RedisStore, script: &'a Script, lease: &Lease) -> ScriptInvocation<'a> {
+    let mut invocation = script.key(key(store, &lease.run_id));
+    invocation.arg(&lease.owner).arg(lease.epoch);
+    invocation
+}
+
 fn key(store: &RedisStore, run_id: &str) -> String {
     store.key(&["run:", run_id, ":lease"])
 }
@@ -114,18 +121,8 @@ pub(super) async fn renew(
     lease: &Lease,
     ttl: Duration,
 ) -> Result<Lease, StoreError> {
-    let reply: Vec<String> = store
-        .invoke(
-            store
-                .scripts
-                .lease
-                .renew
-                .key(key(store, &lease.run_id))
-                .arg(&lease.owner)
-                .arg(lease.epoch)
-                .arg(ttl_ms(ttl)),
-        )
-        .await?;
+    let renew = &store.scripts.lease.renew;
+    let reply: Vec<String> = store.invoke(held(store, renew, lease).arg(ttl_ms(ttl))).await?;
     match reply.first().map(String::as_str) {
         Some("ok") => Ok(Lease { expires_at_ms: parse(reply.get(1), "expiry")?, ..lease.clone() }),
         Some("lost") => Err(lost_reply(lease, &reply)),
@@ -134,17 +131,7 @@ pub(super) async fn renew(
 }
 
 pub(super) async fn release(store: &RedisStore, lease: &Lease) -> Result<(), StoreError> {
-    let _: Vec<String> = store
-        .invoke(
-            store
-                .scripts
-                .lease
-                .release
-                .key(key(store, &lease.run_id))
-                .arg(&lease.owner)
-                .arg(lease.epoch),
-        )
-        .await?;
+    let _: Vec<String> = store.invoke(&held(store, &store.scripts.lease.release, lease)).await?;
     Ok(())
 }
 

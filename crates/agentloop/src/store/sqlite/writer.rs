@@ -4,7 +4,8 @@
 //! come before its writes (a run's later appends make them in the statement that updates the
 //! run's row), so a refused append writes nothing and the others commit; should a statement
 //! fail midway (a full disk), the batch is written again with a savepoint around each append,
-//! so that only the failed one is undone. A run alone is not slower: a batch is whatever is
+//! so that only the failed one is undone. Leases' claims and releases join the batches the
+//! same way (checked, then written). A run alone is not slower: a batch is whatever is
 //! queued when the thread comes to it, and the thread waits for more only when
 //! [`SqliteOptions::group_commit_delay`](super::SqliteOptions::group_commit_delay) says so.
 
