@@ -223,11 +223,16 @@ impl RedisStore {
     }
 
     fn key(&self, parts: &[&str]) -> String {
-        let mut key = self.options.prefix.clone();
-        for part in parts {
-            key.push_str(part);
-        }
+        let mut key = String::new();
+        self.key_into(&mut key, parts);
         key
+    }
+
+    /// [`key`](Self::key), made in `key` (cleared first): an append reuses one buffer.
+    fn key_into(&self, key: &mut String, parts: &[&str]) {
+        key.clear();
+        key.push_str(&self.options.prefix);
+        parts.iter().for_each(|part| key.push_str(part));
     }
 
     fn ttl_ms(&self) -> u64 {
@@ -375,9 +380,7 @@ impl RedisStore {
         ];
         let mut key = String::with_capacity(self.options.prefix.len() + run_id.len() + 16);
         for parts in keys {
-            key.clear();
-            key.push_str(&self.options.prefix);
-            parts.iter().for_each(|part| key.push_str(part));
+            self.key_into(&mut key, parts);
             invocation.arg(key.as_str());
         }
         invocation
