@@ -71,6 +71,9 @@ pub struct Plan {
     /// `None`): every how many polls a task woken from another thread (an answer of SQLite's
     /// writer thread) is taken before the tasks woken on the runtime's own thread.
     pub global_queue_interval: Option<u32>,
+    /// [`SqliteOptions::wake_per_batch`](agentloop::store::sqlite::SqliteOptions) (`true`
+    /// unless `--wake-direct`).
+    pub wake_per_batch: bool,
 }
 
 /// Where agentloop's runs are journaled in the benchmark (`--store`).
@@ -137,9 +140,11 @@ impl JournalStore {
         std::env::temp_dir().join(format!("agentloop-bench-{}.db", std::process::id()))
     }
 
-    /// The store and its durability (`None`: no store).
+    /// The store and its durability (`None`: no store); a SQLite store wakes the runs it
+    /// answers once per batch or not as `wake_per_batch` says.
     pub async fn open(
         self,
+        wake_per_batch: bool,
     ) -> Result<Option<(Arc<dyn agentloop::store::RunStore>, agentloop::store::Durability)>, String>
     {
         use agentloop::store::{redis, sqlite, Durability, MemoryStore};
@@ -148,8 +153,9 @@ impl JournalStore {
             Self::None => None,
             Self::Memory => Some((Arc::new(MemoryStore::new()), Durability::Sync)),
             Self::Sqlite(mode) => {
-                let store =
-                    sqlite::SqliteStore::open(Self::sqlite_path()).map_err(|e| e.to_string())?;
+                let options = sqlite::SqliteOptions { wake_per_batch, ..Default::default() };
+                let store = sqlite::SqliteStore::open_with(Self::sqlite_path(), options)
+                    .map_err(|e| e.to_string())?;
                 Some((Arc::new(store), mode))
             }
             Self::Redis(mode) => {
@@ -290,7 +296,7 @@ pub async fn drive(plan: &Plan) -> Result<DriverReport, String> {
     let expected_rounds =
         if plan.kind == Kind::Trivial { 1 } else { plan.script.requests_per_run() };
     let journal = match plan.kind {
-        Kind::Agentloop if !plan.history => plan.store.open().await?,
+        Kind::Agentloop if !plan.history => plan.store.open(plan.wake_per_batch).await?,
         _ => None,
     };
     // The runs use the store through a timer of their calls; cleaning up uses it directly.
@@ -480,6 +486,7 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Plan, String
         history: false,
         store: JournalStore::None,
         global_queue_interval: None,
+        wake_per_batch: true,
     };
     let mut args = args.into_iter();
     let (mut k, mut p, mut l) = (10u32, 1u32, 0u64);
@@ -498,6 +505,7 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Plan, String
             "--runs" => plan.runs = number(value()?)?,
             "--history" => plan.history = true,
             "--store" => plan.store = value()?.parse()?,
+            "--wake-direct" => plan.wake_per_batch = false,
             "--global-queue-interval" => {
                 let n = u32::try_from(number(value()?)?).map_err(|e| e.to_string())?;
                 plan.global_queue_interval = Some(n.max(1));

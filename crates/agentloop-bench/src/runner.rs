@@ -368,6 +368,7 @@ pub async fn run(options: &Options) -> Result<Results, String> {
             history: false,
             store: JournalStore::None,
             global_queue_interval: None,
+            wake_per_batch: true,
         };
         let measured = run_driver(&server, options, &plan).await?;
         let line = format!(
@@ -393,6 +394,7 @@ pub async fn run(options: &Options) -> Result<Results, String> {
             history: false,
             store: JournalStore::None,
             global_queue_interval: None,
+            wake_per_batch: true,
         };
         let (floor, agentloop) =
             pairs(&server, options, &plan, sizes.seq_reps, &mut results.log).await?;
@@ -429,6 +431,7 @@ pub async fn run(options: &Options) -> Result<Results, String> {
             history: false,
             store: JournalStore::None,
             global_queue_interval: None,
+            wake_per_batch: true,
         };
         let (floor, agentloop) =
             pairs(&server, options, &plan, sizes.conc_reps, &mut results.log).await?;
@@ -482,6 +485,7 @@ async fn history(
         history: true,
         store: JournalStore::None,
         global_queue_interval: None,
+        wake_per_batch: true,
     };
     let (floor, agentloop) = pairs(server, options, &plan, sizes.history_reps, log).await?;
     let k = u64::from(sizes.history_k);

@@ -14,6 +14,7 @@ fn plan() -> Plan {
         history: false,
         store: JournalStore::None,
         global_queue_interval: None,
+        wake_per_batch: true,
     }
 }
 

@@ -39,7 +39,7 @@ mod writer;
 
 use super::stats::WriteCounters;
 use schema::{current_version, migrate};
-use writer::{Append, Grouping, Job, Op};
+use writer::{Append, Courier, Couriers, Grouping, Job, Op};
 
 /// The default database file.
 pub const DEFAULT_PATH: &str = ".agentloop/agentloop.db";
@@ -78,6 +78,15 @@ pub struct SqliteOptions {
     ///
     /// [`DEFAULT_LARGE_OUTPUT_BYTES`]: crate::store::DEFAULT_LARGE_OUTPUT_BYTES
     pub large_output_bytes: Option<usize>,
+    /// Whether a committed batch wakes each runtime that awaits its answers once (default
+    /// `true`): a task of the store's on that runtime gets the batch's answers and wakes the
+    /// waiting tasks from there, so they are queued as tasks woken on the runtime are.
+    /// `false`: the connection thread wakes each waiting task itself, from outside the
+    /// runtime, and tokio takes such tasks last while others are ready (one per 31 polls by
+    /// default, `global_queue_interval`), which under load makes an append wait longer in the
+    /// runtime's queue than in the store (docs/PERFORMANCE.md, "ninth step"). Callers that
+    /// are not a runtime's task (a future that `block_on` polls) are always woken directly.
+    pub wake_per_batch: bool,
 }
 
 impl Default for SqliteOptions {
@@ -91,6 +100,7 @@ impl Default for SqliteOptions {
             checkpoint_interval: Duration::from_millis(100),
             checkpoint_pages: 40_000,
             large_output_bytes: Some(super::DEFAULT_LARGE_OUTPUT_BYTES),
+            wake_per_batch: true,
         }
     }
 }
@@ -106,6 +116,9 @@ pub struct SqliteStore {
     counters: Arc<WriteCounters>,
     /// [`SqliteOptions::large_output_bytes`].
     large_output_bytes: Option<usize>,
+    /// The couriers that answer the waiters of each runtime; `None` without
+    /// [`SqliteOptions::wake_per_batch`].
+    couriers: Option<Couriers>,
 }
 
 /// The size in bytes the write-ahead log file is cut back to after a checkpoint, should it
@@ -181,6 +194,7 @@ impl SqliteStore {
             _checkpointer: checkpointer,
             counters,
             large_output_bytes: options.large_output_bytes,
+            couriers: options.wake_per_batch.then(Couriers::default),
         })
     }
 
@@ -200,12 +214,26 @@ impl SqliteStore {
         job: impl FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
         let (reply, answer) = tokio::sync::oneshot::channel();
+        let courier = self.courier();
         self.jobs
             .send(Job::Any(Box::new(move |conn| {
-                let _ = reply.send(job(conn));
+                let result = job(conn);
+                match courier {
+                    Some(courier) => courier.reply(Box::new(move || {
+                        let _ = reply.send(result);
+                    })),
+                    None => {
+                        let _ = reply.send(result);
+                    }
+                }
             })))
             .map_err(|_| closed())?;
         answer.await.map_err(|_| closed())?
+    }
+
+    /// Who wakes the calling task with a batched op's answer (`None`: the connection thread).
+    fn courier(&self) -> Option<Courier> {
+        self.couriers.as_ref().and_then(Couriers::current)
     }
 
     /// Queues `op` for the writer's next batch and waits for its answer.
@@ -303,6 +331,7 @@ impl SqliteStore {
             update,
             fence,
             reply,
+            courier: self.courier(),
             queued: std::time::Instant::now(),
         };
         self.jobs.send(Job::Batched(Op::Append(Box::new(append)))).map_err(|_| closed())?;
@@ -335,7 +364,7 @@ impl RunStore for SqliteStore {
     async fn claim(&self, run_id: &str, owner: &str, ttl: Duration) -> Result<Lease, StoreError> {
         let (reply, answer) = tokio::sync::oneshot::channel();
         let (run_id, owner) = (run_id.to_owned(), owner.to_owned());
-        let claim = writer::Claim { run_id, owner, ttl, reply };
+        let claim = writer::Claim { run_id, owner, ttl, reply, courier: self.courier() };
         self.batched(Op::Claim(Box::new(claim)), answer).await
     }
 
@@ -346,7 +375,7 @@ impl RunStore for SqliteStore {
 
     async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
         let (reply, answer) = tokio::sync::oneshot::channel();
-        let release = writer::Release { lease: lease.clone(), reply };
+        let release = writer::Release { lease: lease.clone(), reply, courier: self.courier() };
         self.batched(Op::Release(Box::new(release)), answer).await
     }
 

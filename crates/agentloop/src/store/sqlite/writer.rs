@@ -8,6 +8,7 @@
 //! same way (checked, then written). A run alone is not slower: a batch is whatever is
 //! queued when the thread comes to it, and the thread waits for more only when
 //! [`SqliteOptions::group_commit_delay`](super::SqliteOptions::group_commit_delay) says so.
+//! A committed batch's answers go to each waiting runtime at once (`courier.rs`).
 
 use super::{backend, int, lease, registry, Rows};
 use crate::store::outputs::OutputArtifact;
@@ -17,6 +18,9 @@ use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{params, Connection, TransactionBehavior};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::time::{Duration, Instant};
+
+mod courier;
+pub(super) use courier::{Courier, Couriers};
 
 /// Work for the connection thread.
 pub(super) enum Job {
@@ -43,12 +47,14 @@ pub(super) struct Claim {
     pub(super) owner: String,
     pub(super) ttl: Duration,
     pub(super) reply: tokio::sync::oneshot::Sender<Result<Lease, StoreError>>,
+    pub(super) courier: Option<Courier>,
 }
 
 /// A release of `lease` (nothing, when it is no longer the run's lease).
 pub(super) struct Release {
     pub(super) lease: Lease,
     pub(super) reply: tokio::sync::oneshot::Sender<Result<(), StoreError>>,
+    pub(super) courier: Option<Courier>,
 }
 
 /// One journal append, checked and written in the batch's transaction.
@@ -61,6 +67,8 @@ pub(super) struct Append {
     pub(super) update: SummaryUpdate,
     pub(super) fence: Option<Lease>,
     pub(super) reply: tokio::sync::oneshot::Sender<Answer>,
+    /// Who wakes the caller with the answer (`None`: the connection thread).
+    pub(super) courier: Option<Courier>,
     /// When it was queued (for [`WriteStats::append_wait_us`](crate::store::WriteStats)).
     pub(super) queued: Instant,
 }
@@ -124,6 +132,15 @@ impl Op {
                 }
                 Ok(Done::Released)
             }
+        }
+    }
+
+    /// Who wakes its caller with the answer, taken out of the op.
+    fn take_courier(&mut self) -> Option<Courier> {
+        match self {
+            Self::Append(append) => append.courier.take(),
+            Self::Claim(claim) => claim.courier.take(),
+            Self::Release(release) => release.courier.take(),
         }
     }
 
@@ -230,15 +247,12 @@ fn commit(conn: &mut Connection, batch: Vec<Op>, counters: &WriteCounters) {
                 })
                 .sum();
             counters.timed(waited, answered.saturating_duration_since(started));
-            for (op, result) in batch.into_iter().zip(results) {
-                op.answer(result.map_err(Failure::into_error));
-            }
+            let results = results.into_iter().map(|result| result.map_err(Failure::into_error));
+            courier::deliver(batch.into_iter().zip(results));
         }
         Err(error) => {
             let error = error.into_error();
-            for op in batch {
-                op.answer(Err(error.clone()));
-            }
+            courier::deliver(batch.into_iter().map(|op| (op, Err(error.clone()))));
         }
     }
 }

@@ -40,6 +40,7 @@ fn append(run_id: &str, expected_seq: u64, events: u64) -> (Append, Reply) {
             update,
             fence: None,
             reply,
+            courier: None,
             queued: std::time::Instant::now(),
         },
         answer,
@@ -199,6 +200,7 @@ fn claims_and_releases_commit_with_the_appends() {
             owner: "me".into(),
             ttl: Duration::from_secs(60),
             reply,
+            courier: None,
         };
         (Op::Claim(Box::new(claim)), answer)
     };
@@ -231,7 +233,7 @@ fn claims_and_releases_commit_with_the_appends() {
     .unwrap();
     let release = |lease: Lease| {
         let (reply, answer) = oneshot::channel();
-        (Op::Release(Box::new(Release { lease, reply })), answer)
+        (Op::Release(Box::new(Release { lease, reply, courier: None })), answer)
     };
     let stale = Lease { epoch: 0, ..lease.clone() };
     let (stale, mut stale_reply) = release(stale);
