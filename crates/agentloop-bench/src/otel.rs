@@ -115,6 +115,11 @@ pub struct Plan {
     /// process): the model is called over HTTP and streams its turns as SSE, as a real one
     /// does (`None`: the scripted model, in process, no HTTP).
     pub model_url: Option<String>,
+    /// The CPU the process's other threads (telemetry's export thread, its HTTP client's,
+    /// the metrics reader's) are moved to once a repetition's telemetry started, the loop's
+    /// thread staying where it is (`--export-cpu`; `None`: where the process was started).
+    /// Their CPU time is counted all the same.
+    pub export_cpu: Option<usize>,
 }
 
 /// A span sink that drops every request (encoded as OTLP protobuf, as for a collector).
@@ -457,6 +462,22 @@ fn user_sys_us() -> (f64, f64) {
     (field(11) / ticks * 1e6, field(12) / ticks * 1e6)
 }
 
+/// Moves every thread of the process but the calling one to `cpu`.
+fn other_threads_to(cpu: usize) -> Result<(), BenchError> {
+    let mut set = rustix::thread::CpuSet::new();
+    set.set(cpu);
+    let me = rustix::thread::gettid();
+    for entry in std::fs::read_dir("/proc/self/task")? {
+        let tid = entry?.file_name().to_string_lossy().parse::<i32>().ok();
+        let Some(tid) = tid.and_then(rustix::process::Pid::from_raw) else { continue };
+        if tid != me {
+            rustix::thread::sched_setaffinity(Some(tid), &set)
+                .map_err(|e| format!("moving thread {tid:?} to CPU {cpu}: {e}"))?;
+        }
+    }
+    Ok(())
+}
+
 async fn repeat(
     plan: &Plan,
     variant: Variant,
@@ -467,6 +488,9 @@ async fn repeat(
     let endpoint = plan.endpoint.as_deref().filter(|_| variant == Variant::Otlp);
     let received_before = received(client, endpoint).await;
     let telemetry = telemetry(plan, variant, total)?;
+    if let Some(cpu) = plan.export_cpu {
+        other_threads_to(cpu)?;
+    }
     let agent = agent(total, telemetry.as_ref(), plan.model_url.as_deref())?;
     for _ in 0..plan.warmup {
         one_run(&agent).await?;

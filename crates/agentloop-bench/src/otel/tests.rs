@@ -28,6 +28,8 @@ async fn every_span_of_the_workload_reaches_the_exporter() {
         endpoint: None,
         queue: None,
         model_url: None,
+        // Telemetry's threads moved (to the CPU every machine has).
+        export_cpu: Some(0),
     };
     let samples = run(&plan, |_| {}).await.unwrap();
     assert_eq!(samples.len(), 3);
