@@ -35,6 +35,7 @@ mod checkpointer;
 mod lease;
 mod registry;
 mod schema;
+mod statements;
 mod writer;
 
 use super::stats::WriteCounters;

@@ -2,6 +2,7 @@
 //! append in the append's own transaction (state, times, length, parent, usage and cost),
 //! and `list_runs`, which reads it with each run's lease (`LEFT JOIN leases`).
 
+use super::statements::{Sql, Statements};
 use super::{backend, int, uint};
 use crate::message::Usage;
 use crate::store::{
@@ -129,7 +130,7 @@ pub(super) fn current(conn: &Connection, run_id: &str) -> Result<Current, StoreE
 /// statement updates one row, and should it fail the batch's transaction (or the append's
 /// savepoint) is rolled back anyway.
 pub(super) fn advance(
-    conn: &Connection,
+    statements: &mut Statements<'_>,
     run_id: &str,
     expected: u64,
     next: u64,
@@ -138,16 +139,9 @@ pub(super) fn advance(
 ) -> Result<Option<i64>, StoreError> {
     let usage = update.usage;
     let (owner, epoch) = fence.map_or((None, 0), |(owner, epoch)| (Some(owner), epoch));
-    let changed = conn
-        .prepare_cached(
-            "UPDATE OR FAIL runs SET state = ?3, updated_ms = ?4, next_seq = ?5, \
-             input_tokens = input_tokens + ?6, output_tokens = output_tokens + ?7, \
-             cached_input_tokens = cached_input_tokens + ?8, \
-             reasoning_tokens = reasoning_tokens + ?9 \
-             WHERE run_id = ?1 AND next_seq = ?2 AND (?10 IS NULL OR EXISTS (\
-               SELECT 1 FROM leases WHERE run_id = ?1 AND owner = ?10 AND epoch = ?11))",
-        )
-        .and_then(|mut s| {
+    let changed = statements
+        .get(Sql::Advance)
+        .and_then(|s| {
             s.execute(params![
                 run_id,
                 int(expected),
@@ -166,12 +160,9 @@ pub(super) fn advance(
     if changed == 0 {
         return Ok(None);
     }
-    let (key, price, total) = conn
-        .prepare_cached(
-            "SELECT run_key, price, input_tokens, output_tokens, cached_input_tokens, \
-             reasoning_tokens FROM runs WHERE run_id = ?1",
-        )
-        .and_then(|mut s| {
+    let (key, price, total) = statements
+        .get(Sql::RunKey)
+        .and_then(|s| {
             s.query_row([run_id], |row| {
                 Ok((row.get::<_, i64>(0)?, row.get::<_, Option<String>>(1)?, usage_at(row, 2)?))
             })
@@ -182,6 +173,7 @@ pub(super) fn advance(
             .as_deref()
             .map(|json| from_json(json, &format!("run '{run_id}': its price")))
             .transpose()?;
+        let conn = statements.conn();
         conn.prepare_cached("UPDATE runs SET cost_usd = ?2 WHERE run_key = ?1")
             .and_then(|mut s| s.execute(params![key, cost_of(price.as_ref(), &total)]))
             .map_err(backend)?;

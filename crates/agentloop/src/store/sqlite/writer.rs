@@ -10,12 +10,13 @@
 //! [`SqliteOptions::group_commit_delay`](super::SqliteOptions::group_commit_delay) says so.
 //! A committed batch's answers go to each waiting runtime at once (`courier.rs`).
 
+use super::statements::{Sql, Statements, INSERT_ROWS};
 use super::{backend, int, lease, registry, Rows};
 use crate::store::outputs::OutputArtifact;
 use crate::store::stats::WriteCounters;
 use crate::store::{Lease, StoreError, SummaryUpdate};
 use rusqlite::types::{ToSqlOutput, ValueRef};
-use rusqlite::{params, Connection, TransactionBehavior};
+use rusqlite::{Connection, TransactionBehavior};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::time::{Duration, Instant};
 
@@ -114,10 +115,11 @@ impl Op {
         }
     }
 
-    /// Its checks, then its writes, in `conn`'s transaction.
-    fn write(&self, conn: &Connection) -> Result<Done, Failure> {
+    /// Its checks, then its writes, in the transaction of `statements`' connection.
+    fn write(&self, statements: &mut Statements<'_>) -> Result<Done, Failure> {
+        let conn = statements.conn();
         match self {
-            Self::Append(append) => write(conn, append).map(Done::Appended),
+            Self::Append(append) => write(statements, append).map(Done::Appended),
             Self::Claim(claim) => {
                 let lease = lease::claimed(conn, &claim.run_id, &claim.owner, claim.ttl)
                     .map_err(Failure::Check)?;
@@ -286,23 +288,25 @@ fn write_batch(
     let storage = |e| Failure::Write(backend(e));
     let mut tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(storage)?;
     let mut results = Vec::with_capacity(batch.len());
-    for op in batch {
-        let result = if savepoints {
+    if savepoints {
+        for op in batch {
             let savepoint = tx.savepoint().map_err(storage)?;
-            let result = op.write(&savepoint);
+            let result = op.write(&mut Statements::new(&savepoint));
             if result.is_ok() {
                 savepoint.commit().map_err(storage)?;
             }
             // Dropped uncommitted, the savepoint rolls back: this op wrote nothing.
-            result
-        } else {
-            match op.write(&tx) {
+            results.push(result);
+        }
+    } else {
+        let mut statements = Statements::new(&tx);
+        for op in batch {
+            match op.write(&mut statements) {
                 // Dropped uncommitted, the transaction rolls back.
                 Err(Failure::Write(error)) => return Err(Failure::Write(error)),
-                result => result,
+                result => results.push(result),
             }
-        };
-        results.push(result);
+        }
     }
     tx.commit().map_err(storage)?;
     Ok(results)
@@ -312,14 +316,15 @@ fn write_batch(
 /// the run's row (its summary; created by the run's first append) and the rows. A run's
 /// later appends check and write its row in one statement ([`registry::advance`]); only a
 /// refused one reads why.
-fn write(conn: &Connection, append: &Append) -> Result<u64, Failure> {
+fn write(statements: &mut Statements<'_>, append: &Append) -> Result<u64, Failure> {
+    let conn = statements.conn();
     let next = append.expected_seq + append.rows.len() as u64;
     if append.expected_seq > 0 && append.update.started.is_none() {
         let fence = append.fence.as_ref().map(|lease| (lease.owner.as_str(), lease.epoch));
         let (run_id, expected, update) = (&append.run_id, append.expected_seq, &append.update);
-        let advanced = registry::advance(conn, run_id, expected, next, update, fence);
+        let advanced = registry::advance(statements, run_id, expected, next, update, fence);
         if let Some(run_key) = advanced.map_err(Failure::Write)? {
-            insert_rows(conn, run_key, append)?;
+            insert_rows(statements, run_key, append)?;
             return Ok(next);
         }
     }
@@ -337,29 +342,42 @@ fn write(conn: &Connection, append: &Append) -> Result<u64, Failure> {
     }
     let run_key = registry::apply(conn, &append.run_id, &current, next, &append.update)
         .map_err(Failure::Write)?;
-    insert_rows(conn, run_key, append)?;
+    insert_rows(statements, run_key, append)?;
     Ok(next)
 }
 
 /// Inserts the append's rows into the journal of the run `run_key` (and the artifacts its
-/// rows refer to).
-fn insert_rows(conn: &Connection, run_key: i64, append: &Append) -> Result<(), Failure> {
+/// rows refer to): up to [`INSERT_ROWS`] rows per statement, since much of an insert's cost
+/// is the statement's own (an append has about three entries). `OR FAIL`, as in
+/// [`registry::advance`]: with `ABORT` SQLite would keep a statement journal to undo a
+/// statement of several rows that fails halfway; here a failed statement fails the append,
+/// and the batch's transaction (or the append's savepoint) is rolled back anyway.
+fn insert_rows(
+    statements: &mut Statements<'_>,
+    run_key: i64,
+    append: &Append,
+) -> Result<(), Failure> {
     let storage = |e| Failure::Write(backend(e));
     for artifact in &append.artifacts {
+        let conn = statements.conn();
         super::artifacts::insert(conn, &artifact.meta, &artifact.data).map_err(storage)?;
     }
-    let mut insert = conn
-        .prepare_cached(
-            "INSERT INTO journal (run_key, seq, at_ms, schema_version, event) \
-             VALUES (?1, ?2, ?3, ?4, ?5)",
-        )
-        .map_err(storage)?;
-    for (row, json) in append.rows.iter() {
-        // Bound as text without checking it again: serde_json wrote it, as UTF-8.
-        let event = ToSqlOutput::Borrowed(ValueRef::Text(json));
-        insert
-            .execute(params![run_key, int(row.seq), int(row.at_ms), row.schema_version, event])
-            .map_err(storage)?;
+    let mut rows = append.rows.iter().peekable();
+    let mut values: Vec<ToSqlOutput<'_>> = Vec::with_capacity(5 * INSERT_ROWS);
+    while rows.peek().is_some() {
+        values.clear();
+        for (row, json) in rows.by_ref().take(INSERT_ROWS) {
+            // Bound as text without checking it again: serde_json wrote it, as UTF-8.
+            values.extend([
+                ToSqlOutput::from(run_key),
+                ToSqlOutput::from(int(row.seq)),
+                ToSqlOutput::from(int(row.at_ms)),
+                ToSqlOutput::from(row.schema_version),
+                ToSqlOutput::Borrowed(ValueRef::Text(json)),
+            ]);
+        }
+        let insert = statements.get(Sql::Insert(values.len() / 5)).map_err(storage)?;
+        insert.execute(rusqlite::params_from_iter(values.iter())).map_err(storage)?;
     }
     Ok(())
 }

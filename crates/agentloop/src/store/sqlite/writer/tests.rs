@@ -255,3 +255,46 @@ fn claims_and_releases_commit_with_the_appends() {
 fn commits(counters: &WriteCounters) -> u64 {
     counters.snapshot().commits
 }
+
+/// Rows go in several per statement (`INSERT OR FAIL`): appends of any size keep every row in
+/// order, and a row refused after others of its statement were written (a trigger's
+/// `RAISE(FAIL)`, which keeps them) still leaves nothing of its append, while the rest of the
+/// batch commits.
+#[test]
+fn an_append_s_rows_go_in_whole_or_not_at_all() {
+    let mut conn = database();
+    let counters = WriteCounters::default();
+    conn.execute_batch(
+        "CREATE TRIGGER refuse BEFORE INSERT ON journal \
+         WHEN NEW.seq = 2 AND NEW.run_key = (SELECT run_key FROM runs WHERE run_id = 'half') \
+         BEGIN SELECT RAISE(FAIL, 'disk full'); END;",
+    )
+    .unwrap();
+    let mut batch = Vec::new();
+    let mut replies = Vec::new();
+    for (i, entries) in [1u64, 2, 3, 4, 5, 9].into_iter().enumerate() {
+        let run_id = format!("r{i}");
+        let (append, reply) = append(&run_id, 0, entries);
+        batch.push(append);
+        replies.push((run_id, entries, reply));
+    }
+    let (half, mut half_reply) = append("half", 0, 4);
+    batch.insert(3, half);
+    commit(&mut conn, ops(batch), &counters);
+    assert!(matches!(half_reply.try_recv().unwrap().result, Err(StoreError::Backend { .. })));
+    assert_eq!((journal_len(&conn, "half"), run_rows(&conn, "half")), (0, 0));
+    for (run_id, entries, reply) in replies {
+        assert_eq!(reply.blocking_recv().unwrap().result.unwrap(), entries);
+        let seqs: Vec<i64> = conn
+            .prepare(
+                "SELECT seq FROM journal JOIN runs USING (run_key) WHERE run_id = ?1 \
+                 ORDER BY journal.rowid",
+            )
+            .unwrap()
+            .query_map([&run_id], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(seqs, (0..i64::try_from(entries).unwrap()).collect::<Vec<_>>(), "{run_id}");
+    }
+}
