@@ -219,13 +219,12 @@ impl SqliteStore {
         self.jobs
             .send(Job::Any(Box::new(move |conn| {
                 let result = job(conn);
+                let send = move || {
+                    let _ = reply.send(result);
+                };
                 match courier {
-                    Some(courier) => courier.reply(Box::new(move || {
-                        let _ = reply.send(result);
-                    })),
-                    None => {
-                        let _ = reply.send(result);
-                    }
+                    Some(courier) => courier.reply(Box::new(send)),
+                    None => send(),
                 }
             })))
             .map_err(|_| closed())?;

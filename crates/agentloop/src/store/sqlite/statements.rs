@@ -7,6 +7,16 @@
 
 use rusqlite::{CachedStatement, Connection};
 
+/// The `INSERT` of journal rows with these `VALUES`.
+macro_rules! insert {
+    ($values:literal) => {
+        concat!(
+            "INSERT OR FAIL INTO journal (run_key, seq, at_ms, schema_version, event) VALUES ",
+            $values
+        )
+    };
+}
+
 /// A statement of the fast path.
 #[derive(Debug, Clone, Copy)]
 pub(super) enum Sql {
@@ -42,22 +52,10 @@ impl Sql {
                  reasoning_tokens FROM runs WHERE run_id = ?1"
             }
             Self::Insert(rows) => match rows.clamp(1, INSERT_ROWS) {
-                1 => concat!(
-                "INSERT OR FAIL INTO journal (run_key, seq, at_ms, schema_version, event) VALUES ",
-                "(?, ?, ?, ?, ?)"
-            ),
-                2 => concat!(
-                "INSERT OR FAIL INTO journal (run_key, seq, at_ms, schema_version, event) VALUES ",
-                "(?, ?, ?, ?, ?), (?, ?, ?, ?, ?)"
-            ),
-                3 => concat!(
-                "INSERT OR FAIL INTO journal (run_key, seq, at_ms, schema_version, event) VALUES ",
-                "(?, ?, ?, ?, ?), (?, ?, ?, ?, ?), (?, ?, ?, ?, ?)"
-            ),
-                _ => concat!(
-                "INSERT OR FAIL INTO journal (run_key, seq, at_ms, schema_version, event) VALUES ",
-                "(?, ?, ?, ?, ?), (?, ?, ?, ?, ?), (?, ?, ?, ?, ?), (?, ?, ?, ?, ?)"
-            ),
+                1 => insert!("(?, ?, ?, ?, ?)"),
+                2 => insert!("(?, ?, ?, ?, ?), (?, ?, ?, ?, ?)"),
+                3 => insert!("(?, ?, ?, ?, ?), (?, ?, ?, ?, ?), (?, ?, ?, ?, ?)"),
+                _ => insert!("(?, ?, ?, ?, ?), (?, ?, ?, ?, ?), (?, ?, ?, ?, ?), (?, ?, ?, ?, ?)"),
             },
         }
     }

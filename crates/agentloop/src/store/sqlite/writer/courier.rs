@@ -66,10 +66,11 @@ impl Couriers {
         let handle = tokio::runtime::Handle::try_current().ok()?;
         let runtime = handle.id();
         let mut couriers = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        couriers.retain(|(_, courier)| !courier.0.is_closed());
-        if let Some((_, courier)) = couriers.iter().find(|(id, _)| *id == runtime) {
+        let live = |courier: &Courier| !courier.0.is_closed();
+        if let Some((_, courier)) = couriers.iter().find(|(id, c)| *id == runtime && live(c)) {
             return Some(courier.clone());
         }
+        couriers.retain(|(_, courier)| live(courier));
         let (sender, mut parcels) = mpsc::unbounded_channel::<Parcel>();
         handle.spawn(async move {
             while let Some(parcel) = parcels.recv().await {
