@@ -9,6 +9,8 @@
 //! event streamed and consumed. Each [`Variant`] runs the same workload:
 //!
 //! - [`Variant::Off`]: no observer;
+//! - [`Variant::Observer`]: an observer that records nothing (it sees every event and gives
+//!   each model call the same `traceparent`): the cost of observing itself;
 //! - [`Variant::SpansOnly`]: telemetry at 100 % sampling into an exporter that discards
 //!   every batch, metrics off;
 //! - [`Variant::Discard`]: the same with metrics on (recorded, aggregated and collected,
@@ -29,6 +31,7 @@ use crate::measure;
 use crate::report::median;
 use crate::via_agentloop::Add;
 use agentloop::message::Usage;
+use agentloop::observe::{ObservedRun, Observer, RunObserver};
 use agentloop::prelude::*;
 use agentloop::provider::scripted::{ScriptedModel, ScriptedTurn};
 use agentloop_otel::{Sampling, SpanSink, SpanStats, Telemetry, TelemetryConfig};
@@ -39,6 +42,7 @@ use opentelemetry_sdk::metrics::exporter::PushMetricExporter;
 use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider, Temporality};
 use serde::Serialize;
 use std::error::Error;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// What can go wrong: setup, a run, or a check.
@@ -60,6 +64,9 @@ const SETTLE_TIMEOUT: Duration = Duration::from_secs(60);
 pub enum Variant {
     /// No telemetry.
     Off,
+    /// An observer that sees every event and gives each model call a `traceparent`, and
+    /// records nothing: what observing costs before telemetry does any work.
+    Observer,
     /// Spans into a discarding exporter, no metrics.
     SpansOnly,
     /// Spans into a discarding exporter, metrics recorded in memory.
@@ -70,13 +77,14 @@ pub enum Variant {
 
 impl Variant {
     /// Every variant, in the order a repetition runs them.
-    pub const ALL: [Variant; 4] =
-        [Variant::Off, Variant::SpansOnly, Variant::Discard, Variant::Otlp];
+    pub const ALL: [Variant; 5] =
+        [Variant::Off, Variant::Observer, Variant::SpansOnly, Variant::Discard, Variant::Otlp];
 
     /// Its short name.
     pub fn name(self) -> &'static str {
         match self {
             Variant::Off => "off",
+            Variant::Observer => "observer",
             Variant::SpansOnly => "spans-only",
             Variant::Discard => "discard",
             Variant::Otlp => "otlp",
@@ -87,6 +95,7 @@ impl Variant {
     pub fn describe(self) -> &'static str {
         match self {
             Variant::Off => "telemetry off",
+            Variant::Observer => "an observer that records nothing",
             Variant::SpansOnly => "on, spans discarded in process, metrics off",
             Variant::Discard => "on, spans and metrics discarded in process",
             Variant::Otlp => "on, OTLP/HTTP protobuf to the receiver, metrics on",
@@ -154,6 +163,29 @@ impl PushMetricExporter for DiscardMetrics {
 
     fn temporality(&self) -> Temporality {
         Temporality::Cumulative
+    }
+}
+
+/// An observer that sees every event and gives a `traceparent` (the same for every call)
+/// and records nothing ([`Variant::Observer`]).
+#[derive(Debug, Default)]
+pub struct NullObserver;
+
+impl Observer for NullObserver {
+    fn observe(&self, _run: &ObservedRun<'_>) -> Option<Arc<dyn RunObserver>> {
+        Some(Arc::new(NullRun))
+    }
+}
+
+struct NullRun;
+
+impl RunObserver for NullRun {
+    fn on_event(&self, event: &agentloop::event::Event) {
+        std::hint::black_box(event);
+    }
+
+    fn trace_parent(&self, _call_id: Option<&str>) -> Option<String> {
+        Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".to_owned())
     }
 }
 
@@ -356,7 +388,7 @@ pub async fn run(
 /// `bench-k1-p1-l0`: one `add` call, then the answer, at once).
 fn agent(
     runs: u64,
-    telemetry: Option<&Telemetry>,
+    observer: Option<Arc<dyn Observer>>,
     model_url: Option<&str>,
 ) -> Result<Agent, BenchError> {
     let mut builder = match model_url {
@@ -372,8 +404,8 @@ fn agent(
         }
     };
     builder = builder.name("bench").tool(Add).max_iterations(3);
-    if let Some(telemetry) = telemetry {
-        builder = builder.observer(telemetry.observer());
+    if let Some(observer) = observer {
+        builder = builder.observer(observer);
     }
     Ok(builder.build()?)
 }
@@ -405,7 +437,7 @@ fn telemetry(plan: &Plan, variant: Variant, runs: u64) -> Result<Option<Telemetr
     let spans = usize::try_from(runs * SPANS_PER_RUN).unwrap_or(usize::MAX);
     config.queue_size = plan.queue.unwrap_or(spans.max(2048));
     Ok(match variant {
-        Variant::Off => None,
+        Variant::Off | Variant::Observer => None,
         Variant::SpansOnly => {
             config.metrics = false;
             Some(Telemetry::with_sink(config, Discard, None))
@@ -491,7 +523,12 @@ async fn repeat(
     if let Some(cpu) = plan.export_cpu {
         other_threads_to(cpu)?;
     }
-    let agent = agent(total, telemetry.as_ref(), plan.model_url.as_deref())?;
+    let observer = match (&telemetry, variant) {
+        (Some(telemetry), _) => Some(telemetry.observer()),
+        (None, Variant::Observer) => Some(Arc::new(NullObserver) as Arc<dyn Observer>),
+        (None, _) => None,
+    };
+    let agent = agent(total, observer, plan.model_url.as_deref())?;
     for _ in 0..plan.warmup {
         one_run(&agent).await?;
     }

@@ -1,5 +1,6 @@
-//! The export queue: a span is encoded as OTLP protobuf as it ends, on the thread that ends
-//! it, and its bytes wait here in batches (bounded: a full queue drops the span and counts
+//! The export queue: a span is encoded as OTLP protobuf as it goes (`SpanRecord`) and
+//! written into the batch being filled as it ends, on the thread that ends it, and its
+//! bytes wait here in batches (bounded: a full queue drops the span and counts
 //! it) until one thread of its own frames each batch as a request and hands it to a
 //! [`SpanSink`]: HTTP/protobuf, gRPC, or a sink of the caller's. A run never waits for it.
 //! Only whole batch buffers cross between the threads, and they are reused: no span's
@@ -117,14 +118,10 @@ impl Queue {
         Self { shared, thread: Mutex::new(thread) }
     }
 
-    /// Queues an ended span, encoded into `scratch` first (or drops it, counted, when the
-    /// queue is full or shut).
-    pub(crate) fn end(&self, span: &SpanRecord, scratch: &mut Vec<u8>) {
+    /// Queues `span`, ended at `end`: encoded straight into the batch being filled (or
+    /// dropped, counted, when the queue is full or shut).
+    pub(crate) fn end(&self, span: &SpanRecord, end: u64) {
         self.shared.counters.ended();
-        scratch.clear();
-        // Room for most spans at once (a root with content capture may grow it).
-        scratch.reserve(4096);
-        otlp::span_entry(span, scratch);
         let mut state = self.shared.lock();
         if state.shutdown || state.queued >= self.shared.capacity {
             drop(state);
@@ -132,7 +129,7 @@ impl Queue {
             return;
         }
         state.queued += 1;
-        state.current.entries.extend_from_slice(scratch);
+        otlp::span_entry(span, end, &mut state.current.entries);
         state.current.spans += 1;
         if state.current.spans >= self.shared.batch {
             let entries = state.spare.pop().unwrap_or_default();

@@ -1,12 +1,13 @@
-//! OTLP protobuf encoding of agentloop's span records: an `ExportTraceServiceRequest`
-//! (opentelemetry-proto `collector/trace/v1`) written straight from [`SpanRecord`]s into one
-//! reusable buffer. The same bytes go out over HTTP/protobuf and gRPC.
+//! OTLP protobuf encoding of agentloop's spans: each [`SpanRecord`] encodes its fields as
+//! they become known, its entry is written into the export queue's batch when it ends, and
+//! a batch is framed as one `ExportTraceServiceRequest` (opentelemetry-proto
+//! `collector/trace/v1`). The same bytes go out over HTTP/protobuf and gRPC.
 //!
 //! The field numbers are those of `opentelemetry/proto/trace/v1/trace.proto` and
 //! `common/v1/common.proto`; the unit tests decode the output with the project's own
 //! generated types (the `opentelemetry-proto` crate) and compare field by field.
 
-use crate::span::{Attr, SpanContext, SpanRecord, Status, Value};
+use crate::span::{Kind, SpanContext, SpanId, SpanRecord, Status, Value};
 
 const VARINT: u32 = 0;
 const FIXED64: u32 = 1;
@@ -65,6 +66,15 @@ impl<'a> Writer<'a> {
         self.bytes(field, value.as_bytes());
     }
 
+    /// A string field holding the concatenation of `parts`.
+    fn string_parts(&mut self, field: u32, parts: &[&str]) {
+        self.key(field, LEN);
+        self.varint(parts.iter().map(|p| p.len()).sum::<usize>() as u64);
+        for part in parts {
+            self.buf.extend_from_slice(part.as_bytes());
+        }
+    }
+
     /// A nested message: written in place after a length of `room` bytes (the guess for
     /// its size), which is resized (the body moved) when the body turns out to need
     /// another.
@@ -94,23 +104,30 @@ impl<'a> Writer<'a> {
 
     /// A `KeyValue` in field `field`; its lengths are known before it is written, so it
     /// is written in one pass.
-    fn key_value(&mut self, field: u32, key: &str, value: &Value) {
+    fn key_value(&mut self, field: u32, key: &str, value: &Value<'_>) {
         let value_len = any_value_len(value);
         let len = 1 + varint_len(key.len()) + key.len() + 1 + varint_len(value_len) + value_len;
         self.buf.reserve(len + 6);
-        self.key(field, LEN);
-        self.varint(len as u64);
-        self.string(1, key);
-        self.key(2, LEN);
-        self.varint(value_len as u64);
-        match value {
-            Value::Text(text) => self.string(1, text.as_str()),
-            Value::Bool(b) => self.uint(2, u64::from(*b)),
-            Value::Int(i) => self.uint(3, *i as u64),
+        if field < 16 && len < 128 {
+            // Most attributes: every tag and length is one byte.
+            let (tag, key_len) = ((field << 3 | LEN) as u8, key.len() as u8);
+            self.buf.extend_from_slice(&[tag, len as u8, 1 << 3 | LEN as u8, key_len]);
+            self.buf.extend_from_slice(key.as_bytes());
+            self.buf.extend_from_slice(&[2 << 3 | LEN as u8, value_len as u8]);
+        } else {
+            self.key(field, LEN);
+            self.varint(len as u64);
+            self.string(1, key);
+            self.key(2, LEN);
+            self.varint(value_len as u64);
+        }
+        match *value {
+            Value::Text(text) => self.string(1, text),
+            Value::Bool(b) => self.uint(2, u64::from(b)),
+            Value::Int(i) => self.uint(3, i as u64),
             Value::Float(f) => self.fixed64(4, f.to_bits()),
             Value::TextList(text) => {
                 // ArrayValue { values: [AnyValue { string_value }] }
-                let text = text.as_str();
                 let inner = 1 + varint_len(text.len()) + text.len();
                 self.key(5, LEN);
                 self.varint((1 + varint_len(inner) + inner) as u64);
@@ -121,51 +138,51 @@ impl<'a> Writer<'a> {
         }
     }
 
-    fn attributes(&mut self, field: u32, attributes: &[Attr]) {
-        for a in attributes {
-            self.key_value(field, a.key, &a.value);
+    fn attributes(&mut self, field: u32, attributes: &[(&str, Value<'_>)]) {
+        for (key, value) in attributes {
+            self.key_value(field, key, value);
         }
     }
 
-    fn span(&mut self, span: &SpanRecord) {
-        let context = &span.context;
-        self.bytes(1, &context.trace_id);
-        self.bytes(2, &context.span_id);
-        if let Some(parent) = &span.parent {
+    /// A span's attribute (`Span.attributes`).
+    pub(crate) fn attribute(&mut self, key: &str, value: &Value<'_>) {
+        self.key_value(9, key, value);
+    }
+
+    /// The fields of a span known when it starts: its name (the concatenation of `name`),
+    /// kind, parent (its id, and whether it is in another process) and flags.
+    pub(crate) fn span_start(
+        &mut self,
+        name: &[&str],
+        kind: Kind,
+        parent: Option<(SpanId, bool)>,
+        context: &SpanContext,
+    ) {
+        if let Some((parent, _)) = &parent {
             self.bytes(4, parent);
         }
-        self.string(5, span.name.as_str());
-        self.uint(6, span.kind as u64);
-        self.fixed64(7, span.start);
-        self.fixed64(8, span.end);
-        self.buf.extend_from_slice(&span.encoded);
-        self.attributes(9, &span.attributes);
-        for event in &span.events {
-            self.message(11, 1, |w| {
-                w.fixed64(1, event.time);
-                w.string(2, event.name);
-                w.attributes(3, &event.attributes);
-            });
-        }
-        for link in &span.links {
-            self.message(13, 1, |w| {
-                w.bytes(1, &link.trace_id);
-                w.bytes(2, &link.span_id);
-                w.fixed32(6, flags(link) | FLAGS_HAS_IS_REMOTE);
-            });
-        }
-        match &span.status {
-            Status::Unset => {}
-            Status::Ok => self.message(15, 1, |w| w.uint(3, 1)),
-            Status::Error(message) => self.message(15, 1, |w| {
-                if !message.is_empty() {
-                    w.string(2, message);
-                }
-                w.uint(3, 2);
-            }),
-        }
-        let remote = if span.remote_parent { FLAGS_IS_REMOTE } else { 0 };
+        self.string_parts(5, name);
+        self.uint(6, kind as u64);
+        let remote = if matches!(parent, Some((_, true))) { FLAGS_IS_REMOTE } else { 0 };
         self.fixed32(16, flags(context) | FLAGS_HAS_IS_REMOTE | remote);
+    }
+
+    /// A span event (`Span.events`) at `time`.
+    pub(crate) fn event(&mut self, time: u64, name: &str, attributes: &[(&str, Value<'_>)]) {
+        self.message(11, 2, |w| {
+            w.fixed64(1, time);
+            w.string(2, name);
+            w.attributes(3, attributes);
+        });
+    }
+
+    /// A link (`Span.links`) to a span of another process.
+    pub(crate) fn link(&mut self, other: &SpanContext) {
+        self.message(13, 1, |w| {
+            w.bytes(1, &other.trace_id);
+            w.bytes(2, &other.span_id);
+            w.fixed32(6, flags(other) | FLAGS_HAS_IS_REMOTE);
+        });
     }
 }
 
@@ -175,15 +192,15 @@ pub(crate) fn varint_len(value: usize) -> usize {
 }
 
 /// The encoded length of an `AnyValue` holding `value`.
-fn any_value_len(value: &Value) -> usize {
+fn any_value_len(value: &Value<'_>) -> usize {
     let string = |len: usize| 1 + varint_len(len) + len;
-    match value {
-        Value::Text(text) => string(text.as_str().len()),
+    match *value {
+        Value::Text(text) => string(text.len()),
         Value::Bool(_) => 2,
-        Value::Int(i) => 1 + varint_len_u64(*i as u64),
+        Value::Int(i) => 1 + varint_len_u64(i as u64),
         Value::Float(_) => 9,
         Value::TextList(text) => {
-            let any = string(text.as_str().len());
+            let any = string(text.len());
             let array = 1 + varint_len(any) + any;
             1 + varint_len(array) + array
         }
@@ -208,29 +225,63 @@ pub(crate) struct Preamble {
 
 impl Preamble {
     /// From the resource's attributes (`service.name`, …).
-    pub(crate) fn new(resource: &[(String, Value)]) -> Self {
+    pub(crate) fn new(resource: &[(&str, Value<'_>)]) -> Self {
         let mut body = Vec::new();
-        let mut w = Writer::new(&mut body);
-        for (key, value) in resource {
-            w.key_value(1, key, value);
-        }
+        Writer::new(&mut body).attributes(1, resource);
         Self { resource: body }
     }
 }
 
-/// `attributes` encoded as a span's (field 9), for [`SpanRecord::encoded`].
-pub(crate) fn attributes(attributes: &[Attr]) -> std::sync::Arc<[u8]> {
+/// `attributes` encoded as a span's, for [`SpanRecord::set_encoded`].
+pub(crate) fn attributes(attributes: &[(&str, Value<'_>)]) -> Vec<u8> {
     let mut buf = Vec::new();
     Writer::new(&mut buf).attributes(9, attributes);
-    buf.into()
+    buf
 }
 
-/// Appends `span` to `out` as an entry of `ScopeSpans.spans` (field 2): what
-/// [`encode`] frames into a request. Spans are encoded as they end, on the thread that ends
-/// them (which also frees them: no allocation crosses to the export thread).
-pub(crate) fn span_entry(span: &SpanRecord, out: &mut Vec<u8>) {
-    // A span is hundreds of bytes to a few kilobytes: a two-byte length, most often.
-    Writer::new(out).message(2, 2, |w| w.span(span));
+/// Appends `span`, ended at `end`, to `out` as an entry of `ScopeSpans.spans` (field 2):
+/// what [`encode`] frames into a request. Its ids, times and status go before the fields
+/// it encoded as it went ([`SpanRecord::body`]).
+pub(crate) fn span_entry(span: &SpanRecord, end: u64, out: &mut Vec<u8>) {
+    let context = &span.context;
+    let status_len = match &span.status {
+        Status::Unset => 0,
+        Status::Ok => 4,
+        Status::Error(message) if message.is_empty() => 4,
+        Status::Error(message) => {
+            let inner = 2 + 1 + varint_len(message.len()) + message.len();
+            1 + varint_len(inner) + inner
+        }
+    };
+    // trace id (2 + 16), span id (2 + 8), start and end (2 × 9).
+    let len = 18 + 10 + 18 + span.body.len() + status_len;
+    out.reserve(len + 4);
+    let mut w = Writer::new(out);
+    w.key(2, LEN);
+    w.varint(len as u64);
+    w.bytes(1, &context.trace_id);
+    w.bytes(2, &context.span_id);
+    w.fixed64(7, span.start);
+    w.fixed64(8, end);
+    w.buf.extend_from_slice(&span.body);
+    match &span.status {
+        Status::Unset => {}
+        Status::Ok => {
+            w.key(15, LEN);
+            w.varint(2);
+            w.uint(3, 1);
+        }
+        Status::Error(message) => {
+            let inner =
+                if message.is_empty() { 0 } else { 1 + varint_len(message.len()) + message.len() };
+            w.key(15, LEN);
+            w.varint((inner + 2) as u64);
+            if !message.is_empty() {
+                w.string(2, message);
+            }
+            w.uint(3, 2);
+        }
+    }
 }
 
 /// Frames span entries (from [`span_entry`]) as one `ExportTraceServiceRequest` into `out`
@@ -249,12 +300,12 @@ pub(crate) fn encode(preamble: &Preamble, entries: &[u8], out: &mut Vec<u8>) {
     });
 }
 
-/// Encodes `spans` as one request (tests).
+/// Encodes `spans` (each with its end time) as one request (tests).
 #[cfg(test)]
-pub(crate) fn encode_spans(preamble: &Preamble, spans: &[SpanRecord], out: &mut Vec<u8>) {
+pub(crate) fn encode_spans(preamble: &Preamble, spans: &[(SpanRecord, u64)], out: &mut Vec<u8>) {
     let mut entries = Vec::new();
-    for span in spans {
-        span_entry(span, &mut entries);
+    for (span, end) in spans {
+        span_entry(span, *end, &mut entries);
     }
     encode(preamble, &entries, out);
 }

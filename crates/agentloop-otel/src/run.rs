@@ -12,11 +12,11 @@
 //! Approvals, limits, stalls, continuations, answers and hook failures are span events.
 
 use crate::semconv as sc;
-use crate::span::{attr, now, Attr, Kind, SpanContext, SpanRecord, Status, Text, Value};
+use crate::span::{now, Kind, SpanContext, SpanRecord, Status, Value};
 use crate::telemetry::{Inner, ModelEntry};
 use crate::{content, ids};
 use agentloop::event::{Event, ModelPurpose};
-use agentloop::message::{FinishReason, ToolResultContent, Usage};
+use agentloop::message::{ToolResultContent, Usage};
 use agentloop::observe::{ObservedRun, RunObserver};
 use agentloop::run::{Outcome, StopReason};
 use std::borrow::Cow;
@@ -29,20 +29,19 @@ pub(crate) struct RunTrace {
     /// What the runs of this provider and model share (names, encoded attributes,
     /// metric instruments).
     model: Arc<ModelEntry>,
-    /// The request's parameters, which every model call of the run has.
-    chat_parameters: Vec<Attr>,
+    /// The request's parameters, which every model call of the run has, encoded.
+    chat_parameters: Vec<u8>,
     /// Whether the trace is recorded (an unsampled one still propagates its context and
     /// records metrics, but captures no content).
     sampled: bool,
     state: Mutex<State>,
 }
 
-/// Room for the attributes a model call's span gets when it ends (finish reasons, usage,
-/// duration, response id and model, output).
-const CHAT_END_ATTRIBUTES: usize = 8;
-/// Room for the attributes the run's span gets when it ends (elapsed time, tool calls,
-/// outcome, iterations, cost, usage, error).
-const ROOT_END_ATTRIBUTES: usize = 10;
+/// Room in a new span's buffer: most spans' fields fit.
+const SPAN_ROOM: usize = 512;
+/// Span buffers a run keeps for reuse, at most (it has four spans open at most, but for
+/// parallel tool calls).
+const SPARE_BUFFERS: usize = 8;
 
 struct State {
     root: SpanRecord,
@@ -56,8 +55,8 @@ struct State {
     elapsed_ms: u64,
     tool_calls: u32,
     ended: bool,
-    /// Where an ended span is encoded (reused).
-    scratch: Vec<u8>,
+    /// The buffers of ended spans, for the next ones.
+    spare: Vec<Vec<u8>>,
 }
 
 impl State {
@@ -72,51 +71,46 @@ impl RunTrace {
     pub(crate) fn start(telemetry: Arc<Inner>, run: &ObservedRun<'_>) -> Self {
         let config = run.config;
         let model = telemetry.model(sc::provider_name(run.provider), run.model);
-        let mut chat_parameters = Vec::new();
+        let mut parameters: Vec<(&str, Value<'_>)> = Vec::new();
         if let Some(temperature) = config.temperature {
-            chat_parameters.push(attr(sc::REQUEST_TEMPERATURE, f64::from(temperature)));
+            parameters.push((sc::REQUEST_TEMPERATURE, f64::from(temperature).into()));
         }
         if let Some(max_tokens) = config.max_tokens {
-            chat_parameters.push(attr(sc::REQUEST_MAX_TOKENS, i64::from(max_tokens)));
+            parameters.push((sc::REQUEST_MAX_TOKENS, i64::from(max_tokens).into()));
         }
-        let agent = config.agent.as_deref();
-        let name = agent.map_or_else(|| "invoke_agent".to_owned(), |a| format!("invoke_agent {a}"));
-        let mut attributes = Vec::with_capacity(8 + ROOT_END_ATTRIBUTES);
-        attributes.extend([
-            attr(sc::OPERATION_NAME, "invoke_agent"),
-            attr(sc::PROVIDER_NAME, Text::Shared(model.provider.clone())),
-            attr(sc::REQUEST_MODEL, Text::Shared(model.model.clone())),
-            attr(sc::RUN_ID, run.run_id.to_owned()),
-        ]);
-        if let Some(agent) = agent {
-            attributes.push(attr(sc::AGENT_NAME, agent.to_owned()));
-        }
-        if let Some(context) = &config.context_id {
-            attributes.push(attr(sc::CONVERSATION_ID, context.clone()));
-        }
-        if let Some(parent) = &config.parent_run_id {
-            attributes.push(attr(sc::PARENT_RUN_ID, parent.clone()));
-        }
-        if run.resumed {
-            attributes.push(attr(sc::RUN_RESUMED, true));
-        }
+        let chat_parameters = crate::otlp::attributes(&parameters);
         let caller = config.trace_parent.as_deref().and_then(SpanContext::parse);
         let trace_id = caller.map_or_else(|| ids::run_trace_id(run.run_id), |c| c.trace_id);
         let sampled = telemetry.config.sampling.sampled(caller.map(|c| c.sampled), &trace_id);
         let first_span = ids::run_span_id(run.run_id);
-        let mut links = Vec::new();
-        if run.resumed {
-            // The stretch that began the run (its span id is the run's): the one this
-            // continues.
-            links.push(SpanContext { trace_id, span_id: first_span, sampled: true });
-        }
         let span_id = if run.resumed { telemetry.ids.span_id() } else { first_span };
         let context = SpanContext { trace_id, span_id, sampled };
-        let mut root = SpanRecord::new(context, Text::Owned(name), Kind::Internal);
-        root.parent = caller.map(|c| c.span_id);
-        root.remote_parent = caller.is_some();
-        root.attributes = attributes;
-        root.links = links;
+        let agent = config.agent.as_deref();
+        let name: &[&str] = match agent {
+            Some(agent) => &["invoke_agent ", agent],
+            None => &["invoke_agent"],
+        };
+        let parent = caller.map(|c| (c.span_id, true));
+        // An unsampled span records nothing: it needs no buffer.
+        let body = if sampled { Vec::with_capacity(SPAN_ROOM) } else { Vec::new() };
+        let mut root = SpanRecord::new(context, name, Kind::Internal, parent, body);
+        root.set_encoded(&model.agent_attributes);
+        root.set(sc::RUN_ID, run.run_id);
+        if let Some(agent) = agent {
+            root.set(sc::AGENT_NAME, agent);
+        }
+        if let Some(context) = &config.context_id {
+            root.set(sc::CONVERSATION_ID, context);
+        }
+        if let Some(parent) = &config.parent_run_id {
+            root.set(sc::PARENT_RUN_ID, parent);
+        }
+        if run.resumed {
+            root.set(sc::RUN_RESUMED, true);
+            // The stretch that began the run (its span id is the run's): the one this
+            // continues.
+            root.link(&SpanContext { trace_id, span_id: first_span, sampled: true });
+        }
         Self {
             telemetry,
             model,
@@ -132,7 +126,7 @@ impl RunTrace {
                 elapsed_ms: 0,
                 tool_calls: 0,
                 ended: false,
-                scratch: Vec::new(),
+                spare: Vec::new(),
             }),
         }
     }
@@ -146,19 +140,22 @@ impl RunTrace {
         (self.sampled && config.capture_content).then_some(config.content_max_bytes)
     }
 
-    /// A child span of `parent`, started now (or `ago` before now).
+    /// A child span of `parent` named by the concatenation of `name`, started now (or
+    /// `ago` before now), in a buffer from `spare`.
     fn child(
         &self,
+        spare: &mut Vec<Vec<u8>>,
         parent: &SpanContext,
-        name: impl Into<Text>,
+        name: &[&str],
         kind: Kind,
-        attributes: Vec<Attr>,
         ago: Option<Duration>,
     ) -> SpanRecord {
         let context = SpanContext { span_id: self.telemetry.ids.span_id(), ..*parent };
-        let mut span = SpanRecord::new(context, name.into(), kind);
-        span.parent = Some(parent.span_id);
-        span.attributes = attributes;
+        let body = match parent.sampled {
+            true => spare.pop().unwrap_or_else(|| Vec::with_capacity(SPAN_ROOM)),
+            false => Vec::new(),
+        };
+        let mut span = SpanRecord::new(context, name, kind, Some((parent.span_id, false)), body);
         if let Some(ago) = ago {
             let ago = u64::try_from(ago.as_nanos()).unwrap_or(u64::MAX);
             span.start = span.start.saturating_sub(ago);
@@ -166,13 +163,15 @@ impl RunTrace {
         span
     }
 
-    /// Ends `span` now: it goes to the export queue (encoded in `scratch`) if its trace is
-    /// sampled.
-    fn end(&self, scratch: &mut Vec<u8>, span: Option<SpanRecord>) {
-        if let Some(mut span) = span {
+    /// Ends `span` now: it goes to the export queue if its trace is sampled, and its
+    /// buffer to `spare`.
+    fn end(&self, spare: &mut Vec<Vec<u8>>, span: Option<SpanRecord>) {
+        if let Some(span) = span {
             if span.context.sampled {
-                span.end = now();
-                self.telemetry.queue.end(&span, scratch);
+                self.telemetry.queue.end(&span, now());
+            }
+            if spare.len() < SPARE_BUFFERS && span.body.capacity() > 0 {
+                spare.push(span.body);
             }
         }
     }
@@ -183,37 +182,37 @@ impl RunTrace {
                 if let Some(max) = self.capture() {
                     let span = &mut state.root;
                     if let Some(instructions) = &config.instructions {
-                        span.set(sc::SYSTEM_INSTRUCTIONS, content::cut(instructions.clone(), max));
+                        let text = content::cut(instructions.clone(), max);
+                        span.set(sc::SYSTEM_INSTRUCTIONS, &text);
                     }
-                    span.set(sc::INPUT_MESSAGES, content::messages(input, max));
+                    span.set(sc::INPUT_MESSAGES, &content::messages(input, max));
                 }
             }
             Event::IterationStarted { iteration, at_ms } => {
-                self.end(&mut state.scratch, state.iteration.take());
+                self.end(&mut state.spare, state.iteration.take());
                 state.elapsed_ms = *at_ms;
-                let attributes = vec![attr(sc::ITERATION, i64::from(*iteration))];
                 let root = state.root.context;
-                state.iteration =
-                    Some(self.child(&root, "iteration", Kind::Internal, attributes, None));
+                let mut span =
+                    self.child(&mut state.spare, &root, &["iteration"], Kind::Internal, None);
+                span.set(sc::ITERATION, i64::from(*iteration));
+                state.iteration = Some(span);
             }
             Event::IterationCompleted { duration_ms, .. } => {
                 state.elapsed_ms += duration_ms;
-                self.end(&mut state.scratch, state.iteration.take());
+                self.end(&mut state.spare, state.iteration.take());
             }
             Event::ModelRequested { iteration, purpose } => {
-                let mut attributes =
-                    Vec::with_capacity(self.chat_parameters.len() + 2 + CHAT_END_ATTRIBUTES);
-                attributes.extend_from_slice(&self.chat_parameters);
-                attributes.push(attr(sc::ITERATION, i64::from(*iteration)));
-                if let ModelPurpose::WindDown { .. } = purpose {
-                    attributes.push(attr(sc::MODEL_PURPOSE, "wind_down"));
-                }
                 let parent = *state.parent();
-                let name = Text::Shared(self.model.chat_name.clone());
-                let mut chat = self.child(&parent, name, Kind::Client, attributes, None);
-                chat.encoded = self.model.chat_attributes.clone();
+                let name = &[&*self.model.chat_name];
+                let mut chat = self.child(&mut state.spare, &parent, name, Kind::Client, None);
+                chat.set_encoded(&self.model.chat_attributes);
+                chat.set_encoded(&self.chat_parameters);
+                chat.set(sc::ITERATION, i64::from(*iteration));
+                if let ModelPurpose::WindDown { .. } = purpose {
+                    chat.set(sc::MODEL_PURPOSE, "wind_down");
+                }
                 if let Some((old, _)) = state.chat.replace((chat, Instant::now())) {
-                    self.end(&mut state.scratch, Some(old));
+                    self.end(&mut state.spare, Some(old));
                 }
             }
             Event::ModelRetrying { attempt, delay_ms, error } => {
@@ -221,13 +220,14 @@ impl RunTrace {
                     Some((span, _)) => span,
                     None => &mut state.root,
                 };
+                let (kind, message) = (kind_of(error), error.to_string());
                 span.event(
                     "agentloop.model.retry",
-                    vec![
-                        attr("agentloop.retry.attempt", i64::from(*attempt)),
-                        attr("agentloop.retry.delay_ms", millis(*delay_ms)),
-                        attr(sc::ERROR_TYPE, kind_of(error)),
-                        attr("exception.message", error.to_string()),
+                    &[
+                        ("agentloop.retry.attempt", i64::from(*attempt).into()),
+                        ("agentloop.retry.delay_ms", millis(*delay_ms).into()),
+                        (sc::ERROR_TYPE, (&kind).into()),
+                        ("exception.message", (&message).into()),
                     ],
                 );
             }
@@ -242,20 +242,20 @@ impl RunTrace {
             } => {
                 let Some((mut span, _)) = state.chat.take() else { return };
                 if let Some(id) = response_id {
-                    span.set(sc::RESPONSE_ID, id.clone());
+                    span.set(sc::RESPONSE_ID, id);
                 }
                 if let Some(model) = response_model {
-                    span.set(sc::RESPONSE_MODEL, model.clone());
+                    span.set(sc::RESPONSE_MODEL, model);
                 }
-                span.set(sc::RESPONSE_FINISH_REASONS, Value::TextList(finish_name(finish_reason)));
+                span.set(sc::RESPONSE_FINISH_REASONS, Value::TextList(finish_reason.as_str()));
                 span.set(sc::MODEL_DURATION_MS, millis(*duration_ms));
-                usage_attributes(&mut span.attributes, usage);
+                usage_attributes(&mut span, usage);
                 if let Some(max) = self.capture() {
                     let text = content::messages(std::slice::from_ref(message), max);
-                    span.set(sc::OUTPUT_MESSAGES, text);
+                    span.set(sc::OUTPUT_MESSAGES, &text);
                 }
                 span.status = Status::Ok;
-                self.end(&mut state.scratch, Some(span));
+                self.end(&mut state.spare, Some(span));
                 if let Some(metrics) = &self.model.metrics {
                     self.telemetry.record_model_call(metrics, Some(usage), *duration_ms, None);
                 }
@@ -264,8 +264,8 @@ impl RunTrace {
                 let kind = kind_of(error);
                 let duration = match state.chat.take() {
                     Some((mut span, started)) => {
-                        span.fail(kind.clone(), error.to_string());
-                        self.end(&mut state.scratch, Some(span));
+                        span.fail(&kind, error.to_string());
+                        self.end(&mut state.spare, Some(span));
                         started.elapsed()
                     }
                     None => Duration::ZERO,
@@ -277,14 +277,12 @@ impl RunTrace {
             }
             Event::ToolStarted { call, arguments } => {
                 state.tool_calls += 1;
-                let mut attributes = tool_attributes(&call.name, &call.id);
+                let parent = *state.parent();
+                let mut span = self.tool(&mut state.spare, &parent, &call.name, &call.id, None);
                 if let Some(max) = self.capture() {
                     let text = content::cut(arguments.to_string(), max);
-                    attributes.push(attr(sc::TOOL_CALL_ARGUMENTS, text));
+                    span.set(sc::TOOL_CALL_ARGUMENTS, &text);
                 }
-                let parent = *state.parent();
-                let name = format!("execute_tool {}", call.name);
-                let span = self.child(&parent, name, Kind::Internal, attributes, None);
                 state.tools.push((call.id.clone(), span));
             }
             Event::ToolCompleted { name, result, duration_ms, .. } => {
@@ -292,101 +290,107 @@ impl RunTrace {
                 self.tool_result(&mut span, &result.content);
                 span.set(sc::TOOL_STATUS, "ok");
                 span.status = Status::Ok;
-                self.end(&mut state.scratch, Some(span));
+                self.end(&mut state.spare, Some(span));
                 self.telemetry.record_tool_call(name, "ok");
             }
             Event::ToolFailed { name, result, error, duration_ms, .. } => {
                 let mut span = self.tool_span(state, name, &result.call_id, *duration_ms);
                 self.tool_result(&mut span, &result.content);
                 span.set(sc::TOOL_STATUS, "error");
-                span.fail(kind_of(error), error.to_string());
-                self.end(&mut state.scratch, Some(span));
+                span.fail(&kind_of(error), error.to_string());
+                self.end(&mut state.spare, Some(span));
                 self.telemetry.record_tool_call(name, "error");
             }
             Event::ToolTimedOut { name, result, timeout_ms, .. } => {
                 let mut span = self.tool_span(state, name, &result.call_id, *timeout_ms);
                 span.set(sc::TOOL_STATUS, "timeout");
                 span.fail("timeout", format!("no result within {timeout_ms} ms"));
-                self.end(&mut state.scratch, Some(span));
+                self.end(&mut state.spare, Some(span));
                 self.telemetry.record_tool_call(name, "timeout");
             }
             Event::ApprovalRequested { call, .. } => {
-                let mut attributes = tool_attributes(&call.name, &call.id);
-                attributes.truncate(2);
-                state.root.event("agentloop.approval.requested", attributes);
+                state.root.event(
+                    "agentloop.approval.requested",
+                    &[(sc::TOOL_NAME, (&call.name).into()), (sc::TOOL_CALL_ID, (&call.id).into())],
+                );
             }
             Event::ApprovalDecided { call_id, decision } => {
+                let decision = kind_of(decision);
                 state.root.event(
                     "agentloop.approval.decided",
-                    vec![
-                        attr(sc::TOOL_CALL_ID, call_id.clone()),
-                        attr("agentloop.approval.decision", kind_of(decision)),
+                    &[
+                        (sc::TOOL_CALL_ID, call_id.into()),
+                        ("agentloop.approval.decision", (&decision).into()),
                     ],
                 );
             }
             Event::LimitReached { limit } => {
-                let attributes = vec![attr("agentloop.limit", kind_of(limit))];
-                state.root.event("agentloop.limit_reached", attributes);
+                let limit = kind_of(limit);
+                state
+                    .root
+                    .event("agentloop.limit_reached", &[("agentloop.limit", (&limit).into())]);
             }
             Event::StallDetected { tool, count, .. } => {
                 state.root.event(
                     "agentloop.stall_detected",
-                    vec![
-                        attr(sc::TOOL_NAME, tool.clone()),
-                        attr("agentloop.stall.count", i64::from(*count)),
+                    &[
+                        (sc::TOOL_NAME, tool.into()),
+                        ("agentloop.stall.count", i64::from(*count).into()),
                     ],
                 );
             }
             Event::Paused { reason } => {
-                let attributes = vec![attr("agentloop.pause.reason", reason.clone())];
                 let root = state.root.context;
-                self.end(&mut state.scratch, state.pause.take());
-                state.pause = Some(self.child(&root, "pause", Kind::Internal, attributes, None));
+                self.end(&mut state.spare, state.pause.take());
+                let mut span =
+                    self.child(&mut state.spare, &root, &["pause"], Kind::Internal, None);
+                span.set("agentloop.pause.reason", reason);
+                state.pause = Some(span);
             }
-            Event::Resumed => self.end(&mut state.scratch, state.pause.take()),
+            Event::Resumed => self.end(&mut state.spare, state.pause.take()),
             Event::ContinuationRequested { .. } => {
-                state.root.event("agentloop.continuation", Vec::new());
+                state.root.event("agentloop.continuation", &[]);
             }
             Event::InputProvided { message } => {
-                let mut attributes = Vec::new();
-                if let Some(max) = self.capture() {
-                    let text = content::messages(std::slice::from_ref(message), max);
-                    attributes.push(attr(sc::INPUT_MESSAGES, text));
-                }
+                let text =
+                    self.capture().map(|max| content::messages(std::slice::from_ref(message), max));
+                let attributes: &[(&str, Value<'_>)] = match &text {
+                    Some(text) => &[(sc::INPUT_MESSAGES, Value::Text(text))],
+                    None => &[],
+                };
                 state.root.event("agentloop.input_provided", attributes);
             }
             Event::CompactionStarted { tokens_before, cut, .. } => {
-                let attributes = vec![
-                    attr("agentloop.compaction.tokens_before", millis(*tokens_before)),
-                    attr("agentloop.compaction.cut", millis(*cut as u64)),
-                ];
                 let root = state.root.context;
-                self.end(&mut state.scratch, state.compaction.take());
-                state.compaction =
-                    Some(self.child(&root, "compaction", Kind::Internal, attributes, None));
+                self.end(&mut state.spare, state.compaction.take());
+                let name = &["compaction"];
+                let mut span = self.child(&mut state.spare, &root, name, Kind::Internal, None);
+                span.set("agentloop.compaction.tokens_before", millis(*tokens_before));
+                span.set("agentloop.compaction.cut", millis(*cut as u64));
+                state.compaction = Some(span);
             }
             Event::CompactionCompleted { tokens_after, usage, .. } => {
                 if let Some(mut span) = state.compaction.take() {
                     span.set("agentloop.compaction.tokens_after", millis(*tokens_after));
-                    usage_attributes(&mut span.attributes, usage);
+                    usage_attributes(&mut span, usage);
                     span.status = Status::Ok;
-                    self.end(&mut state.scratch, Some(span));
+                    self.end(&mut state.spare, Some(span));
                 }
             }
             Event::CompactionFailed { error } => {
                 if let Some(mut span) = state.compaction.take() {
                     span.fail("compaction_failed", error.clone());
-                    self.end(&mut state.scratch, Some(span));
+                    self.end(&mut state.spare, Some(span));
                 }
             }
             Event::HookFailed { hook, point, error, critical } => {
                 state.root.event(
                     "agentloop.hook_failed",
-                    vec![
-                        attr("agentloop.hook.name", hook.clone()),
-                        attr("agentloop.hook.point", point.clone()),
-                        attr("agentloop.hook.critical", *critical),
-                        attr("exception.message", error.clone()),
+                    &[
+                        ("agentloop.hook.name", hook.into()),
+                        ("agentloop.hook.point", point.into()),
+                        ("agentloop.hook.critical", (*critical).into()),
+                        ("exception.message", error.into()),
                     ],
                 );
             }
@@ -397,10 +401,10 @@ impl RunTrace {
             _ => {
                 if let Some(outcome) = event.outcome() {
                     if let Event::RunFailed { error, .. } = event {
-                        state.root.fail(stop_kind(&outcome.stop_reason), error.clone());
+                        state.root.fail(&stop_kind(&outcome.stop_reason), error.clone());
                     } else if outcome.is_failure() {
                         let kind = stop_kind(&outcome.stop_reason);
-                        state.root.fail(kind.clone(), kind.into_owned());
+                        state.root.fail(&kind, kind.clone().into_owned());
                     } else {
                         state.root.status = Status::Ok;
                     }
@@ -424,14 +428,29 @@ impl RunTrace {
         }
         let parent = *state.parent();
         let ago = Some(Duration::from_millis(duration_ms));
-        let attributes = tool_attributes(name, call_id);
-        self.child(&parent, format!("execute_tool {name}"), Kind::Internal, attributes, ago)
+        self.tool(&mut state.spare, &parent, name, call_id, ago)
+    }
+
+    /// The span of a call of tool `name` (started `ago` before now, or now).
+    fn tool(
+        &self,
+        spare: &mut Vec<Vec<u8>>,
+        parent: &SpanContext,
+        name: &str,
+        call_id: &str,
+        ago: Option<Duration>,
+    ) -> SpanRecord {
+        let mut span = self.child(spare, parent, &["execute_tool ", name], Kind::Internal, ago);
+        span.set(sc::TOOL_NAME, name);
+        span.set(sc::TOOL_CALL_ID, call_id);
+        span.set_encoded(&self.telemetry.tool_attributes);
+        span
     }
 
     /// Records the result (content capture only: the text is not made otherwise).
     fn tool_result(&self, span: &mut SpanRecord, result: &ToolResultContent) {
         if let Some(max) = self.capture() {
-            span.set(sc::TOOL_CALL_RESULT, content::cut(result.to_text(), max));
+            span.set(sc::TOOL_CALL_RESULT, &content::cut(result.to_text(), max));
         }
     }
 
@@ -443,30 +462,30 @@ impl RunTrace {
         state.ended = true;
         for (_, mut span) in std::mem::take(&mut state.tools) {
             span.fail("interrupted", "the run stopped before the call ended");
-            self.end(&mut state.scratch, Some(span));
+            self.end(&mut state.spare, Some(span));
         }
         if let Some((mut span, _)) = state.chat.take() {
             span.fail("interrupted", "the run stopped before the model answered");
-            self.end(&mut state.scratch, Some(span));
+            self.end(&mut state.spare, Some(span));
         }
-        self.end(&mut state.scratch, state.compaction.take());
-        self.end(&mut state.scratch, state.pause.take());
-        self.end(&mut state.scratch, state.iteration.take());
+        self.end(&mut state.spare, state.compaction.take());
+        self.end(&mut state.spare, state.pause.take());
+        self.end(&mut state.spare, state.iteration.take());
         let root = &mut state.root;
         root.set(sc::RUN_ELAPSED_MS, millis(state.elapsed_ms));
         root.set(sc::RUN_TOOL_CALLS, i64::from(state.tool_calls));
         if let Some(outcome) = outcome {
             let kind = stop_kind(&outcome.stop_reason);
-            root.set(sc::RUN_OUTCOME, Text::from(kind.clone()));
+            root.set(sc::RUN_OUTCOME, &*kind);
             root.set(sc::RUN_ITERATIONS, i64::from(outcome.iterations));
             root.set(sc::RUN_COST_USD, outcome.metrics.cost_usd);
-            usage_attributes(&mut root.attributes, &outcome.usage);
+            usage_attributes(root, &outcome.usage);
             self.telemetry.record_run(&kind, outcome.iterations, outcome.metrics.cost_usd);
         }
         // What is left in its place keeps the context (for `trace_parent`) and is never ended.
-        let placeholder = SpanRecord::new(root.context, Text::Static(""), Kind::Internal);
+        let placeholder = SpanRecord::placeholder(root.context);
         let root = std::mem::replace(&mut state.root, placeholder);
-        self.end(&mut state.scratch, Some(root));
+        self.end(&mut state.spare, Some(root));
     }
 }
 
@@ -500,42 +519,21 @@ impl RunObserver for RunTrace {
     }
 }
 
-fn tool_attributes(name: &str, call_id: &str) -> Vec<Attr> {
-    // Room for the status, an error and (content capture) arguments and result.
-    let mut attributes = Vec::with_capacity(8);
-    attributes.extend([
-        attr(sc::TOOL_NAME, name.to_owned()),
-        attr(sc::TOOL_CALL_ID, call_id.to_owned()),
-        attr(sc::OPERATION_NAME, "execute_tool"),
-        attr(sc::TOOL_TYPE, "function"),
-    ]);
-    attributes
-}
-
-/// Appends the token counts of `usage` (cached and reasoning tokens where reported).
-fn usage_attributes(attributes: &mut Vec<Attr>, usage: &Usage) {
-    attributes.push(attr(sc::USAGE_INPUT_TOKENS, millis(usage.input)));
-    attributes.push(attr(sc::USAGE_OUTPUT_TOKENS, millis(usage.output)));
+/// Sets the token counts of `usage` (cached and reasoning tokens where reported).
+fn usage_attributes(span: &mut SpanRecord, usage: &Usage) {
+    span.set(sc::USAGE_INPUT_TOKENS, millis(usage.input));
+    span.set(sc::USAGE_OUTPUT_TOKENS, millis(usage.output));
     if usage.cached_input > 0 {
-        attributes.push(attr(sc::USAGE_CACHE_READ_INPUT_TOKENS, millis(usage.cached_input)));
+        span.set(sc::USAGE_CACHE_READ_INPUT_TOKENS, millis(usage.cached_input));
     }
     if usage.reasoning > 0 {
-        attributes.push(attr(sc::USAGE_REASONING_OUTPUT_TOKENS, millis(usage.reasoning)));
+        span.set(sc::USAGE_REASONING_OUTPUT_TOKENS, millis(usage.reasoning));
     }
 }
 
 /// An unsigned count as an OTLP int.
 fn millis(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
-}
-
-fn finish_name(reason: &FinishReason) -> Text {
-    match reason {
-        FinishReason::Stop => Text::Static("stop"),
-        FinishReason::ToolCalls => Text::Static("tool_calls"),
-        FinishReason::Length => Text::Static("length"),
-        other => Text::Owned(other.as_str().to_owned()),
-    }
 }
 
 /// The `kind` of a stop reason ([`kind_of`] without its JSON round trip for a completed run,

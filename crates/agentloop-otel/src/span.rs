@@ -1,11 +1,10 @@
-//! Spans as agentloop builds them: plain records with static attribute keys and shared
-//! string values, ended into the export queue and encoded straight to OTLP protobuf
-//! ([`crate::otlp`]). No SDK span machinery sits between an event and its bytes: that is
-//! what made telemetry cost more than the loop it observes (docs/PERFORMANCE.md).
+//! Spans as agentloop builds them: records that encode each field to OTLP protobuf
+//! ([`crate::otlp`]) as it becomes known, ended into the export queue. No SDK span
+//! machinery sits between an event and its bytes: that is what made telemetry cost more
+//! than the loop it observes (docs/PERFORMANCE.md).
 
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// A trace id (16 bytes, never all zero).
@@ -20,116 +19,46 @@ pub(crate) enum Kind {
     Client = 3,
 }
 
-/// A string value: a literal, shared (the model, the provider, the run id, which many spans
-/// name), or owned.
-#[derive(Debug, Clone)]
-pub(crate) enum Text {
-    Static(&'static str),
-    Shared(Arc<str>),
-    Owned(String),
-}
-
-impl Text {
-    pub(crate) fn as_str(&self) -> &str {
-        match self {
-            Self::Static(s) => s,
-            Self::Shared(s) => s,
-            Self::Owned(s) => s,
-        }
-    }
-}
-
-impl From<&'static str> for Text {
-    fn from(value: &'static str) -> Self {
-        Self::Static(value)
-    }
-}
-
-impl From<String> for Text {
-    fn from(value: String) -> Self {
-        Self::Owned(value)
-    }
-}
-
-impl From<Arc<str>> for Text {
-    fn from(value: Arc<str>) -> Self {
-        Self::Shared(value)
-    }
-}
-
-impl From<std::borrow::Cow<'static, str>> for Text {
-    fn from(value: std::borrow::Cow<'static, str>) -> Self {
-        match value {
-            std::borrow::Cow::Borrowed(s) => Self::Static(s),
-            std::borrow::Cow::Owned(s) => Self::Owned(s),
-        }
-    }
-}
-
-/// An attribute's value.
-#[derive(Debug, Clone)]
-pub(crate) enum Value {
-    Text(Text),
+/// An attribute's value, borrowed: it is encoded as it is set
+/// ([`SpanRecord::set`]), so nothing of it is kept.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Value<'a> {
+    Text(&'a str),
     Int(i64),
     Float(f64),
     Bool(bool),
     /// A one-element string array (`gen_ai.response.finish_reasons`).
-    TextList(Text),
+    TextList(&'a str),
 }
 
-impl From<&'static str> for Value {
-    fn from(value: &'static str) -> Self {
-        Self::Text(Text::Static(value))
-    }
-}
-
-impl From<String> for Value {
-    fn from(value: String) -> Self {
-        Self::Text(Text::Owned(value))
-    }
-}
-
-impl From<Text> for Value {
-    fn from(value: Text) -> Self {
+impl<'a> From<&'a str> for Value<'a> {
+    fn from(value: &'a str) -> Self {
         Self::Text(value)
     }
 }
 
-impl From<i64> for Value {
+impl<'a> From<&'a String> for Value<'a> {
+    fn from(value: &'a String) -> Self {
+        Self::Text(value)
+    }
+}
+
+impl From<i64> for Value<'_> {
     fn from(value: i64) -> Self {
         Self::Int(value)
     }
 }
 
-impl From<f64> for Value {
+impl From<f64> for Value<'_> {
     fn from(value: f64) -> Self {
         Self::Float(value)
     }
 }
 
-impl From<bool> for Value {
+impl From<bool> for Value<'_> {
     fn from(value: bool) -> Self {
         Self::Bool(value)
     }
-}
-
-/// One attribute. Every key agentloop writes is a literal.
-#[derive(Debug, Clone)]
-pub(crate) struct Attr {
-    pub(crate) key: &'static str,
-    pub(crate) value: Value,
-}
-
-pub(crate) fn attr(key: &'static str, value: impl Into<Value>) -> Attr {
-    Attr { key, value: value.into() }
-}
-
-/// A span event.
-#[derive(Debug, Clone)]
-pub(crate) struct SpanEvent {
-    pub(crate) name: &'static str,
-    pub(crate) time: u64,
-    pub(crate) attributes: Vec<Attr>,
 }
 
 /// A span's status.
@@ -158,7 +87,7 @@ impl SpanContext {
         out[35] = b'-';
         hex_into(&mut out[36..52], &self.span_id);
         out[52..].copy_from_slice(if self.sampled { b"-01" } else { b"-00" });
-        String::from_utf8(out.to_vec()).unwrap_or_default()
+        std::str::from_utf8(&out).unwrap_or_default().to_owned()
     }
 
     /// A W3C `traceparent` (version 00, or a later version read as 00 does), or `None` if it
@@ -218,56 +147,79 @@ pub(crate) fn unhex<const N: usize>(text: &str) -> Option<[u8; N]> {
 }
 
 /// One span, open while its owner holds it; [`crate::export::Queue::end`] takes it.
+///
+/// What is known of the span as it goes — its name, kind, parent and flags, then each
+/// attribute, event and link as it is set — is encoded at once as OTLP protobuf `Span`
+/// fields into `body` (protobuf lets a message's fields come in any order), so a span
+/// holds no attribute values, clones no strings and allocates nothing but its body, which
+/// its owner reuses. Its ids, times and status are written when it ends
+/// ([`crate::otlp::span_entry`]). An unsampled span records nothing.
 #[derive(Debug, Clone)]
 pub(crate) struct SpanRecord {
     pub(crate) context: SpanContext,
-    pub(crate) parent: Option<SpanId>,
-    /// The parent is in another process (the caller's `traceparent`).
-    pub(crate) remote_parent: bool,
-    pub(crate) name: Text,
-    pub(crate) kind: Kind,
     pub(crate) start: u64,
-    pub(crate) end: u64,
-    /// Attributes already encoded (`otlp::attributes`: those many spans share), written
-    /// before `attributes`.
-    pub(crate) encoded: Arc<[u8]>,
-    pub(crate) attributes: Vec<Attr>,
-    pub(crate) events: Vec<SpanEvent>,
-    /// Spans this one continues (a resumed run's first span).
-    pub(crate) links: Vec<SpanContext>,
     pub(crate) status: Status,
+    pub(crate) body: Vec<u8>,
 }
 
 impl SpanRecord {
-    /// A span of `context` with nothing in it yet, started now.
-    pub(crate) fn new(context: SpanContext, name: Text, kind: Kind) -> Self {
-        Self {
-            context,
-            parent: None,
-            remote_parent: false,
-            name,
-            kind,
-            start: now(),
-            end: 0,
-            encoded: Arc::from([]),
-            attributes: Vec::new(),
-            events: Vec::new(),
-            links: Vec::new(),
-            status: Status::Unset,
+    /// A span of `context` named by the concatenation of `name`, under `parent` (the span
+    /// id, and whether it is in another process), started now, its fields encoded into
+    /// `body` (cleared first: a buffer to reuse).
+    pub(crate) fn new(
+        context: SpanContext,
+        name: &[&str],
+        kind: Kind,
+        parent: Option<(SpanId, bool)>,
+        mut body: Vec<u8>,
+    ) -> Self {
+        body.clear();
+        if context.sampled {
+            crate::otlp::Writer::new(&mut body).span_start(name, kind, parent, &context);
+        }
+        Self { context, start: now(), status: Status::Unset, body }
+    }
+
+    /// A span that only holds `context` (it is never ended).
+    pub(crate) fn placeholder(context: SpanContext) -> Self {
+        Self { context, start: 0, status: Status::Unset, body: Vec::new() }
+    }
+
+    fn writer(&mut self) -> Option<crate::otlp::Writer<'_>> {
+        self.context.sampled.then(|| crate::otlp::Writer::new(&mut self.body))
+    }
+
+    /// Sets attribute `key`.
+    pub(crate) fn set<'a>(&mut self, key: &str, value: impl Into<Value<'a>>) {
+        if let Some(mut w) = self.writer() {
+            w.attribute(key, &value.into());
         }
     }
 
-    pub(crate) fn set(&mut self, key: &'static str, value: impl Into<Value>) {
-        self.attributes.push(attr(key, value));
+    /// Adds attributes already encoded (`otlp::attributes`).
+    pub(crate) fn set_encoded(&mut self, attributes: &[u8]) {
+        if self.context.sampled {
+            self.body.extend_from_slice(attributes);
+        }
     }
 
-    pub(crate) fn event(&mut self, name: &'static str, attributes: Vec<Attr>) {
-        self.events.push(SpanEvent { name, time: now(), attributes });
+    /// Adds an event, now.
+    pub(crate) fn event(&mut self, name: &str, attributes: &[(&str, Value<'_>)]) {
+        if let Some(mut w) = self.writer() {
+            w.event(now(), name, attributes);
+        }
+    }
+
+    /// Links the span to `other` (a span of another process: the one this continues).
+    pub(crate) fn link(&mut self, other: &SpanContext) {
+        if let Some(mut w) = self.writer() {
+            w.link(other);
+        }
     }
 
     /// Marks the span failed: `error.type` and an error status.
-    pub(crate) fn fail(&mut self, kind: impl Into<Text>, message: impl Into<String>) {
-        self.attributes.push(attr(crate::semconv::ERROR_TYPE, Value::Text(kind.into())));
+    pub(crate) fn fail(&mut self, kind: &str, message: impl Into<String>) {
+        self.set(crate::semconv::ERROR_TYPE, kind);
         self.status = Status::Error(message.into());
     }
 }

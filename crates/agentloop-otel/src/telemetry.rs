@@ -7,7 +7,7 @@ use crate::export::{HttpSink, Queue, SpanSink};
 use crate::otlp::Preamble;
 use crate::run::RunTrace;
 use crate::semconv as sc;
-use crate::span::{self, attr, IdSource, Kind, SpanContext, SpanRecord, Text};
+use crate::span::{self, IdSource, Kind, SpanContext, SpanRecord};
 use crate::Error;
 use agentloop::message::Usage;
 use agentloop::observe::{ObservedRun, Observer, RunObserver};
@@ -40,6 +40,8 @@ impl std::fmt::Debug for Telemetry {
 /// What the runs' observers share.
 pub(crate) struct Inner {
     pub(crate) queue: Queue,
+    /// The attributes every `execute_tool` span has (operation, type), encoded.
+    pub(crate) tool_attributes: Vec<u8>,
     /// By model, then provider.
     models: Mutex<HashMap<String, Vec<Arc<ModelEntry>>>>,
     pub(crate) ids: IdSource,
@@ -67,11 +69,12 @@ struct Instruments {
 /// What every run of one provider and model shares: built once, by the first.
 pub(crate) struct ModelEntry {
     pub(crate) provider: Arc<str>,
-    pub(crate) model: Arc<str>,
     /// `chat {model}`.
     pub(crate) chat_name: Arc<str>,
     /// The operation, provider and model attributes of a `chat` span, encoded.
     pub(crate) chat_attributes: Arc<[u8]>,
+    /// The same of an `invoke_agent` span.
+    pub(crate) agent_attributes: Arc<[u8]>,
     /// The model-call instruments bound to the provider and model (metrics on).
     pub(crate) metrics: Option<ModelInstruments>,
 }
@@ -179,7 +182,7 @@ impl Telemetry {
         meter_provider: Option<SdkMeterProvider>,
     ) -> Self {
         let counters = Arc::new(Counters::default());
-        let preamble = Preamble::new(&resource_attributes(&resource(&config)));
+        let preamble = preamble(&resource(&config));
         let queue =
             Queue::start(sink, preamble, config.queue_size, config.export_delay, counters.clone());
         let instruments = meter_provider.as_ref().map(|p| Instruments::new(&p.meter("agentloop")));
@@ -194,8 +197,13 @@ impl Telemetry {
                 .with_callback(move |observer| observer.observe(counters.stats(false).dropped, &[]))
                 .build();
         }
+        let tool_attributes = crate::otlp::attributes(&[
+            (sc::OPERATION_NAME, "execute_tool".into()),
+            (sc::TOOL_TYPE, "function".into()),
+        ]);
         let inner = Inner {
             queue,
+            tool_attributes,
             models: Mutex::default(),
             ids: IdSource::default(),
             config,
@@ -251,7 +259,7 @@ impl Telemetry {
         let trace_id = self.inner.ids.trace_id();
         let sampled = self.inner.config.sampling.sampled(None, &trace_id);
         let context = SpanContext { trace_id, span_id: self.inner.ids.span_id(), sampled };
-        let span = SpanRecord::new(context, Text::Owned(name.to_owned()), Kind::Client);
+        let span = SpanRecord::new(context, &[name], Kind::Client, None, Vec::new());
         ClientSpan { span: Mutex::new(Some(span)), telemetry: self.inner.clone() }
     }
 }
@@ -273,9 +281,8 @@ impl ClientSpan {
 impl Drop for ClientSpan {
     fn drop(&mut self) {
         let span = self.span.get_mut().unwrap_or_else(PoisonError::into_inner).take();
-        if let Some(mut span) = span.filter(|span| span.context.sampled) {
-            span.end = span::now();
-            self.telemetry.queue.end(&span, &mut Vec::new());
+        if let Some(span) = span.filter(|span| span.context.sampled) {
+            self.telemetry.queue.end(&span, span::now());
         }
     }
 }
@@ -302,11 +309,15 @@ impl Inner {
         }
         let provider: Arc<str> = Arc::from(provider);
         let model: Arc<str> = Arc::from(model);
-        let chat_attributes = crate::otlp::attributes(&[
-            attr(sc::OPERATION_NAME, "chat"),
-            attr(sc::PROVIDER_NAME, Text::Shared(provider.clone())),
-            attr(sc::REQUEST_MODEL, Text::Shared(model.clone())),
-        ]);
+        let encoded = |operation: &str| {
+            crate::otlp::attributes(&[
+                (sc::OPERATION_NAME, operation.into()),
+                (sc::PROVIDER_NAME, (&*provider).into()),
+                (sc::REQUEST_MODEL, (&*model).into()),
+            ])
+            .into()
+        };
+        let (chat_attributes, agent_attributes) = (encoded("chat"), encoded("invoke_agent"));
         let metrics = self.instruments.as_ref().map(|instruments| {
             let base = [
                 KeyValue::new(sc::OPERATION_NAME, "chat"),
@@ -328,8 +339,8 @@ impl Inner {
         let entry = Arc::new(ModelEntry {
             chat_name: Arc::from(format!("chat {model}")),
             provider,
-            model,
             chat_attributes,
+            agent_attributes,
             metrics,
         });
         entries.push(entry.clone());
@@ -402,22 +413,23 @@ fn resource(config: &TelemetryConfig) -> Resource {
     Resource::builder().with_service_name(config.service_name.clone()).build()
 }
 
-/// The resource's attributes as the span encoder takes them.
-fn resource_attributes(resource: &Resource) -> Vec<(String, span::Value)> {
+/// The resource's attributes, encoded once for every request.
+fn preamble(resource: &Resource) -> Preamble {
     use opentelemetry::Value as V;
-    resource
+    let attributes: Vec<(&str, span::Value<'_>)> = resource
         .iter()
         .filter_map(|(key, value)| {
             let value = match value {
                 V::Bool(b) => span::Value::Bool(*b),
                 V::I64(i) => span::Value::Int(*i),
                 V::F64(f) => span::Value::Float(*f),
-                V::String(s) => span::Value::Text(Text::Owned(s.as_str().to_owned())),
+                V::String(s) => span::Value::Text(s.as_str()),
                 _ => return None,
             };
-            Some((key.as_str().to_owned(), value))
+            Some((key.as_str(), value))
         })
-        .collect()
+        .collect();
+    Preamble::new(&attributes)
 }
 
 fn headers(config: &TelemetryConfig) -> HashMap<String, String> {

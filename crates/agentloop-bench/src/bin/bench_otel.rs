@@ -6,7 +6,7 @@
 //! cargo run --release -p agentloop-bench --bin bench-otel
 //! # options: --http (the model over HTTP from mockllm), --runs 10000 --warmup 1000 --reps 5 (defaults), --endpoint URL (an OTLP/HTTP
 //! # receiver already running; otherwise scripts/otel/receiver.py is started with
-//! # $AGENTLOOP_OTEL_PYTHON), --variants off,spans-only,discard,otlp (all by default),
+//! # $AGENTLOOP_OTEL_PYTHON), --variants off,observer,spans-only,discard,otlp (all by default),
 //! # --queue N, --json FILE, --smoke, --export-cpu N (telemetry's threads moved to CPU N)
 //! ```
 //!

@@ -1,7 +1,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use super::*;
-use crate::span::{attr, IdSource, Kind, SpanEvent, Text};
+use crate::span::{IdSource, Kind};
 use crate::testing::{self, json};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use prost::Message;
@@ -19,42 +19,38 @@ fn decode(bytes: &[u8]) -> ExportTraceServiceRequest {
 fn every_field_decodes_as_the_project_s_own_types_read_it() {
     let ids = IdSource::default();
     let caller = context(&ids, true);
+    let own = SpanContext { trace_id: caller.trace_id, ..context(&ids, true) };
+    let parent = Some((caller.span_id, true));
     let mut root =
-        SpanRecord::new(context(&ids, true), Text::Static("invoke_agent a"), Kind::Internal);
-    root.context.trace_id = caller.trace_id;
-    root.parent = Some(caller.span_id);
-    root.remote_parent = true;
+        SpanRecord::new(own, &["invoke_agent", " a"], Kind::Internal, parent, vec![9, 9]);
     root.start = 1_700_000_000_000_000_001;
-    root.end = 1_700_000_000_500_000_002;
+    let end = 1_700_000_000_500_000_002;
     let long = "é".repeat(10_000); // a 20,000-byte value: three-byte lengths throughout
-    root.attributes = vec![
-        attr("s", "text"),
-        attr("owned", long.clone()),
-        attr("shared", Text::Shared("model".into())),
-        attr("i", -5i64),
-        attr("big", i64::MAX),
-        attr("f", 0.25f64),
-        attr("b", true),
-        attr("no", false),
-        attr("list", Value::TextList(Text::Static("stop"))),
-    ];
-    root.events.push(SpanEvent {
-        name: "agentloop.model.retry",
-        time: 1_700_000_000_100_000_000,
-        attributes: vec![attr("agentloop.retry.attempt", 2i64)],
-    });
+    root.set("s", "text");
+    root.set("owned", &long);
+    root.set("i", -5i64);
+    root.set("big", i64::MAX);
+    root.set("f", 0.25f64);
+    root.set("b", true);
+    root.set("no", false);
+    root.set("list", Value::TextList("stop"));
+    root.set_encoded(&attributes(&[("shared", "model".into())]));
+    let mut writer = Writer::new(&mut root.body);
+    writer.event(
+        1_700_000_000_100_000_000,
+        "agentloop.model.retry",
+        &[("agentloop.retry.attempt", 2i64.into()), ("exception.message", Value::Text(&long))],
+    );
     let first = context(&ids, true);
-    root.links.push(first);
+    root.link(&first);
     root.status = Status::Error("it broke".into());
-    let mut chat = SpanRecord::new(context(&ids, false), Text::Static("chat m"), Kind::Client);
-    chat.parent = Some(root.context.span_id);
+    let chat_context = context(&ids, false);
+    let under_root = Some((root.context.span_id, false));
+    let mut chat = SpanRecord::new(chat_context, &["chat m"], Kind::Client, under_root, Vec::new());
     chat.status = Status::Ok;
-    let preamble = Preamble::new(&[
-        ("service.name".to_owned(), Value::Text(Text::Static("svc"))),
-        ("n".to_owned(), Value::Int(3)),
-    ]);
+    let preamble = Preamble::new(&[("service.name", "svc".into()), ("n", Value::Int(3))]);
     let mut buf = Vec::new();
-    encode_spans(&preamble, &[root.clone(), chat.clone()], &mut buf);
+    encode_spans(&preamble, &[(root.clone(), end), (chat.clone(), end)], &mut buf);
     let request = decode(&buf);
     assert_eq!(request.resource_spans.len(), 1);
     let resource_spans = &request.resource_spans[0];
@@ -70,7 +66,7 @@ fn every_field_decodes_as_the_project_s_own_types_read_it() {
     assert_eq!(a.parent_span_id, caller.span_id.to_vec());
     assert_eq!(a.name, "invoke_agent a");
     assert_eq!(a.kind, 1);
-    assert_eq!((a.start_time_unix_nano, a.end_time_unix_nano), (root.start, root.end));
+    assert_eq!((a.start_time_unix_nano, a.end_time_unix_nano), (root.start, end));
     let values: Vec<(String, serde_json::Value)> =
         a.attributes.iter().map(|kv| (kv.key.clone(), json(kv.value.as_ref().unwrap()))).collect();
     assert_eq!(
@@ -78,13 +74,13 @@ fn every_field_decodes_as_the_project_s_own_types_read_it() {
         vec![
             ("s".to_owned(), json!("text")),
             ("owned".to_owned(), json!(long)),
-            ("shared".to_owned(), json!("model")),
             ("i".to_owned(), json!(-5)),
             ("big".to_owned(), json!(i64::MAX)),
             ("f".to_owned(), json!(0.25)),
             ("b".to_owned(), json!(true)),
             ("no".to_owned(), json!(false)),
             ("list".to_owned(), json!(["stop"])),
+            ("shared".to_owned(), json!("model")),
         ]
     );
     assert_eq!(a.events.len(), 1);
@@ -94,6 +90,7 @@ fn every_field_decodes_as_the_project_s_own_types_read_it() {
         testing::attribute(&a.events[0].attributes, "agentloop.retry.attempt"),
         Some(json!(2))
     );
+    assert_eq!(testing::attribute(&a.events[0].attributes, "exception.message"), Some(json!(long)));
     assert_eq!(a.links.len(), 1);
     assert_eq!(a.links[0].trace_id, first.trace_id.to_vec());
     assert_eq!(a.links[0].span_id, first.span_id.to_vec());
@@ -102,36 +99,53 @@ fn every_field_decodes_as_the_project_s_own_types_read_it() {
     // Sampled, with a remote parent.
     assert_eq!(a.flags, 0x301);
 
-    assert_eq!(b.name, "chat m");
-    assert_eq!(b.kind, 3);
-    assert_eq!(b.parent_span_id, root.context.span_id.to_vec());
+    // An unsampled span records nothing of its own (it is not exported; encoded here only
+    // to show that its fields were not written).
+    assert!(chat.body.is_empty());
+    assert_eq!(b.name, "");
     assert!(b.attributes.is_empty() && b.events.is_empty() && b.links.is_empty());
     assert_eq!(b.status.as_ref().unwrap().code, 1);
-    assert_eq!(b.flags, 0x100);
 }
 
 #[test]
 fn a_span_without_a_parent_or_status_has_neither() {
     let ids = IdSource::default();
-    let span = SpanRecord::new(context(&ids, true), Text::Static("x"), Kind::Internal);
+    let span = SpanRecord::new(context(&ids, true), &["x"], Kind::Client, None, Vec::new());
     let mut buf = vec![1, 2, 3];
-    encode_spans(&Preamble::new(&[]), std::slice::from_ref(&span), &mut buf);
+    encode_spans(&Preamble::new(&[]), &[(span, 5)], &mut buf);
     let request = decode(&buf);
     let decoded = &request.resource_spans[0].scope_spans[0].spans[0];
     assert!(decoded.parent_span_id.is_empty());
     assert!(decoded.status.is_none());
+    assert_eq!((decoded.kind, decoded.flags, decoded.end_time_unix_nano), (3, 0x101, 5));
+}
+
+#[test]
+fn an_error_status_without_a_message_is_only_its_code() {
+    let ids = IdSource::default();
+    let under = Some((ids.span_id(), false));
+    let mut span = SpanRecord::new(context(&ids, true), &["x"], Kind::Internal, under, Vec::new());
+    span.fail("timeout", "");
+    let mut buf = Vec::new();
+    encode_spans(&Preamble::new(&[]), &[(span, 5)], &mut buf);
+    let request = decode(&buf);
+    let decoded = &request.resource_spans[0].scope_spans[0].spans[0];
+    let status = decoded.status.as_ref().unwrap();
+    assert_eq!((status.code, status.message.as_str()), (2, ""));
+    assert_eq!(testing::attribute(&decoded.attributes, "error.type"), Some(json!("timeout")));
     assert_eq!(decoded.flags, 0x101);
 }
 
 #[test]
 fn a_batch_of_many_spans_keeps_them_all() {
     let ids = IdSource::default();
-    let spans: Vec<SpanRecord> = (0..600)
+    let spans: Vec<(SpanRecord, u64)> = (0..600)
         .map(|n| {
+            let name = n.to_string();
             let mut span =
-                SpanRecord::new(context(&ids, true), Text::Owned(n.to_string()), Kind::Internal);
-            span.attributes.push(attr("n", i64::from(n)));
-            span
+                SpanRecord::new(context(&ids, true), &[&name], Kind::Internal, None, Vec::new());
+            span.set("n", i64::from(n));
+            (span, 1)
         })
         .collect();
     let mut buf = Vec::new();
