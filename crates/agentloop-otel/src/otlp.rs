@@ -244,15 +244,17 @@ pub(crate) fn attributes(attributes: &[(&str, Value<'_>)]) -> Vec<u8> {
 /// it encoded as it went ([`SpanRecord::body`]).
 pub(crate) fn span_entry(span: &SpanRecord, end: u64, out: &mut Vec<u8>) {
     let context = &span.context;
-    let status_len = match &span.status {
-        Status::Unset => 0,
-        Status::Ok => 4,
-        Status::Error(message) if message.is_empty() => 4,
-        Status::Error(message) => {
-            let inner = 2 + 1 + varint_len(message.len()) + message.len();
-            1 + varint_len(inner) + inner
-        }
+    // The `Status` message: its message (if any) and its code (one byte).
+    let status = match &span.status {
+        Status::Unset => None,
+        Status::Ok => Some(("", 1)),
+        Status::Error(message) => Some((message.as_str(), 2)),
     };
+    let status_body = status.map(|(message, _)| match message.len() {
+        0 => 2,
+        n => 1 + varint_len(n) + n + 2,
+    });
+    let status_len = status_body.map_or(0, |body| 1 + varint_len(body) + body);
     // trace id (2 + 16), span id (2 + 8), start and end (2 × 9).
     let len = 18 + 10 + 18 + span.body.len() + status_len;
     out.reserve(len + 4);
@@ -264,23 +266,13 @@ pub(crate) fn span_entry(span: &SpanRecord, end: u64, out: &mut Vec<u8>) {
     w.fixed64(7, span.start);
     w.fixed64(8, end);
     w.buf.extend_from_slice(&span.body);
-    match &span.status {
-        Status::Unset => {}
-        Status::Ok => {
-            w.key(15, LEN);
-            w.varint(2);
-            w.uint(3, 1);
+    if let (Some((message, code)), Some(body)) = (status, status_body) {
+        w.key(15, LEN);
+        w.varint(body as u64);
+        if !message.is_empty() {
+            w.string(2, message);
         }
-        Status::Error(message) => {
-            let inner =
-                if message.is_empty() { 0 } else { 1 + varint_len(message.len()) + message.len() };
-            w.key(15, LEN);
-            w.varint((inner + 2) as u64);
-            if !message.is_empty() {
-                w.string(2, message);
-            }
-            w.uint(3, 2);
-        }
+        w.uint(3, code);
     }
 }
 
