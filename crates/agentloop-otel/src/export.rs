@@ -9,6 +9,7 @@
 use crate::counting::Counters;
 use crate::otlp::{self, Preamble};
 use crate::span::SpanRecord;
+use bytes::Bytes;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -19,10 +20,40 @@ pub trait SpanSink: Send + 'static {
     /// Delivers one request; an error counts its spans as failed (they are not retried).
     fn export(&mut self, request: &[u8], spans: usize) -> Result<(), String>;
 
-    /// The same, given the request's buffer (a sink that sends the bytes on can take them
-    /// without a copy).
-    fn export_owned(&mut self, request: Vec<u8>, spans: usize) -> Result<(), String> {
+    /// The same, given the request as shared bytes (a sink that hands the bytes to a
+    /// client takes them without a copy). The buffer goes back to the exporter for the next
+    /// request when the last clone of `request` is dropped.
+    fn export_bytes(&mut self, request: Bytes, spans: usize) -> Result<(), String> {
         self.export(&request, spans)
+    }
+}
+
+/// Request buffers that came back from the sink, for the next requests: a buffer the HTTP
+/// client dropped on its own thread is reused, not freed there and allocated afresh (a
+/// new buffer of a batch's size costs its pages' faults and zeroing on every request).
+pub(crate) type Pool = Arc<Mutex<Vec<Vec<u8>>>>;
+
+/// Request buffers kept for reuse, at most.
+pub(crate) const POOLED_REQUESTS: usize = 2;
+
+/// A request's buffer, which returns to its pool when dropped.
+pub(crate) struct Pooled {
+    pub(crate) buf: Vec<u8>,
+    pub(crate) pool: Pool,
+}
+
+impl AsRef<[u8]> for Pooled {
+    fn as_ref(&self) -> &[u8] {
+        &self.buf
+    }
+}
+
+impl Drop for Pooled {
+    fn drop(&mut self) {
+        let mut pool = self.pool.lock().unwrap_or_else(PoisonError::into_inner);
+        if pool.len() < POOLED_REQUESTS {
+            pool.push(std::mem::take(&mut self.buf));
+        }
     }
 }
 
@@ -102,7 +133,8 @@ impl Queue {
             batch: MAX_BATCH.min(capacity),
             counters,
         });
-        let worker = Worker { shared: shared.clone(), sink, preamble, delay, buf: Vec::new() };
+        let pool = Pool::default();
+        let worker = Worker { shared: shared.clone(), sink, preamble, delay, pool };
         let thread = std::thread::Builder::new()
             .name("agentloop-otel-export".into())
             .spawn(move || worker.run());
@@ -187,7 +219,7 @@ struct Worker {
     sink: Box<dyn SpanSink>,
     preamble: Preamble,
     delay: Duration,
-    buf: Vec<u8>,
+    pool: Pool,
 }
 
 impl Worker {
@@ -251,11 +283,12 @@ impl Worker {
     }
 
     fn export(&mut self, batch: &Batch) {
-        otlp::encode(&self.preamble, &batch.entries, &mut self.buf);
-        let capacity = self.buf.capacity();
-        let request = std::mem::replace(&mut self.buf, Vec::with_capacity(capacity));
+        let pooled = self.pool.lock().unwrap_or_else(PoisonError::into_inner).pop();
+        let mut buf = pooled.unwrap_or_default();
+        otlp::encode(&self.preamble, &batch.entries, &mut buf);
+        let request = Bytes::from_owner(Pooled { buf, pool: self.pool.clone() });
         let counters = &self.shared.counters;
-        match self.sink.export_owned(request, batch.spans) {
+        match self.sink.export_bytes(request, batch.spans) {
             Ok(()) => counters.exported(batch.spans),
             Err(error) => {
                 tracing::debug!(%error, spans = batch.spans, "otel: an export failed");
@@ -275,10 +308,10 @@ pub(crate) struct HttpSink {
 
 impl SpanSink for HttpSink {
     fn export(&mut self, request: &[u8], spans: usize) -> Result<(), String> {
-        self.export_owned(request.to_vec(), spans)
+        self.export_bytes(Bytes::copy_from_slice(request), spans)
     }
 
-    fn export_owned(&mut self, request: Vec<u8>, _spans: usize) -> Result<(), String> {
+    fn export_bytes(&mut self, request: Bytes, _spans: usize) -> Result<(), String> {
         let response = self
             .client
             .post(&self.url)

@@ -48,8 +48,12 @@ impl GrpcSink {
 }
 
 impl SpanSink for GrpcSink {
-    fn export(&mut self, request: &[u8], _spans: usize) -> Result<(), String> {
-        let mut message = tonic::Request::new(Bytes::copy_from_slice(request));
+    fn export(&mut self, request: &[u8], spans: usize) -> Result<(), String> {
+        self.export_bytes(Bytes::copy_from_slice(request), spans)
+    }
+
+    fn export_bytes(&mut self, request: Bytes, _spans: usize) -> Result<(), String> {
+        let mut message = tonic::Request::new(request);
         *message.metadata_mut() = self.metadata.clone();
         message.set_timeout(self.timeout);
         let (runtime, channel) = self.connect()?;

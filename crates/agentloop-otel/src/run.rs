@@ -80,9 +80,9 @@ impl RunTrace {
         }
         let chat_parameters = crate::otlp::attributes(&parameters);
         let caller = config.trace_parent.as_deref().and_then(SpanContext::parse);
-        let trace_id = caller.map_or_else(|| ids::run_trace_id(run.run_id), |c| c.trace_id);
+        let (run_trace, first_span) = ids::run_ids(run.run_id);
+        let trace_id = caller.map_or(run_trace, |c| c.trace_id);
         let sampled = telemetry.config.sampling.sampled(caller.map(|c| c.sampled), &trace_id);
-        let first_span = ids::run_span_id(run.run_id);
         let span_id = if run.resumed { telemetry.ids.span_id() } else { first_span };
         let context = SpanContext { trace_id, span_id, sampled };
         let agent = config.agent.as_deref();
@@ -215,22 +215,6 @@ impl RunTrace {
                     self.end(&mut state.spare, Some(old));
                 }
             }
-            Event::ModelRetrying { attempt, delay_ms, error } => {
-                let span = match state.chat.as_mut() {
-                    Some((span, _)) => span,
-                    None => &mut state.root,
-                };
-                let (kind, message) = (kind_of(error), error.to_string());
-                span.event(
-                    "agentloop.model.retry",
-                    &[
-                        ("agentloop.retry.attempt", i64::from(*attempt).into()),
-                        ("agentloop.retry.delay_ms", millis(*delay_ms).into()),
-                        (sc::ERROR_TYPE, (&kind).into()),
-                        ("exception.message", (&message).into()),
-                    ],
-                );
-            }
             Event::ModelResponded {
                 message,
                 finish_reason,
@@ -260,21 +244,6 @@ impl RunTrace {
                     self.telemetry.record_model_call(metrics, Some(usage), *duration_ms, None);
                 }
             }
-            Event::ModelFailed { error, .. } => {
-                let kind = kind_of(error);
-                let duration = match state.chat.take() {
-                    Some((mut span, started)) => {
-                        span.fail(&kind, error.to_string());
-                        self.end(&mut state.spare, Some(span));
-                        started.elapsed()
-                    }
-                    None => Duration::ZERO,
-                };
-                let ms = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
-                if let Some(metrics) = &self.model.metrics {
-                    self.telemetry.record_model_call(metrics, None, ms, Some(kind));
-                }
-            }
             Event::ToolStarted { call, arguments } => {
                 state.tool_calls += 1;
                 let parent = *state.parent();
@@ -292,6 +261,60 @@ impl RunTrace {
                 span.status = Status::Ok;
                 self.end(&mut state.spare, Some(span));
                 self.telemetry.record_tool_call(name, "ok");
+            }
+            _ => match event.outcome() {
+                Some(outcome) => {
+                    if let Event::RunFailed { error, .. } = event {
+                        state.root.fail(&stop_kind(&outcome.stop_reason), error.clone());
+                    } else if outcome.is_failure() {
+                        let kind = stop_kind(&outcome.stop_reason);
+                        state.root.fail(&kind, kind.clone().into_owned());
+                    } else {
+                        state.root.status = Status::Ok;
+                    }
+                    self.finish(state, Some(outcome));
+                }
+                None => self.handle_rare(state, event),
+            },
+        }
+    }
+
+    /// The events most runs never have (retries, failures, approvals, pauses, compaction,
+    /// hooks): out of line, so that the code of a common run's events stays together.
+    #[cold]
+    #[inline(never)]
+    fn handle_rare(&self, state: &mut State, event: &Event) {
+        match event {
+            Event::ModelRetrying { attempt, delay_ms, error } => {
+                let span = match state.chat.as_mut() {
+                    Some((span, _)) => span,
+                    None => &mut state.root,
+                };
+                let (kind, message) = (kind_of(error), error.to_string());
+                span.event(
+                    "agentloop.model.retry",
+                    &[
+                        ("agentloop.retry.attempt", i64::from(*attempt).into()),
+                        ("agentloop.retry.delay_ms", millis(*delay_ms).into()),
+                        (sc::ERROR_TYPE, (&kind).into()),
+                        ("exception.message", (&message).into()),
+                    ],
+                );
+            }
+            Event::ModelFailed { error, .. } => {
+                let kind = kind_of(error);
+                let duration = match state.chat.take() {
+                    Some((mut span, started)) => {
+                        span.fail(&kind, error.to_string());
+                        self.end(&mut state.spare, Some(span));
+                        started.elapsed()
+                    }
+                    None => Duration::ZERO,
+                };
+                let ms = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
+                if let Some(metrics) = &self.model.metrics {
+                    self.telemetry.record_model_call(metrics, None, ms, Some(kind));
+                }
             }
             Event::ToolFailed { name, result, error, duration_ms, .. } => {
                 let mut span = self.tool_span(state, name, &result.call_id, *duration_ms);
@@ -398,19 +421,7 @@ impl RunTrace {
                 state.root.fail("journal_failed", error.clone());
                 self.finish(state, None);
             }
-            _ => {
-                if let Some(outcome) = event.outcome() {
-                    if let Event::RunFailed { error, .. } = event {
-                        state.root.fail(&stop_kind(&outcome.stop_reason), error.clone());
-                    } else if outcome.is_failure() {
-                        let kind = stop_kind(&outcome.stop_reason);
-                        state.root.fail(&kind, kind.clone().into_owned());
-                    } else {
-                        state.root.status = Status::Ok;
-                    }
-                    self.finish(state, Some(outcome));
-                }
-            }
+            _ => {}
         }
     }
 
@@ -491,6 +502,9 @@ impl RunTrace {
 
 impl RunObserver for RunTrace {
     fn on_event(&self, event: &Event) {
+        if ignored(event) {
+            return;
+        }
         let mut state = self.state();
         if !state.ended {
             self.handle(&mut state, event);
@@ -517,6 +531,28 @@ impl RunObserver for RunTrace {
         };
         Some(context.traceparent())
     }
+}
+
+/// Whether telemetry has nothing to do for `event`: what is streamed as the model and the
+/// tools produce it (deltas, steps, checkpoints; their totals come with the durable events).
+fn ignored(event: &Event) -> bool {
+    matches!(
+        event,
+        Event::TextDelta { .. }
+            | Event::ReasoningDelta { .. }
+            | Event::ToolCallStreamStarted { .. }
+            | Event::ToolArgumentsDelta { .. }
+            | Event::OpaqueContent { .. }
+            | Event::Citation { .. }
+            | Event::OutputDelta { .. }
+            | Event::Reasoning { .. }
+            | Event::Text { .. }
+            | Event::ToolDetected { .. }
+            | Event::StepStarted { .. }
+            | Event::StepCompleted { .. }
+            | Event::Checkpointed { .. }
+            | Event::Nested { .. }
+    )
 }
 
 /// Sets the token counts of `usage` (cached and reasoning tokens where reported).

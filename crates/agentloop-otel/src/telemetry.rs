@@ -373,39 +373,46 @@ impl Inner {
     pub(crate) fn record_tool_call(&self, tool: &str, status: &'static str) {
         let Some(instruments) = &self.instruments else { return };
         let Some(index) = TOOL_STATUSES.iter().position(|s| *s == status) else { return };
+        let bind = || {
+            instruments.tool_calls.bind(&[
+                KeyValue::new(sc::TOOL_NAME, tool.to_owned()),
+                KeyValue::new(sc::TOOL_STATUS, status),
+            ])
+        };
+        // One lookup for a tool seen before (the key is hashed once).
         let mut tools = lock(&instruments.tools);
-        if !tools.contains_key(tool) {
-            tools.insert(tool.to_owned(), Default::default());
+        if let Some(bound) = tools.get_mut(tool) {
+            bound[index].get_or_insert_with(bind).add(1);
+            return;
         }
-        let Some(bound) = tools.get_mut(tool) else { return };
-        bound[index]
-            .get_or_insert_with(|| {
-                instruments.tool_calls.bind(&[
-                    KeyValue::new(sc::TOOL_NAME, tool.to_owned()),
-                    KeyValue::new(sc::TOOL_STATUS, status),
-                ])
-            })
-            .add(1);
+        let mut bound: [Option<BoundCounter<u64>>; 3] = Default::default();
+        bound[index].insert(bind()).add(1);
+        tools.insert(tool.to_owned(), bound);
     }
 
     pub(crate) fn record_run(&self, outcome: &str, iterations: u32, cost_usd: f64) {
         let Some(instruments) = &self.instruments else { return };
+        let record = |bound: &OutcomeInstruments| {
+            bound.runs.add(1);
+            bound.iterations.record(u64::from(iterations));
+            if cost_usd > 0.0 {
+                bound.cost.add(cost_usd);
+            }
+        };
+        // One lookup for an outcome seen before (the key is hashed once).
         let mut outcomes = lock(&instruments.outcomes);
-        if !outcomes.contains_key(outcome) {
-            let attributes = [KeyValue::new(sc::RUN_OUTCOME, outcome.to_owned())];
-            let bound = OutcomeInstruments {
-                runs: instruments.runs.bind(&attributes),
-                iterations: instruments.iterations.bind(&attributes),
-                cost: instruments.cost.bind(&attributes),
-            };
-            outcomes.insert(outcome.to_owned(), bound);
+        if let Some(bound) = outcomes.get(outcome) {
+            record(bound);
+            return;
         }
-        let Some(bound) = outcomes.get(outcome) else { return };
-        bound.runs.add(1);
-        bound.iterations.record(u64::from(iterations));
-        if cost_usd > 0.0 {
-            bound.cost.add(cost_usd);
-        }
+        let attributes = [KeyValue::new(sc::RUN_OUTCOME, outcome.to_owned())];
+        let bound = OutcomeInstruments {
+            runs: instruments.runs.bind(&attributes),
+            iterations: instruments.iterations.bind(&attributes),
+            cost: instruments.cost.bind(&attributes),
+        };
+        record(&bound);
+        outcomes.insert(outcome.to_owned(), bound);
     }
 }
 

@@ -451,3 +451,27 @@ async fn a_malformed_grpc_endpoint_is_an_error_inside_an_async_context() {
     let error = Telemetry::new(config).unwrap_err();
     assert!(error.to_string().contains("gRPC endpoint"), "{error}");
 }
+
+#[test]
+fn a_request_buffer_comes_back_to_its_pool_when_its_last_clone_is_dropped() {
+    use crate::export::{Pool, Pooled, POOLED_REQUESTS};
+    let pool = Pool::default();
+    let request = |capacity: usize| {
+        let mut buf = Vec::with_capacity(capacity);
+        buf.extend_from_slice(b"request");
+        bytes::Bytes::from_owner(Pooled { buf, pool: pool.clone() })
+    };
+    let first = request(1000);
+    let clone = first.clone();
+    drop(first);
+    // A clone still holds it (the HTTP client, say).
+    assert!(pool.lock().unwrap().is_empty());
+    assert_eq!(&clone[..], b"request");
+    drop(clone);
+    let back = pool.lock().unwrap().pop().unwrap();
+    assert_eq!((back.capacity(), &back[..]), (1000, &b"request"[..]));
+    // The pool keeps a few; more are freed.
+    let many: Vec<_> = (0..POOLED_REQUESTS + 2).map(|_| request(10)).collect();
+    drop(many);
+    assert_eq!(pool.lock().unwrap().len(), POOLED_REQUESTS);
+}

@@ -398,9 +398,10 @@ impl<W: WireFormat> Shared<W> {
     /// The HTTP request for `wire`.
     fn request(
         &self,
-        wire: EncodedRequest,
+        outgoing: Outgoing,
         stream: bool,
     ) -> Result<http::Request<Bytes>, ProviderError> {
+        let Outgoing { wire, trace_parent } = outgoing;
         let uri = self.uri(&wire.path)?;
         let mut request = http::Request::new(Bytes::from(wire.body));
         *request.method_mut() = http::Method::POST;
@@ -415,6 +416,15 @@ impl<W: WireFormat> Shared<W> {
             let value = HeaderValue::from_str(&value).map_err(|_| invalid())?;
             // A header the configuration sets wins over the format's default for it.
             headers.entry(header).or_insert(value);
+        }
+        if let Some(trace_parent) = trace_parent {
+            let value =
+                HeaderValue::from_maybe_shared(Bytes::from(trace_parent)).map_err(|_| {
+                    ProviderError::InvalidRequest {
+                        message: "the request's traceparent is not valid in HTTP".into(),
+                    }
+                })?;
+            headers.entry(TRACEPARENT).or_insert(value);
         }
         Ok(request)
     }
@@ -441,7 +451,7 @@ impl<W: WireFormat> Shared<W> {
     /// classified error.
     async fn send(
         &self,
-        wire: EncodedRequest,
+        wire: Outgoing,
         stream: bool,
     ) -> Result<http::Response<ResponseBody>, ProviderError> {
         tokio::time::timeout(self.request_timeout, self.send_untimed(wire, stream)).await.map_err(
@@ -459,7 +469,7 @@ impl<W: WireFormat> Shared<W> {
     /// request).
     async fn send_streamed(
         &self,
-        wire: EncodedRequest,
+        wire: Outgoing,
     ) -> Result<(http::Response<ResponseBody>, Pin<Box<Sleep>>), ProviderError> {
         let now = tokio::time::Instant::now();
         let deadline = now + self.request_timeout;
@@ -485,10 +495,10 @@ impl<W: WireFormat> Shared<W> {
     /// [`send`](Self::send) without its timeout (the caller has one around it).
     async fn send_untimed(
         &self,
-        wire: EncodedRequest,
+        wire: Outgoing,
         stream: bool,
     ) -> Result<http::Response<ResponseBody>, ProviderError> {
-        let path = wire.path.clone();
+        let path = wire.wire.path.clone();
         let request = self.request(wire, stream)?;
         tracing::debug!(provider = self.format.name(), %path, stream, "sending model request");
         let response = self
@@ -554,19 +564,30 @@ fn is_json(response: &http::Response<ResponseBody>) -> bool {
 
 /// Sends a request and returns its chunks: the event stream, the chunks of a whole JSON
 /// response (a non-streamed request, or a server that ignored `stream: true`), or the error.
-/// `wire` with the request's trace context (W3C `traceparent`), if it has one.
-fn traced(mut wire: EncodedRequest, request: &ModelRequest) -> EncodedRequest {
-    if let Some(trace_parent) = &request.trace_parent {
-        wire.headers.push(("traceparent".to_owned(), trace_parent.clone()));
-    }
-    wire
+/// The W3C trace context header.
+const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+
+/// A request to send: the encoded request and its trace context (W3C `traceparent`), which
+/// goes straight into the headers (no name to parse, no copy of the value).
+struct Outgoing {
+    wire: EncodedRequest,
+    trace_parent: Option<String>,
 }
 
-async fn open_stream<W: WireFormat>(shared: Arc<Shared<W>>, request: ModelRequest) -> ChunkStream {
+impl Outgoing {
+    fn new(wire: EncodedRequest, request: &mut ModelRequest) -> Self {
+        Self { wire, trace_parent: request.trace_parent.take() }
+    }
+}
+
+async fn open_stream<W: WireFormat>(
+    shared: Arc<Shared<W>>,
+    mut request: ModelRequest,
+) -> ChunkStream {
     let failed = |error| -> ChunkStream { Box::pin(futures::stream::iter([Err(error)])) };
     let streaming = shared.streaming;
     let wire = match shared.format.encode_json(&request, streaming) {
-        Ok(wire) => traced(wire, &request),
+        Ok(wire) => Outgoing::new(wire, &mut request),
         Err(error) => return failed(error),
     };
     // The request (and the history it shares with the run) is not needed any more.
@@ -634,12 +655,15 @@ impl<W: WireFormat> Provider for HttpProvider<W> {
 
     fn complete(
         &self,
-        request: ModelRequest,
+        mut request: ModelRequest,
     ) -> BoxFuture<'static, Result<ModelResponse, ProviderError>> {
         let shared = self.shared.clone();
         // Encoded now: the boxed future holds the body, not the request (and the history it
         // shares with the run).
-        let wire = shared.format.encode_json(&request, false).map(|wire| traced(wire, &request));
+        let wire = shared
+            .format
+            .encode_json(&request, false)
+            .map(|wire| Outgoing::new(wire, &mut request));
         drop(request);
         Box::pin(async move {
             let wire = wire?;

@@ -245,7 +245,7 @@ fn request_uris_are_parsed_once_per_path() {
         body: b"{}".to_vec(),
         headers: vec![("anthropic-version".into(), "2023-06-01".into())],
     };
-    let request = shared.request(wire, true).unwrap();
+    let request = shared.request(Outgoing { wire, trace_parent: None }, true).unwrap();
     assert_eq!(request.method(), http::Method::POST);
     assert_eq!(request.uri(), &uri);
     assert_eq!(request.body().as_ref(), b"{}");
@@ -264,7 +264,7 @@ fn request_uris_are_parsed_once_per_path() {
         body: Vec::new(),
         headers: vec![("anthropic-version".into(), "2023-06-01".into())],
     };
-    let request = custom.shared.request(wire, false).unwrap();
+    let request = custom.shared.request(Outgoing { wire, trace_parent: None }, false).unwrap();
     let values = |name: &str| -> Vec<&str> {
         request.headers().get_all(name).iter().map(|v| v.to_str().unwrap()).collect()
     };
@@ -276,12 +276,31 @@ fn request_uris_are_parsed_once_per_path() {
         body: Vec::new(),
         headers: vec![("bad header".into(), "v".into())],
     };
+    let bad = Outgoing { wire: bad, trace_parent: None };
     assert!(matches!(shared.request(bad, false), Err(ProviderError::InvalidRequest { .. })));
+    // The trace context goes into `traceparent`, unless the configuration sets the header;
+    // one that is not a valid header value is refused.
+    let tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    let traced = |trace_parent: &str| Outgoing {
+        wire: EncodedRequest { path: "/x".into(), body: Vec::new(), headers: Vec::new() },
+        trace_parent: Some(trace_parent.into()),
+    };
+    let request = shared.request(traced(tp), true).unwrap();
+    assert_eq!(request.headers().get_all("traceparent").iter().collect::<Vec<_>>(), [tp]);
+    let config = HttpConfig::new("http://127.0.0.1:1/v1", "m").header("traceparent", "fixed");
+    let fixed = HttpProvider::new(Dummy, config).unwrap();
+    let request = fixed.shared.request(traced(tp), true).unwrap();
+    assert_eq!(request.headers().get_all("traceparent").iter().collect::<Vec<_>>(), ["fixed"]);
+    let bad = shared.request(traced("00-\n-01"), true);
+    assert!(matches!(bad, Err(ProviderError::InvalidRequest { .. })));
 }
 
 #[test]
 fn each_kind_of_request_has_its_own_accept_and_connection_headers() {
-    let wire = || EncodedRequest { path: "/x".into(), body: Vec::new(), headers: Vec::new() };
+    let wire = || Outgoing {
+        wire: EncodedRequest { path: "/x".into(), body: Vec::new(), headers: Vec::new() },
+        trace_parent: None,
+    };
     // A configured `Accept` is replaced by what each kind of request takes.
     let config = HttpConfig::new("http://127.0.0.1:1/v1", "m")
         .header("accept", "text/plain")
