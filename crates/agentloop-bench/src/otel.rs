@@ -120,6 +120,8 @@ pub struct Plan {
     /// The span queue (`None`: large enough for a whole repetition, so that a receiver slower
     /// than the loop costs no spans).
     pub queue: Option<usize>,
+    /// Spans per export request (`None`: the default, 512).
+    pub batch: Option<usize>,
     /// The base URL of the bench's mock OpenAI-compatible server (`mockllm`, in its own
     /// process): the model is called over HTTP and streams its turns as SSE, as a real one
     /// does (`None`: the scripted model, in process, no HTTP).
@@ -436,6 +438,9 @@ fn telemetry(plan: &Plan, variant: Variant, runs: u64) -> Result<Option<Telemetr
     config.sampling = Sampling::AlwaysOn;
     let spans = usize::try_from(runs * SPANS_PER_RUN).unwrap_or(usize::MAX);
     config.queue_size = plan.queue.unwrap_or(spans.max(2048));
+    if let Some(batch) = plan.batch {
+        config.max_export_batch = batch;
+    }
     Ok(match variant {
         Variant::Off | Variant::Observer => None,
         Variant::SpansOnly => {

@@ -127,6 +127,10 @@ pub struct TelemetryConfig {
     /// Spans waiting for export at most (`OTEL_BSP_MAX_QUEUE_SIZE`, default 2048): more are
     /// dropped, and counted.
     pub queue_size: usize,
+    /// The most spans one export request holds (`OTEL_BSP_MAX_EXPORT_BATCH_SIZE`, default
+    /// 512; at most `queue_size`): a full batch is exported at once, without waiting for
+    /// the delay.
+    pub max_export_batch: usize,
     /// How often spans are exported (`OTEL_BSP_SCHEDULE_DELAY` in ms, default 1 s).
     pub export_delay: Duration,
     /// How long one export may take (`OTEL_EXPORTER_OTLP_TIMEOUT` in ms, default 10 s).
@@ -150,6 +154,7 @@ impl Default for TelemetryConfig {
             capture_content: false,
             content_max_bytes: 16 * 1024,
             queue_size: 2048,
+            max_export_batch: 512,
             export_delay: Duration::from_secs(1),
             export_timeout: Duration::from_secs(10),
             metrics: true,
@@ -237,6 +242,14 @@ impl TelemetryConfig {
             self.queue_size = v.parse::<usize>().ok().filter(|n| *n > 0).ok_or_else(|| {
                 Error::Config(format!("OTEL_BSP_MAX_QUEUE_SIZE={v:?} is not a positive number"))
             })?;
+        }
+        if let Some(v) = get("OTEL_BSP_MAX_EXPORT_BATCH_SIZE") {
+            self.max_export_batch =
+                v.parse::<usize>().ok().filter(|n| *n > 0).ok_or_else(|| {
+                    Error::Config(format!(
+                        "OTEL_BSP_MAX_EXPORT_BATCH_SIZE={v:?} is not a positive number"
+                    ))
+                })?;
         }
         if let Some(delay) = millis("OTEL_BSP_SCHEDULE_DELAY")? {
             self.export_delay = delay;

@@ -6,6 +6,7 @@
 //! Only whole batch buffers cross between the threads, and they are reused: no span's
 //! memory is freed by another thread than the one that allocated it.
 
+use crate::config::TelemetryConfig;
 use crate::counting::Counters;
 use crate::otlp::{self, Preamble};
 use crate::span::SpanRecord;
@@ -56,9 +57,6 @@ impl Drop for Pooled {
         }
     }
 }
-
-/// The most spans one request holds.
-const MAX_BATCH: usize = 512;
 
 /// A batch: span entries (`otlp::span_entry`) and how many.
 #[derive(Default)]
@@ -112,11 +110,11 @@ impl Queue {
     pub(crate) fn start(
         sink: Box<dyn SpanSink>,
         preamble: Preamble,
-        capacity: usize,
-        delay: Duration,
+        config: &TelemetryConfig,
         counters: Arc<Counters>,
     ) -> Self {
-        let capacity = capacity.max(1);
+        let capacity = config.queue_size.max(1);
+        let delay = config.export_delay;
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 current: Batch::default(),
@@ -130,7 +128,7 @@ impl Queue {
             work: Condvar::new(),
             done: Condvar::new(),
             capacity,
-            batch: MAX_BATCH.min(capacity),
+            batch: config.max_export_batch.clamp(1, capacity),
             counters,
         });
         let pool = Pool::default();

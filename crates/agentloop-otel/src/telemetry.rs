@@ -183,8 +183,7 @@ impl Telemetry {
     ) -> Self {
         let counters = Arc::new(Counters::default());
         let preamble = preamble(&resource(&config));
-        let queue =
-            Queue::start(sink, preamble, config.queue_size, config.export_delay, counters.clone());
+        let queue = Queue::start(sink, preamble, &config, counters.clone());
         let instruments = meter_provider.as_ref().map(|p| Instruments::new(&p.meter("agentloop")));
         if let Some(provider) = &meter_provider {
             let counters = counters.clone();

@@ -272,6 +272,15 @@ fn the_environment_configures_telemetry() {
     assert!(config.capture_content);
     let bad = TelemetryConfig::from_env(env(&[("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")]));
     assert!(bad.unwrap_err().to_string().contains("OTEL_EXPORTER_OTLP_PROTOCOL"));
+    assert_eq!(config.max_export_batch, 512);
+    let config = TelemetryConfig::from_env(env(&[
+        ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "2048"),
+        ("OTEL_BSP_MAX_QUEUE_SIZE", "8192"),
+    ]))
+    .unwrap();
+    assert_eq!((config.max_export_batch, config.queue_size), (2048, 8192));
+    let bad = TelemetryConfig::from_env(env(&[("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "0")]));
+    assert!(bad.unwrap_err().to_string().contains("OTEL_BSP_MAX_EXPORT_BATCH_SIZE"));
     let bad = TelemetryConfig::from_env(env(&[("OTEL_BSP_SCHEDULE_DELAY", "soon")]));
     assert!(bad.unwrap_err().to_string().contains("OTEL_BSP_SCHEDULE_DELAY"));
 }
@@ -474,4 +483,29 @@ fn a_request_buffer_comes_back_to_its_pool_when_its_last_clone_is_dropped() {
     let many: Vec<_> = (0..POOLED_REQUESTS + 2).map(|_| request(10)).collect();
     drop(many);
     assert_eq!(pool.lock().unwrap().len(), POOLED_REQUESTS);
+}
+
+#[test]
+fn a_full_batch_of_the_configured_size_is_exported_at_once_in_one_request() {
+    let sink = MemorySink::default();
+    let config = TelemetryConfig {
+        max_export_batch: 3,
+        // Only a full batch (or a flush) starts an export.
+        export_delay: std::time::Duration::from_secs(3600),
+        metrics: false,
+        ..TelemetryConfig::default()
+    };
+    let telemetry = Telemetry::with_sink(config, sink.clone(), None);
+    for n in 0..7 {
+        drop(telemetry.client_span(&format!("s{n}")));
+    }
+    // Two full batches go without a flush; the seventh span waits for one.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while telemetry.stats().exported < 6 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert_eq!((telemetry.stats().exported, sink.requests()), (6, 2));
+    assert_eq!(telemetry.flush().exported, 7);
+    assert_eq!(sink.requests(), 3);
+    telemetry.shutdown(std::time::Duration::from_secs(2));
 }

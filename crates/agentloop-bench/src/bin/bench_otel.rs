@@ -7,7 +7,7 @@
 //! # options: --http (the model over HTTP from mockllm), --runs 10000 --warmup 1000 --reps 5 (defaults), --endpoint URL (an OTLP/HTTP
 //! # receiver already running; otherwise scripts/otel/receiver.py is started with
 //! # $AGENTLOOP_OTEL_PYTHON), --variants off,observer,spans-only,discard,otlp (all by default),
-//! # --queue N, --json FILE, --smoke, --export-cpu N (telemetry's threads moved to CPU N)
+//! # --queue N, --batch N (spans per export request; default 512), --json FILE, --smoke, --export-cpu N (telemetry's threads moved to CPU N)
 //! ```
 //!
 //! Prints one line per repetition, then the markdown table; fails if a span was lost.
@@ -85,6 +85,7 @@ fn main() -> Result<()> {
         },
         endpoint: value("--endpoint").cloned(),
         queue: value("--queue").map(|v| v.parse()).transpose().context("--queue")?,
+        batch: value("--batch").map(|v| v.parse()).transpose().context("--batch")?,
         model_url: None,
         export_cpu: value("--export-cpu").map(|v| v.parse()).transpose().context("--export-cpu")?,
     };

@@ -27,6 +27,7 @@ async fn every_span_of_the_workload_reaches_the_exporter() {
         variants: vec![Variant::Off, Variant::SpansOnly, Variant::Discard],
         endpoint: None,
         queue: None,
+        batch: None,
         model_url: None,
         // Telemetry's threads moved (to the CPU every machine has).
         export_cpu: Some(0),
