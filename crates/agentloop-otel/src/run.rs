@@ -533,26 +533,15 @@ impl RunObserver for RunTrace {
     }
 }
 
-/// Whether telemetry has nothing to do for `event`: what is streamed as the model and the
-/// tools produce it (deltas, steps, checkpoints; their totals come with the durable events).
+/// Whether telemetry has nothing to do for `event`: what is only streamed (deltas, steps,
+/// checkpoints: their totals come with the durable events), but for the retries, hook
+/// failures and journal failures it traces.
 fn ignored(event: &Event) -> bool {
-    matches!(
-        event,
-        Event::TextDelta { .. }
-            | Event::ReasoningDelta { .. }
-            | Event::ToolCallStreamStarted { .. }
-            | Event::ToolArgumentsDelta { .. }
-            | Event::OpaqueContent { .. }
-            | Event::Citation { .. }
-            | Event::OutputDelta { .. }
-            | Event::Reasoning { .. }
-            | Event::Text { .. }
-            | Event::ToolDetected { .. }
-            | Event::StepStarted { .. }
-            | Event::StepCompleted { .. }
-            | Event::Checkpointed { .. }
-            | Event::Nested { .. }
-    )
+    !event.is_durable()
+        && !matches!(
+            event,
+            Event::ModelRetrying { .. } | Event::HookFailed { .. } | Event::JournalFailed { .. }
+        )
 }
 
 /// Sets the token counts of `usage` (cached and reasoning tokens where reported).

@@ -244,6 +244,31 @@ async fn a_failed_model_call_is_an_error_span() {
     assert_eq!(code(root), StatusCode::Error);
 }
 
+#[tokio::test]
+async fn a_retried_model_call_carries_its_retries_as_events() {
+    use agentloop::provider::{ProviderError, RetryPolicy};
+    let (telemetry, exporter) = telemetry(false);
+    let busy = ProviderError::Server { status: 503, message: "busy".into() };
+    let turns = [ScriptedTurn::error(busy), ScriptedTurn::text("ok")];
+    let retry = RetryPolicy::new().without_jitter().with_base(std::time::Duration::from_millis(1));
+    let agent = Agent::builder(ScriptedModel::new(turns))
+        .name("helper")
+        .retry_policy(Some(retry))
+        .observer(telemetry.observer())
+        .build()
+        .unwrap();
+    assert_eq!(agent.run("hi").await.unwrap().answer, "ok");
+    let spans = spans(&telemetry, &exporter);
+    let chat = one(&spans, "chat scripted");
+    assert_eq!(code(chat), StatusCode::Ok);
+    let names: Vec<&str> = chat.events.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(names, ["agentloop.model.retry"]);
+    let retry = &chat.events[0].attributes;
+    let attribute = |key| crate::testing::attribute(retry, key);
+    assert_eq!(attribute("agentloop.retry.attempt"), Some(json!(1)));
+    assert_eq!(attribute("error.type"), Some(json!("server")));
+}
+
 #[test]
 fn the_environment_configures_telemetry() {
     let env = |vars: &'static [(&'static str, &'static str)]| {
