@@ -4,7 +4,9 @@
 //! it) until one thread of its own frames each batch as a request and hands it to a
 //! [`SpanSink`]: HTTP/protobuf, gRPC, or a sink of the caller's. A run never waits for it.
 //! Only whole batch buffers cross between the threads, and they are reused: no span's
-//! memory is freed by another thread than the one that allocated it.
+//! memory is freed by another thread than the one that allocated it. A request's buffer
+//! goes to the HTTP client as shared bytes and comes back to a small pool when the client
+//! drops it.
 
 use crate::config::TelemetryConfig;
 use crate::counting::Counters;

@@ -562,8 +562,6 @@ fn is_json(response: &http::Response<ResponseBody>) -> bool {
         .is_some_and(|v| v.trim_start().starts_with("application/json"))
 }
 
-/// Sends a request and returns its chunks: the event stream, the chunks of a whole JSON
-/// response (a non-streamed request, or a server that ignored `stream: true`), or the error.
 /// The W3C trace context header.
 const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
 
@@ -580,6 +578,8 @@ impl Outgoing {
     }
 }
 
+/// Sends a request and returns its chunks: the event stream, the chunks of a whole JSON
+/// response (a non-streamed request, or a server that ignored `stream: true`), or the error.
 async fn open_stream<W: WireFormat>(
     shared: Arc<Shared<W>>,
     mut request: ModelRequest,
