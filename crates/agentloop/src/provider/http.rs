@@ -495,11 +495,11 @@ impl<W: WireFormat> Shared<W> {
     /// [`send`](Self::send) without its timeout (the caller has one around it).
     async fn send_untimed(
         &self,
-        wire: Outgoing,
+        outgoing: Outgoing,
         stream: bool,
     ) -> Result<http::Response<ResponseBody>, ProviderError> {
-        let path = wire.wire.path.clone();
-        let request = self.request(wire, stream)?;
+        let path = outgoing.wire.path.clone();
+        let request = self.request(outgoing, stream)?;
         tracing::debug!(provider = self.format.name(), %path, stream, "sending model request");
         let response = self
             .transport
