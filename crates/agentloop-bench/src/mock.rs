@@ -6,6 +6,10 @@
 //!
 //! It keeps no per-conversation state: the next turn follows from the tool results in the
 //! request, so any number of concurrent conversations can share it.
+//!
+//! The model [`RECORDED_MODEL`] replays, byte for byte, two turns a real llama.cpp server
+//! streamed (`fixtures/llama-server/`): a `calculator` call streamed token by token, then,
+//! once the request holds a tool result, a prose answer (see that directory's README).
 
 use crate::scenario::{Script, FINAL_ANSWER};
 use bytes::Bytes;
@@ -55,6 +59,24 @@ struct RequestMessage<'a> {
     role: Cow<'a, str>,
 }
 
+/// The model whose turns are the recorded ones.
+pub const RECORDED_MODEL: &str = "bench-recorded";
+
+/// A `calculator` call as llama.cpp streamed it (22 events, the arguments a token each).
+pub const RECORDED_TOOL_CALL: &str = include_str!("../fixtures/llama-server/tool_call.sse");
+
+/// A prose answer as llama.cpp streamed it (16 events, a token each, `finish_reason: stop`).
+pub const RECORDED_ANSWER: &str = include_str!("../fixtures/llama-server/answer.sse");
+
+/// What a request asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Turns {
+    /// Turns of a [`Script`].
+    Script(Script),
+    /// The recorded turns ([`RECORDED_MODEL`]; streamed only).
+    Recorded,
+}
+
 /// The arguments of every scripted call.
 const ARGUMENTS: &str = r#"{\"a\":1,\"b\":2}"#;
 
@@ -102,9 +124,20 @@ async fn handle(request: Request<Incoming>, stats: &Stats) -> Response<Full<Byte
                 Ok(body) => body.to_bytes(),
                 Err(e) => return refuse(stats, StatusCode::BAD_REQUEST, &e.to_string()),
             };
-            let (script, stream, results, body_len) = match read_request(&body) {
+            let (turns, stream, results, body_len) = match read_request(&body) {
                 Ok(read) => read,
                 Err(message) => return refuse(stats, StatusCode::BAD_REQUEST, &message),
+            };
+            let script = match turns {
+                Turns::Script(script) => script,
+                Turns::Recorded if stream => {
+                    stats.requests.fetch_add(1, Ordering::Relaxed);
+                    return sse(recorded_turn(results));
+                }
+                Turns::Recorded => {
+                    let message = "the recorded turns are streamed only";
+                    return refuse(stats, StatusCode::BAD_REQUEST, message);
+                }
             };
             if !script.latency.is_zero() {
                 tokio::time::sleep(script.latency).await;
@@ -131,14 +164,33 @@ async fn handle(request: Request<Incoming>, stats: &Stats) -> Response<Full<Byte
     }
 }
 
-/// The script, whether to stream, the tool results so far and the body's size.
-fn read_request(body: &[u8]) -> Result<(Script, bool, u32, u64), String> {
+/// The recorded turn that follows `results` tool results: the call, then the answer.
+fn recorded_turn(results: u32) -> &'static str {
+    if results == 0 {
+        RECORDED_TOOL_CALL
+    } else {
+        RECORDED_ANSWER
+    }
+}
+
+fn sse(body: &'static str) -> Response<Full<Bytes>> {
+    Response::builder()
+        .header("content-type", "text/event-stream")
+        .body(Full::new(Bytes::from_static(body.as_bytes())))
+        .unwrap_or_else(|_| Response::new(Full::new(Bytes::new())))
+}
+
+/// The turns asked for, whether to stream, the tool results so far and the body's size.
+fn read_request(body: &[u8]) -> Result<(Turns, bool, u32, u64), String> {
     let request: ChatRequest<'_> =
         serde_json::from_slice(body).map_err(|e| format!("invalid chat request: {e}"))?;
-    let script = Script::parse(&request.model).map_err(|e| e.to_string())?;
+    let turns = match request.model.as_ref() {
+        RECORDED_MODEL => Turns::Recorded,
+        model => Turns::Script(Script::parse(model).map_err(|e| e.to_string())?),
+    };
     let results = request.messages.iter().filter(|m| m.role == "tool").count();
     let results = u32::try_from(results).unwrap_or(u32::MAX);
-    Ok((script, request.stream, results, body.len() as u64))
+    Ok((turns, request.stream, results, body.len() as u64))
 }
 
 fn refuse(stats: &Stats, status: StatusCode, message: &str) -> Response<Full<Bytes>> {

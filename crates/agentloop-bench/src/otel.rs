@@ -28,8 +28,9 @@
 //! repetition that loses spans fails the bench.
 
 use crate::measure;
+use crate::mock::RECORDED_MODEL;
 use crate::report::median;
-use crate::via_agentloop::Add;
+use crate::via_agentloop::{Add, Calculator};
 use agentloop::message::Usage;
 use agentloop::observe::{ObservedRun, Observer, RunObserver};
 use agentloop::prelude::*;
@@ -126,6 +127,11 @@ pub struct Plan {
     /// process): the model is called over HTTP and streams its turns as SSE, as a real one
     /// does (`None`: the scripted model, in process, no HTTP).
     pub model_url: Option<String>,
+    /// With `model_url`: the model's turns are two a real llama.cpp server streamed, replayed
+    /// byte for byte (`mock::RECORDED_MODEL`: a `calculator` call and a prose answer, a token
+    /// an event), instead of the mock's minimal turns (`add`'s call in two events, a
+    /// one-character answer).
+    pub recorded: bool,
     /// The CPU the process's other threads (telemetry's export thread, its HTTP client's,
     /// the metrics reader's) are moved to once a repetition's telemetry started, the loop's
     /// thread staying where it is (`--export-cpu`; `None`: where the process was started).
@@ -385,27 +391,35 @@ pub async fn run(
     Ok(samples)
 }
 
-/// The agent: `runs` runs' worth of turns (each run: a streamed `add` call, then the answer),
-/// from the scripted model, or over HTTP from the mock server at `model_url` (script
-/// `bench-k1-p1-l0`: one `add` call, then the answer, at once).
+/// The agent: `runs` runs' worth of turns (each run: a streamed tool call, then the answer),
+/// from the scripted model, or over HTTP from the mock server at `model_url`: script
+/// `bench-k1-p1-l0` (one `add` call, then the answer, at once), or with `recorded` the
+/// recorded llama.cpp turns (a `calculator` call, then a prose answer).
 fn agent(
     runs: u64,
     observer: Option<Arc<dyn Observer>>,
     model_url: Option<&str>,
+    recorded: bool,
 ) -> Result<Agent, BenchError> {
-    let mut builder = match model_url {
-        Some(url) => {
-            let script = crate::scenario::Script::new(1, 1, 0);
-            Agent::builder(crate::via_agentloop::provider(url, script, true)?)
+    let mut builder = match (model_url, recorded) {
+        (Some(url), true) => {
+            let provider = crate::via_agentloop::provider_for(url, RECORDED_MODEL, true)?;
+            Agent::builder(provider).tool(Calculator)
         }
-        None => {
+        (Some(url), false) => {
+            let script = crate::scenario::Script::new(1, 1, 0);
+            Agent::builder(crate::via_agentloop::provider(url, script, true)?).tool(Add)
+        }
+        (None, true) => return Err("the recorded turns come over HTTP (--http)".into()),
+        (None, false) => {
             let call = || ScriptedTurn::tool_call("add", serde_json::json!({"a": 1, "b": 2}));
             let answer = || ScriptedTurn::text("3").with_usage(USAGE);
             let turns = (0..runs).flat_map(|_| [call().with_usage(USAGE), answer()]);
-            Agent::builder(ScriptedModel::new(turns).without_recording().with_chunk_chars(16))
+            let model = ScriptedModel::new(turns).without_recording().with_chunk_chars(16);
+            Agent::builder(model).tool(Add)
         }
     };
-    builder = builder.name("bench").tool(Add).max_iterations(3);
+    builder = builder.name("bench").max_iterations(3);
     if let Some(observer) = observer {
         builder = builder.observer(observer);
     }
@@ -533,7 +547,7 @@ async fn repeat(
         (None, Variant::Observer) => Some(Arc::new(NullObserver) as Arc<dyn Observer>),
         (None, _) => None,
     };
-    let agent = agent(total, observer, plan.model_url.as_deref())?;
+    let agent = agent(total, observer, plan.model_url.as_deref(), plan.recorded)?;
     for _ in 0..plan.warmup {
         one_run(&agent).await?;
     }

@@ -24,6 +24,20 @@ pub async fn add(a: i64, b: i64) -> Result<i64, String> {
     a.checked_add(b).ok_or_else(|| "overflow".to_string())
 }
 
+/// Performs one arithmetic operation (`add`, `subtract`, `multiply`, `divide`) on two
+/// numbers: the tool the recorded llama.cpp turns call (`mock::RECORDED_MODEL`).
+#[tool]
+pub async fn calculator(operation: String, a: f64, b: f64) -> Result<f64, String> {
+    match operation.as_str() {
+        "add" => Ok(a + b),
+        "subtract" => Ok(a - b),
+        "multiply" => Ok(a * b),
+        "divide" if b != 0.0 => Ok(a / b),
+        "divide" => Err("division by zero".to_owned()),
+        other => Err(format!("unknown operation {other:?}")),
+    }
+}
+
 /// Setting up the agent failed.
 #[derive(Debug, thiserror::Error)]
 pub enum SetupError {
@@ -41,9 +55,17 @@ pub fn provider(
     script: Script,
     stream: bool,
 ) -> Result<HttpProvider<OpenAiChat>, SetupError> {
-    let config = HttpConfig::new(base_url, script.model_name())
-        .retry_policy(RetryPolicy::never())
-        .streaming(stream);
+    provider_for(base_url, &script.model_name(), stream)
+}
+
+/// The same for the mock's model `model` (a script's name, or `mock::RECORDED_MODEL`).
+pub fn provider_for(
+    base_url: &str,
+    model: &str,
+    stream: bool,
+) -> Result<HttpProvider<OpenAiChat>, SetupError> {
+    let config =
+        HttpConfig::new(base_url, model).retry_policy(RetryPolicy::never()).streaming(stream);
     Ok(OpenAi::chat_with(config, Dialect::openai())?)
 }
 

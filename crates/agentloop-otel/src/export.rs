@@ -3,10 +3,11 @@
 //! bytes wait here in batches (bounded: a full queue drops the span and counts
 //! it) until one thread of its own frames each batch as a request and hands it to a
 //! [`SpanSink`]: HTTP/protobuf, gRPC, or a sink of the caller's. A run never waits for it.
-//! Only whole batch buffers cross between the threads, and they are reused: no span's
-//! memory is freed by another thread than the one that allocated it. A request's buffer
-//! goes to the HTTP client as shared bytes and comes back to a small pool when the client
-//! drops it.
+//! A batch's buffer is its request: it keeps room in front of its spans for the request's
+//! header, which the export thread writes there (the spans are not copied again). Only
+//! whole buffers cross between the threads, and they are reused: a request's buffer goes
+//! to the HTTP client as shared bytes and comes back, when the client drops it, to a small
+//! pool from which the next batches take theirs.
 
 use crate::config::TelemetryConfig;
 use crate::counting::Counters;
@@ -37,7 +38,7 @@ pub trait SpanSink: Send + 'static {
 pub(crate) type Pool = Arc<Mutex<Vec<Vec<u8>>>>;
 
 /// Request buffers kept for reuse, at most.
-pub(crate) const POOLED_REQUESTS: usize = 2;
+pub(crate) const POOLED_REQUESTS: usize = 4;
 
 /// A request's buffer, which returns to its pool when dropped.
 pub(crate) struct Pooled {
@@ -60,21 +61,28 @@ impl Drop for Pooled {
     }
 }
 
-/// A batch: span entries (`otlp::span_entry`) and how many.
-#[derive(Default)]
+/// A batch: the room for the request's header, then span entries (`otlp::span_entry`);
+/// and how many.
 struct Batch {
-    entries: Vec<u8>,
+    buf: Vec<u8>,
     spans: usize,
 }
 
-/// Emptied batch buffers kept for reuse, at most.
-const SPARE_BATCHES: usize = 4;
+impl Batch {
+    /// An empty batch in `buf` (a buffer to reuse), `head_room` bytes kept in front.
+    fn new(mut buf: Vec<u8>, head_room: usize) -> Self {
+        buf.clear();
+        buf.resize(head_room, 0);
+        Self { buf, spans: 0 }
+    }
+}
 
 struct State {
     /// The batch being filled.
     current: Batch,
     /// Full batches, oldest first.
     full: Vec<Batch>,
+    /// Buffers for the next batches (back from the pool).
     spare: Vec<Vec<u8>>,
     /// Spans in `current` and `full`.
     queued: usize,
@@ -92,12 +100,19 @@ struct Shared {
     done: Condvar,
     capacity: usize,
     batch: usize,
+    /// The room every batch keeps for the request's header (`Preamble::head_room`).
+    head_room: usize,
     counters: Arc<Counters>,
 }
 
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A new batch to fill, in a spare buffer if there is one.
+    fn next_batch(&self, state: &mut State) -> Batch {
+        Batch::new(state.spare.pop().unwrap_or_default(), self.head_room)
     }
 }
 
@@ -117,9 +132,10 @@ impl Queue {
     ) -> Self {
         let capacity = config.queue_size.max(1);
         let delay = config.export_delay;
+        let head_room = preamble.head_room();
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
-                current: Batch::default(),
+                current: Batch::new(Vec::new(), head_room),
                 full: Vec::new(),
                 spare: Vec::new(),
                 queued: 0,
@@ -131,6 +147,7 @@ impl Queue {
             done: Condvar::new(),
             capacity,
             batch: config.max_export_batch.clamp(1, capacity),
+            head_room,
             counters,
         });
         let pool = Pool::default();
@@ -161,11 +178,11 @@ impl Queue {
             return;
         }
         state.queued += 1;
-        otlp::span_entry(span, end, &mut state.current.entries);
+        otlp::span_entry(span, end, &mut state.current.buf);
         state.current.spans += 1;
         if state.current.spans >= self.shared.batch {
-            let entries = state.spare.pop().unwrap_or_default();
-            let full = std::mem::replace(&mut state.current, Batch { entries, spans: 0 });
+            let next = self.shared.next_batch(&mut state);
+            let full = std::mem::replace(&mut state.current, next);
             state.full.push(full);
             self.shared.work.notify_one();
         }
@@ -249,31 +266,26 @@ impl Worker {
                 }
                 let flushing = state.shutdown || state.flush_asked > state.flushed;
                 std::mem::swap(&mut batches, &mut state.full);
-                if flushing || Instant::now() >= next {
-                    let entries = state.spare.pop().unwrap_or_default();
-                    let current =
-                        std::mem::replace(&mut state.current, Batch { entries, spans: 0 });
-                    if current.spans > 0 {
-                        batches.push(current);
-                    } else {
-                        state.spare.push(current.entries);
-                    }
+                if (flushing || Instant::now() >= next) && state.current.spans > 0 {
+                    let next = self.shared.next_batch(&mut state);
+                    batches.push(std::mem::replace(&mut state.current, next));
                 }
                 state.queued -= batches.iter().map(|b| b.spans).sum::<usize>();
                 (state.flush_asked, state.shutdown)
             };
-            for batch in &batches {
+            for batch in batches.drain(..) {
                 self.export(batch);
             }
             next = Instant::now() + self.delay;
             // Every span queued before flush `goal` was asked for was in this swap.
             let mut state = self.shared.lock();
-            for mut batch in batches.drain(..) {
-                if state.spare.len() < SPARE_BATCHES {
-                    batch.entries.clear();
-                    state.spare.push(batch.entries);
-                }
+            // The buffers the sink is done with, for the next batches.
+            let mut pool = self.pool.lock().unwrap_or_else(PoisonError::into_inner);
+            while state.spare.len() < POOLED_REQUESTS {
+                let Some(buf) = pool.pop() else { break };
+                state.spare.push(buf);
             }
+            drop(pool);
             state.flushed = state.flushed.max(goal);
             self.shared.done.notify_all();
             if stop {
@@ -282,13 +294,15 @@ impl Worker {
         }
     }
 
-    fn export(&mut self, batch: &Batch) {
-        let pooled = self.pool.lock().unwrap_or_else(PoisonError::into_inner).pop();
-        let mut buf = pooled.unwrap_or_default();
-        otlp::encode(&self.preamble, &batch.entries, &mut buf);
-        let request = Bytes::from_owner(Pooled { buf, pool: self.pool.clone() });
+    fn export(&mut self, mut batch: Batch) {
         let counters = &self.shared.counters;
-        match self.sink.export_bytes(request, batch.spans) {
+        let Some(start) = otlp::frame(&self.preamble, &mut batch.buf) else {
+            // Not reached: every batch keeps its head room.
+            counters.failed(batch.spans);
+            return;
+        };
+        let request = Bytes::from_owner(Pooled { buf: batch.buf, pool: self.pool.clone() });
+        match self.sink.export_bytes(request.slice(start..), batch.spans) {
             Ok(()) => counters.exported(batch.spans),
             Err(error) => {
                 tracing::debug!(%error, spans = batch.spans, "otel: an export failed");

@@ -276,30 +276,53 @@ pub(crate) fn span_entry(span: &SpanRecord, end: u64, out: &mut Vec<u8>) {
     }
 }
 
-/// Frames span entries (from [`span_entry`]) as one `ExportTraceServiceRequest` into `out`
-/// (cleared first).
-pub(crate) fn encode(preamble: &Preamble, entries: &[u8], out: &mut Vec<u8>) {
-    out.clear();
-    out.reserve(entries.len() + preamble.resource.len() + 32);
-    let mut w = Writer::new(out);
-    // A batch is tens of kilobytes (three-byte lengths).
-    w.message(1, 3, |w| {
-        w.bytes(1, &preamble.resource);
-        w.message(2, 3, |w| {
-            w.message(1, 1, |w| w.string(1, "agentloop"));
-            w.buf.extend_from_slice(entries);
-        });
-    });
+/// The scope every span is in (`InstrumentationScope { name: "agentloop" }`), encoded as
+/// `ScopeSpans.scope` (field 1).
+const SCOPE: &[u8] = b"\x0a\x0b\x0a\x09agentloop";
+
+impl Preamble {
+    /// The room a batch keeps in front of its span entries, in which [`frame`] writes the
+    /// request's header: the most it can take (three fields' keys and lengths, the
+    /// resource, the scope).
+    pub(crate) fn head_room(&self) -> usize {
+        self.resource.len() + SCOPE.len() + 3 * (1 + 5) + 5
+    }
+}
+
+/// Frames the span entries (from [`span_entry`]) that follow the first
+/// [`Preamble::head_room`] bytes of `buf` as one `ExportTraceServiceRequest`, in place: the
+/// request's header is written just before the entries, which are not copied. Returns where
+/// the request starts in `buf` (`None`: `buf` is shorter than the head room).
+pub(crate) fn frame(preamble: &Preamble, buf: &mut [u8]) -> Option<usize> {
+    let room = preamble.head_room();
+    let entries = buf.len().checked_sub(room)?;
+    let resource = preamble.resource.len();
+    let scope_spans = SCOPE.len() + entries;
+    let resource_spans =
+        1 + varint_len(resource) + resource + 1 + varint_len(scope_spans) + scope_spans;
+    let mut head = Vec::with_capacity(room);
+    let mut w = Writer::new(&mut head);
+    w.key(1, LEN);
+    w.varint(resource_spans as u64);
+    w.bytes(1, &preamble.resource);
+    w.key(2, LEN);
+    w.varint(scope_spans as u64);
+    w.buf.extend_from_slice(SCOPE);
+    let start = room.checked_sub(head.len())?;
+    buf.get_mut(start..room)?.copy_from_slice(&head);
+    Some(start)
 }
 
 /// Encodes `spans` (each with its end time) as one request (tests).
 #[cfg(test)]
 pub(crate) fn encode_spans(preamble: &Preamble, spans: &[(SpanRecord, u64)], out: &mut Vec<u8>) {
-    let mut entries = Vec::new();
+    let mut buf = vec![0; preamble.head_room()];
     for (span, end) in spans {
-        span_entry(span, *end, &mut entries);
+        span_entry(span, *end, &mut buf);
     }
-    encode(preamble, &entries, out);
+    let start = frame(preamble, &mut buf).unwrap_or_default();
+    out.clear();
+    out.extend_from_slice(&buf[start..]);
 }
 
 #[cfg(test)]

@@ -4,7 +4,8 @@
 //! ```sh
 //! eval "$(scripts/otel/install.sh | tail -n 1 | sed 's/^/export /')"   # the receiver's venv
 //! cargo run --release -p agentloop-bench --bin bench-otel
-//! # options: --http (the model over HTTP from mockllm), --runs 10000 --warmup 1000 --reps 5 (defaults), --endpoint URL (an OTLP/HTTP
+//! # options: --http (the model over HTTP from mockllm), --recorded (with --http: the model's
+//! # turns replayed from a real llama.cpp server's streams, a token an event), --runs 10000 --warmup 1000 --reps 5 (defaults), --endpoint URL (an OTLP/HTTP
 //! # receiver already running; otherwise scripts/otel/receiver.py is started with
 //! # $AGENTLOOP_OTEL_PYTHON), --variants off,observer,spans-only,discard,otlp (all by default),
 //! # --queue N, --batch N (spans per export request; default 512), --json FILE, --smoke, --export-cpu N (telemetry's threads moved to CPU N)
@@ -87,6 +88,7 @@ fn main() -> Result<()> {
         queue: value("--queue").map(|v| v.parse()).transpose().context("--queue")?,
         batch: value("--batch").map(|v| v.parse()).transpose().context("--batch")?,
         model_url: None,
+        recorded: args.iter().any(|a| a == "--recorded"),
         export_cpu: value("--export-cpu").map(|v| v.parse()).transpose().context("--export-cpu")?,
     };
     // `--http`: the model over HTTP, from `mockllm` in a process of its own (its CPU is not
@@ -118,7 +120,10 @@ fn main() -> Result<()> {
         plan.warmup,
         plan.repetitions,
         plan.variants.len(),
-        plan.model_url.as_deref().map_or("scripted, in process".to_owned(), |u| format!("mockllm over HTTP at {u}")),
+        plan.model_url.as_deref().map_or("scripted, in process".to_owned(), |u| format!(
+            "mockllm over HTTP at {u}{}",
+            if plan.recorded { ", the recorded llama.cpp turns" } else { "" }
+        )),
         plan.endpoint.as_deref().unwrap_or("-"),
         if receiver.is_some() { " (receiver.py, started here)" } else { "" },
     );

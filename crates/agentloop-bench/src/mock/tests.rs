@@ -69,11 +69,46 @@ async fn sse_bodies_decode_to_the_same_turns() {
 #[test]
 fn requests_are_read_for_the_script_and_the_tool_results() {
     let body = br#"{"model":"bench-k3-p1-l0","stream":true,"messages":[{"role":"user","content":"go"},{"role":"assistant","content":null,"tool_calls":[]},{"role":"tool","tool_call_id":"c","content":"3"}]}"#;
-    let (script, stream, results, len) = read_request(body).unwrap();
-    assert_eq!(script, Script::new(3, 1, 0));
+    let (turns, stream, results, len) = read_request(body).unwrap();
+    assert_eq!(turns, Turns::Script(Script::new(3, 1, 0)));
     assert!(stream);
     assert_eq!(results, 1);
     assert_eq!(len, body.len() as u64);
     assert!(read_request(b"{").unwrap_err().contains("invalid chat request"));
     assert!(read_request(br#"{"model":"gpt","messages":[]}"#).is_err());
+}
+
+#[tokio::test]
+async fn the_recorded_turns_are_a_streamed_call_then_a_streamed_answer() {
+    let body =
+        br#"{"model":"bench-recorded","stream":true,"messages":[{"role":"user","content":"go"}]}"#;
+    let (turns, stream, results, _) = read_request(body).unwrap();
+    assert_eq!((turns, stream, results), (Turns::Recorded, true, 0));
+
+    let mut call = ResponseAssembler::default();
+    let chunks = decode_sse(recorded_turn(0).to_owned()).await;
+    // A token a chunk, as llama.cpp streams: 22 events, the arguments in 18 pieces.
+    assert!(chunks.len() > 18, "{} chunks", chunks.len());
+    for chunk in chunks {
+        call.push(chunk).unwrap();
+    }
+    let call = call.finish();
+    assert_eq!(call.finish_reason, FinishReason::ToolCalls);
+    let calls: Vec<_> = call.message.tool_calls().collect();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].name, "calculator");
+    let arguments: serde_json::Value = serde_json::from_str(&calls[0].arguments).unwrap();
+    assert_eq!(arguments, serde_json::json!({"operation": "multiply", "a": 17, "b": 23}));
+
+    let mut answer = ResponseAssembler::default();
+    for chunk in decode_sse(recorded_turn(1).to_owned()).await {
+        answer.push(chunk).unwrap();
+    }
+    let answer = answer.finish();
+    assert_eq!(answer.finish_reason, FinishReason::Stop);
+    // What the 135M model answered (17 × 23 is 391): the bench replays it, right or not.
+    assert_eq!(
+        answer.message.content,
+        vec![Part::Text { text: "17 multiplied by 23 is 341.".into() }]
+    );
 }

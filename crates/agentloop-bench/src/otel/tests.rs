@@ -29,6 +29,7 @@ async fn every_span_of_the_workload_reaches_the_exporter() {
         queue: None,
         batch: None,
         model_url: None,
+        recorded: false,
         // Telemetry's threads moved (to the CPU every machine has).
         export_cpu: Some(0),
     };
@@ -40,4 +41,36 @@ async fn every_span_of_the_workload_reaches_the_exporter() {
     assert!(summaries[0].overhead_pct.is_none());
     assert!(summaries[2].overhead_pct.is_some());
     assert!(table(&summaries).contains("| `discard` |"));
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn the_recorded_llama_cpp_turns_make_the_same_spans() {
+    let listener = crate::mock::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let stats = Arc::new(crate::mock::Stats::default());
+    let server = tokio::spawn(crate::mock::serve(listener, stats.clone()));
+    let plan = Plan {
+        runs: 4,
+        warmup: 1,
+        repetitions: 1,
+        variants: vec![Variant::Off, Variant::SpansOnly],
+        endpoint: None,
+        queue: None,
+        batch: None,
+        model_url: Some(url),
+        recorded: true,
+        export_cpu: None,
+    };
+    // Each run checked: completed after two iterations (the call, then the answer).
+    let samples = run(&plan, |_| {}).await.unwrap();
+    let spans = samples.iter().find(|s| s.variant == Variant::SpansOnly).unwrap();
+    assert_eq!(spans.spans.unwrap().exported, 5 * SPANS_PER_RUN);
+    // Two variants of five runs, two requests a run, none refused.
+    assert_eq!(stats.requests.load(std::sync::atomic::Ordering::Relaxed), 20);
+    assert_eq!(stats.errors.load(std::sync::atomic::Ordering::Relaxed), 0);
+    server.abort();
+
+    let scripted = Plan { model_url: None, ..plan };
+    let error = run(&scripted, |_| {}).await.unwrap_err();
+    assert!(error.to_string().contains("--http"), "{error}");
 }

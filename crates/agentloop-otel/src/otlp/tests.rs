@@ -235,3 +235,37 @@ fn a_message_of_any_size_gets_a_minimal_length() {
         }
     }
 }
+
+#[test]
+fn a_batch_is_framed_in_place_as_prost_encodes_the_request() {
+    let ids = IdSource::default();
+    let preamble = Preamble::new(&[("service.name", "svc".into())]);
+    // Batches whose lengths cross every varint width the header's lengths can take.
+    for spans in [0usize, 1, 2, 60, 700] {
+        let mut buf = vec![0; preamble.head_room()];
+        for n in 0..spans {
+            let name = "s".repeat(n % 300);
+            let span =
+                SpanRecord::new(context(&ids, true), &[&name], Kind::Internal, None, Vec::new());
+            span_entry(&span, 9, &mut buf);
+        }
+        let entries = buf[preamble.head_room()..].to_vec();
+        let start = frame(&preamble, &mut buf).unwrap();
+        let request = decode(&buf[start..]);
+        let decoded = &request.resource_spans[0].scope_spans[0];
+        assert_eq!(decoded.spans.len(), spans);
+        assert_eq!(decoded.scope.as_ref().unwrap().name, "agentloop");
+        // The same bytes as the request written whole, nested messages with minimal lengths.
+        let mut whole = Vec::new();
+        Writer::new(&mut whole).message(1, 1, |w| {
+            w.bytes(1, &preamble.resource);
+            w.message(2, 1, |w| {
+                w.message(1, 1, |w| w.string(1, "agentloop"));
+                w.buf.extend_from_slice(&entries);
+            });
+        });
+        assert_eq!(buf[start..], whole[..], "{spans} spans");
+    }
+    let mut short = vec![0; preamble.head_room() - 1];
+    assert_eq!(frame(&preamble, &mut short), None);
+}
