@@ -173,6 +173,7 @@ fn recorded_turn(results: u32) -> &'static str {
     }
 }
 
+/// A server-sent-events response of `body`.
 fn sse(body: &'static str) -> Response<Full<Bytes>> {
     Response::builder()
         .header("content-type", "text/event-stream")

@@ -5,8 +5,10 @@
 //! (instant, turns streamed in 16-character chunks) that calls the `add` tool once and then
 //! answers, so one run is two iterations — two model calls and one tool call — and, with
 //! telemetry on, six spans (`invoke_agent`, two `iteration`, two `chat`, one
-//! `execute_tool`). The runs are sequential, on a current-thread tokio runtime, with every
-//! event streamed and consumed. Each [`Variant`] runs the same workload:
+//! `execute_tool`). With [`Plan::model_url`] the model is `mockllm` over HTTP instead (its
+//! minimal turns, or with [`Plan::recorded`] two turns a real llama.cpp server streamed).
+//! The runs are sequential, on a current-thread tokio runtime, with every event streamed
+//! and consumed. Each [`Variant`] runs the same workload:
 //!
 //! - [`Variant::Off`]: no observer;
 //! - [`Variant::Observer`]: an observer that records nothing (it sees every event and gives

@@ -32,12 +32,12 @@ pub trait SpanSink: Send + 'static {
     }
 }
 
-/// Request buffers that came back from the sink, for the next requests: a buffer the HTTP
+/// Request buffers that came back from the sink, for the next batches: a buffer the HTTP
 /// client dropped on its own thread is reused, not freed there and allocated afresh (a
 /// new buffer of a batch's size costs its pages' faults and zeroing on every request).
 pub(crate) type Pool = Arc<Mutex<Vec<Vec<u8>>>>;
 
-/// Request buffers kept for reuse, at most.
+/// Buffers the pool keeps for the next batches, at most.
 pub(crate) const POOLED_REQUESTS: usize = 4;
 
 /// A request's buffer, which returns to its pool when dropped.
@@ -181,8 +181,8 @@ impl Queue {
         otlp::span_entry(span, end, &mut state.current.buf);
         state.current.spans += 1;
         if state.current.spans >= self.shared.batch {
-            let next = self.shared.next_batch(&mut state);
-            let full = std::mem::replace(&mut state.current, next);
+            let fresh = self.shared.next_batch(&mut state);
+            let full = std::mem::replace(&mut state.current, fresh);
             state.full.push(full);
             self.shared.work.notify_one();
         }
@@ -267,8 +267,8 @@ impl Worker {
                 let flushing = state.shutdown || state.flush_asked > state.flushed;
                 std::mem::swap(&mut batches, &mut state.full);
                 if (flushing || Instant::now() >= next) && state.current.spans > 0 {
-                    let next = self.shared.next_batch(&mut state);
-                    batches.push(std::mem::replace(&mut state.current, next));
+                    let fresh = self.shared.next_batch(&mut state);
+                    batches.push(std::mem::replace(&mut state.current, fresh));
                 }
                 state.queued -= batches.iter().map(|b| b.spans).sum::<usize>();
                 (state.flush_asked, state.shutdown)
