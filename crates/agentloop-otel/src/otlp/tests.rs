@@ -237,7 +237,7 @@ fn a_message_of_any_size_gets_a_minimal_length() {
 }
 
 #[test]
-fn a_batch_is_framed_in_place_as_prost_encodes_the_request() {
+fn a_batch_is_framed_in_place_with_minimal_lengths() {
     let ids = IdSource::default();
     let preamble = Preamble::new(&[("service.name", "svc".into())]);
     // Batches whose lengths cross every varint width the header's lengths can take.
@@ -268,4 +268,156 @@ fn a_batch_is_framed_in_place_as_prost_encodes_the_request() {
     }
     let mut short = vec![0; preamble.head_room() - 1];
     assert_eq!(frame(&preamble, &mut short), None);
+}
+
+/// An attribute value the strategies make (owned; `Value` borrows).
+#[derive(Debug, Clone)]
+enum Owned {
+    Text(String),
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+    TextList(String),
+}
+
+impl Owned {
+    fn value(&self) -> Value<'_> {
+        match self {
+            Owned::Text(text) => Value::Text(text),
+            Owned::Int(i) => Value::Int(*i),
+            Owned::Float(f) => Value::Float(*f),
+            Owned::Bool(b) => Value::Bool(*b),
+            Owned::TextList(text) => Value::TextList(text),
+        }
+    }
+
+    /// Whether `decoded` is this value as the project's own types read it (floats by bits:
+    /// NaN too).
+    fn is(&self, decoded: &testing::AnyValue) -> bool {
+        use testing::any_value::Value as V;
+        match (self, &decoded.value) {
+            (Owned::Text(text), Some(V::StringValue(s))) => s == text,
+            (Owned::Int(i), Some(V::IntValue(d))) => d == i,
+            (Owned::Float(f), Some(V::DoubleValue(d))) => d.to_bits() == f.to_bits(),
+            (Owned::Bool(b), Some(V::BoolValue(d))) => d == b,
+            (Owned::TextList(text), Some(V::ArrayValue(array))) => {
+                matches!(&array.values[..], [one] if Owned::Text(text.clone()).is(one))
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Any text: short, around the one-byte length limits, or long enough for three-byte ones.
+fn any_text() -> impl proptest::strategy::Strategy<Value = String> {
+    use proptest::prelude::*;
+    prop_oneof![
+        6 => ".{0,40}",
+        2 => proptest::collection::vec(any::<char>(), 100..140)
+            .prop_map(|chars| chars.into_iter().collect::<String>()),
+        1 => (0usize..40, any::<char>()).prop_map(|(n, c)| c.to_string().repeat(4_000 + n * 13)),
+    ]
+}
+
+fn any_value() -> impl proptest::strategy::Strategy<Value = Owned> {
+    use proptest::prelude::*;
+    prop_oneof![
+        any_text().prop_map(Owned::Text),
+        any::<i64>().prop_map(Owned::Int),
+        any::<f64>().prop_map(Owned::Float),
+        any::<bool>().prop_map(Owned::Bool),
+        any_text().prop_map(Owned::TextList),
+    ]
+}
+
+fn any_attributes() -> impl proptest::strategy::Strategy<Value = Vec<(String, Owned)>> {
+    proptest::collection::vec((any_text(), any_value()), 0..12)
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(96))]
+
+    /// Whatever a model, a tool or a caller puts in a span (names, attribute keys and
+    /// values, event attributes, an error message), the request is one the collector's own
+    /// types decode back to exactly that.
+    #[test]
+    fn any_span_content_decodes_back_as_it_was_set(
+        name in proptest::collection::vec(any_text(), 0..3),
+        attributes in any_attributes(),
+        event_name in any_text(),
+        event_attributes in any_attributes(),
+        error in proptest::option::of(any_text()),
+        sampled in proptest::prelude::any::<bool>(),
+    ) {
+        let ids = IdSource::default();
+        let parts: Vec<&str> = name.iter().map(String::as_str).collect();
+        let parent = Some((ids.span_id(), sampled));
+        let mut span = SpanRecord::new(context(&ids, true), &parts, Kind::Client, parent, Vec::new());
+        for (key, value) in &attributes {
+            span.set(key, value.value());
+        }
+        let borrowed: Vec<(&str, Value<'_>)> =
+            event_attributes.iter().map(|(k, v)| (k.as_str(), v.value())).collect();
+        span.event(&event_name, &borrowed);
+        if let Some(error) = &error {
+            span.fail("some_kind", error.clone());
+        }
+        let mut buf = Vec::new();
+        encode_spans(&Preamble::new(&[]), &[(span.clone(), span.start + 1)], &mut buf);
+        let request = decode(&buf);
+        let decoded = &request.resource_spans[0].scope_spans[0].spans[0];
+        proptest::prop_assert_eq!(&decoded.name, &name.concat());
+        proptest::prop_assert_eq!(decoded.span_id.as_slice(), span.context.span_id.as_slice());
+        let expected = attributes.len() + usize::from(error.is_some());
+        proptest::prop_assert_eq!(decoded.attributes.len(), expected);
+        for ((key, value), kv) in attributes.iter().zip(&decoded.attributes) {
+            proptest::prop_assert_eq!(&kv.key, key);
+            proptest::prop_assert!(value.is(kv.value.as_ref().unwrap()), "{key:?}: {value:?}");
+        }
+        let event = &decoded.events[0];
+        proptest::prop_assert_eq!(&event.name, &event_name);
+        proptest::prop_assert_eq!(event.attributes.len(), event_attributes.len());
+        for ((key, value), kv) in event_attributes.iter().zip(&event.attributes) {
+            proptest::prop_assert_eq!(&kv.key, key);
+            proptest::prop_assert!(value.is(kv.value.as_ref().unwrap()), "{key:?}: {value:?}");
+        }
+        let status = decoded.status.as_ref();
+        match &error {
+            Some(error) => {
+                proptest::prop_assert_eq!(status.map(|s| s.code), Some(2));
+                proptest::prop_assert_eq!(status.map(|s| s.message.as_str()), Some(error.as_str()));
+            }
+            None => proptest::prop_assert!(status.is_none()),
+        }
+    }
+
+    /// A `traceparent` from outside (an A2A caller, a run's configuration) never panics the
+    /// parser; what it accepts names valid ids and is written back as it was read.
+    #[test]
+    fn any_traceparent_is_read_or_refused(
+        text in proptest::prop_oneof![
+            ".{0,80}",
+            "[0-9a-fA-F]{2}-[0-9a-fA-F]{32}-[0-9a-fA-F]{16}-[0-9a-fA-F]{2}(-.{0,8})?",
+            "[0-9a-f-]{50,60}",
+        ],
+    ) {
+        if let Some(parsed) = SpanContext::parse(&text) {
+            proptest::prop_assert!(parsed.trace_id != [0; 16] && parsed.span_id != [0; 8]);
+            proptest::prop_assert_eq!(SpanContext::parse(&parsed.traceparent()), Some(parsed));
+        }
+    }
+
+    /// Every context is written as a `traceparent` that reads back as that context.
+    #[test]
+    fn every_context_round_trips_through_its_traceparent(
+        trace in proptest::prelude::any::<[u8; 16]>(),
+        span in proptest::prelude::any::<[u8; 8]>(),
+        sampled in proptest::prelude::any::<bool>(),
+    ) {
+        proptest::prop_assume!(trace != [0; 16] && span != [0; 8]);
+        let context = SpanContext { trace_id: trace, span_id: span, sampled };
+        let text = context.traceparent();
+        proptest::prop_assert_eq!(text.len(), 55);
+        proptest::prop_assert_eq!(SpanContext::parse(&text), Some(context));
+    }
 }
