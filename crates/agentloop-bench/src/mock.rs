@@ -8,8 +8,9 @@
 //! request, so any number of concurrent conversations can share it.
 //!
 //! The model [`RECORDED_MODEL`] replays, byte for byte, two turns a real llama.cpp server
-//! streamed (`fixtures/llama-server/`): a `calculator` call streamed token by token, then,
-//! once the request holds a tool result, a prose answer (see that directory's README).
+//! streamed: a `calculator` call streamed token by token (the provider tests' recording),
+//! then, once the request holds a tool result, a prose answer (`fixtures/llama-server/`; its
+//! README says where both come from).
 
 use crate::scenario::{Script, FINAL_ANSWER};
 use bytes::Bytes;
@@ -62,8 +63,10 @@ struct RequestMessage<'a> {
 /// The model whose turns are the recorded ones.
 pub const RECORDED_MODEL: &str = "bench-recorded";
 
-/// A `calculator` call as llama.cpp streamed it (22 events, the arguments a token each).
-pub const RECORDED_TOOL_CALL: &str = include_str!("../fixtures/llama-server/tool_call.sse");
+/// A `calculator` call as llama.cpp streamed it (22 events, the arguments a token each): the
+/// provider tests' recording.
+pub const RECORDED_TOOL_CALL: &str =
+    include_str!("../../agentloop/tests/fixtures/openai/llama_cpp_tool_call_stream.sse");
 
 /// A prose answer as llama.cpp streamed it (16 events, a token each, `finish_reason: stop`).
 pub const RECORDED_ANSWER: &str = include_str!("../fixtures/llama-server/answer.sse");
@@ -132,7 +135,8 @@ async fn handle(request: Request<Incoming>, stats: &Stats) -> Response<Full<Byte
                 Turns::Script(script) => script,
                 Turns::Recorded if stream => {
                     stats.requests.fetch_add(1, Ordering::Relaxed);
-                    return sse(recorded_turn(results));
+                    let turn = Bytes::from_static(recorded_turn(results).as_bytes());
+                    return respond("text/event-stream", turn);
                 }
                 Turns::Recorded => {
                     let message = "the recorded turns are streamed only";
@@ -151,15 +155,9 @@ async fn handle(request: Request<Incoming>, stats: &Stats) -> Response<Full<Byte
             } else {
                 ("application/json", json_body(n, &model, calls, usage))
             };
-            Response::builder()
-                .header("content-type", content_type)
-                .body(Full::new(Bytes::from(body)))
-                .unwrap_or_else(|_| Response::new(Full::new(Bytes::new())))
+            respond(content_type, Bytes::from(body))
         }
-        (&Method::GET, "/stats") => Response::builder()
-            .header("content-type", "application/json")
-            .body(Full::new(Bytes::from(stats.to_json())))
-            .unwrap_or_else(|_| Response::new(Full::new(Bytes::new()))),
+        (&Method::GET, "/stats") => respond("application/json", Bytes::from(stats.to_json())),
         _ => refuse(stats, StatusCode::NOT_FOUND, "no such route"),
     }
 }
@@ -173,11 +171,11 @@ fn recorded_turn(results: u32) -> &'static str {
     }
 }
 
-/// A server-sent-events response of `body`.
-fn sse(body: &'static str) -> Response<Full<Bytes>> {
+/// A `200 OK` of `body`.
+fn respond(content_type: &str, body: Bytes) -> Response<Full<Bytes>> {
     Response::builder()
-        .header("content-type", "text/event-stream")
-        .body(Full::new(Bytes::from_static(body.as_bytes())))
+        .header("content-type", content_type)
+        .body(Full::new(body))
         .unwrap_or_else(|_| Response::new(Full::new(Bytes::new())))
 }
 

@@ -82,8 +82,6 @@ struct State {
     current: Batch,
     /// Full batches, oldest first.
     full: Vec<Batch>,
-    /// Buffers for the next batches (back from the pool).
-    spare: Vec<Vec<u8>>,
     /// Spans in `current` and `full`.
     queued: usize,
     /// Flushes asked for and done (a flush waits until `flushed` reaches its number).
@@ -102,6 +100,8 @@ struct Shared {
     batch: usize,
     /// The room every batch keeps for the request's header (`Preamble::head_room`).
     head_room: usize,
+    /// The buffers the sink is done with, for the next batches.
+    pool: Pool,
     counters: Arc<Counters>,
 }
 
@@ -110,9 +110,10 @@ impl Shared {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// A new batch to fill, in a spare buffer if there is one.
-    fn next_batch(&self, state: &mut State) -> Batch {
-        Batch::new(state.spare.pop().unwrap_or_default(), self.head_room)
+    /// A new batch to fill, in a buffer back from the sink if there is one.
+    fn next_batch(&self) -> Batch {
+        let buf = self.pool.lock().unwrap_or_else(PoisonError::into_inner).pop();
+        Batch::new(buf.unwrap_or_default(), self.head_room)
     }
 }
 
@@ -137,7 +138,6 @@ impl Queue {
             state: Mutex::new(State {
                 current: Batch::new(Vec::new(), head_room),
                 full: Vec::new(),
-                spare: Vec::new(),
                 queued: 0,
                 flush_asked: 0,
                 flushed: 0,
@@ -148,10 +148,10 @@ impl Queue {
             capacity,
             batch: config.max_export_batch.clamp(1, capacity),
             head_room,
+            pool: Pool::default(),
             counters,
         });
-        let pool = Pool::default();
-        let worker = Worker { shared: shared.clone(), sink, preamble, delay, pool };
+        let worker = Worker { shared: shared.clone(), sink, preamble, delay };
         let thread = std::thread::Builder::new()
             .name("agentloop-otel-export".into())
             .spawn(move || worker.run());
@@ -181,7 +181,7 @@ impl Queue {
         otlp::span_entry(span, end, &mut state.current.buf);
         state.current.spans += 1;
         if state.current.spans >= self.shared.batch {
-            let fresh = self.shared.next_batch(&mut state);
+            let fresh = self.shared.next_batch();
             let full = std::mem::replace(&mut state.current, fresh);
             state.full.push(full);
             self.shared.work.notify_one();
@@ -236,7 +236,6 @@ struct Worker {
     sink: Box<dyn SpanSink>,
     preamble: Preamble,
     delay: Duration,
-    pool: Pool,
 }
 
 impl Worker {
@@ -267,7 +266,7 @@ impl Worker {
                 let flushing = state.shutdown || state.flush_asked > state.flushed;
                 std::mem::swap(&mut batches, &mut state.full);
                 if (flushing || Instant::now() >= next) && state.current.spans > 0 {
-                    let fresh = self.shared.next_batch(&mut state);
+                    let fresh = self.shared.next_batch();
                     batches.push(std::mem::replace(&mut state.current, fresh));
                 }
                 state.queued -= batches.iter().map(|b| b.spans).sum::<usize>();
@@ -279,13 +278,6 @@ impl Worker {
             next = Instant::now() + self.delay;
             // Every span queued before flush `goal` was asked for was in this swap.
             let mut state = self.shared.lock();
-            // The buffers the sink is done with, for the next batches.
-            let mut pool = self.pool.lock().unwrap_or_else(PoisonError::into_inner);
-            while state.spare.len() < POOLED_REQUESTS {
-                let Some(buf) = pool.pop() else { break };
-                state.spare.push(buf);
-            }
-            drop(pool);
             state.flushed = state.flushed.max(goal);
             self.shared.done.notify_all();
             if stop {
@@ -301,7 +293,7 @@ impl Worker {
             counters.failed(batch.spans);
             return;
         };
-        let request = Bytes::from_owner(Pooled { buf: batch.buf, pool: self.pool.clone() });
+        let request = Bytes::from_owner(Pooled { buf: batch.buf, pool: self.shared.pool.clone() });
         match self.sink.export_bytes(request.slice(start..), batch.spans) {
             Ok(()) => counters.exported(batch.spans),
             Err(error) => {
