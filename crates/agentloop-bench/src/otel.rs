@@ -139,6 +139,10 @@ pub struct Plan {
     /// thread staying where it is (`--export-cpu`; `None`: where the process was started).
     /// Their CPU time is counted all the same.
     pub export_cpu: Option<usize>,
+    /// Interleave the variants within each repetition, this many runs at a time
+    /// (`--block N`; see `interleaved`), instead of running one variant's repetition after
+    /// another's (`None`).
+    pub block: Option<u64>,
 }
 
 /// A span sink that drops every request (encoded as OTLP protobuf, as for a collector).
@@ -382,6 +386,12 @@ pub async fn run(
         return Err("the otlp variant needs an endpoint".into());
     }
     let client = reqwest::Client::builder().timeout(Duration::from_secs(10)).build()?;
+    if let Some(block) = plan.block {
+        if plan.export_cpu.is_some() {
+            return Err("--export-cpu moves every other thread: not with --block".into());
+        }
+        return interleaved::run(plan, block, &client, &mut progress).await;
+    }
     let mut samples = Vec::new();
     for repetition in 0..plan.repetitions {
         for &variant in &plan.variants {
@@ -623,6 +633,8 @@ fn check(spans: &Spans, runs: u64) -> Result<(), String> {
         _ => Ok(()),
     }
 }
+
+mod interleaved;
 
 #[cfg(test)]
 mod tests;

@@ -8,7 +8,8 @@
 //! # turns replayed from a real llama.cpp server's streams, a token an event), --runs 10000 --warmup 1000 --reps 5 (defaults), --endpoint URL (an OTLP/HTTP
 //! # receiver already running; otherwise scripts/otel/receiver.py is started with
 //! # $AGENTLOOP_OTEL_PYTHON), --variants off,observer,spans-only,discard,otlp (all by default),
-//! # --queue N, --batch N (spans per export request; default 512), --json FILE, --smoke, --export-cpu N (telemetry's threads moved to CPU N)
+//! # --queue N, --batch N (spans per export request; default 512), --json FILE, --smoke, --export-cpu N (telemetry's threads moved to CPU N),
+//! # --block N (the variants interleaved within a repetition, N runs at a time); --help lists them
 //! ```
 //!
 //! Prints one line per repetition, then the markdown table; fails if a span was lost.
@@ -61,8 +62,66 @@ fn load() -> String {
     std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim().to_owned()
 }
 
+/// What `--help` prints.
+const USAGE: &str = "\
+bench-otel: CPU per loop round with OpenTelemetry on (sampling 100 %) and off (docs/PERFORMANCE.md)
+
+options:
+  --http              the model over HTTP, from mockllm (started beside this binary)
+  --recorded          with --http: the model's turns replayed from a real llama.cpp server's streams
+  --runs N            measured runs a repetition (default 10000)
+  --warmup N          runs before each repetition's measurement (default 1000)
+  --reps N            repetitions, variants interleaved (default 5)
+  --block N           interleave the variants within a repetition, N runs at a time, each
+                      variant's CPU counted per thread (for a machine whose speed drifts)
+  --variants LIST     of off,observer,spans-only,discard,otlp (default: all)
+  --endpoint URL      an OTLP/HTTP receiver already running (otherwise scripts/otel/receiver.py
+                      is started with $AGENTLOOP_OTEL_PYTHON)
+  --queue N           the span queue's size (default: a whole repetition's spans)
+  --batch N           spans per export request (default 512)
+  --export-cpu N      telemetry's threads moved to CPU N once started
+  --json FILE         every repetition and the summary as JSON
+  --smoke             200 runs, one repetition (a quick check)
+  --help              this text";
+
+/// Options that take a value, and flags.
+const VALUED: &[&str] = &[
+    "--runs",
+    "--warmup",
+    "--reps",
+    "--variants",
+    "--endpoint",
+    "--queue",
+    "--batch",
+    "--export-cpu",
+    "--json",
+    "--block",
+];
+const FLAGS: &[&str] = &["--http", "--recorded", "--smoke"];
+
+/// Refuses an argument that is no option (a misspelt one would silently measure the
+/// defaults) and an option without its value.
+fn check_args(args: &[String]) -> Result<()> {
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        if VALUED.contains(&arg.as_str()) {
+            if rest.next().is_none() {
+                bail!("{arg} needs a value (see --help)");
+            }
+        } else if !FLAGS.contains(&arg.as_str()) {
+            bail!("unknown option {arg:?} (see --help)");
+        }
+    }
+    Ok(())
+}
+
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        println!("{USAGE}");
+        return Ok(());
+    }
+    check_args(&args)?;
     let value = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1));
     let number = |name: &str, default: u64| -> Result<u64> {
         value(name).map_or(Ok(default), |v| v.parse().with_context(|| format!("{name} {v}")))
@@ -90,6 +149,7 @@ fn main() -> Result<()> {
         model_url: None,
         recorded: args.iter().any(|a| a == "--recorded"),
         export_cpu: value("--export-cpu").map(|v| v.parse()).transpose().context("--export-cpu")?,
+        block: value("--block").map(|v| v.parse()).transpose().context("--block")?,
     };
     // `--http`: the model over HTTP, from `mockllm` in a process of its own (its CPU is not
     // the bench's), started from beside this binary.

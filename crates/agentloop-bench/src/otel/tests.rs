@@ -32,6 +32,7 @@ async fn every_span_of_the_workload_reaches_the_exporter() {
         recorded: false,
         // Telemetry's threads moved (to the CPU every machine has).
         export_cpu: Some(0),
+        block: None,
     };
     let samples = run(&plan, |_| {}).await.unwrap();
     assert_eq!(samples.len(), 3);
@@ -60,6 +61,7 @@ async fn the_recorded_llama_cpp_turns_make_the_same_spans() {
         model_url: Some(url),
         recorded: true,
         export_cpu: None,
+        block: None,
     };
     // Each run checked: completed after two iterations (the call, then the answer).
     let samples = run(&plan, |_| {}).await.unwrap();
