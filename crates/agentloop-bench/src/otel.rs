@@ -238,6 +238,9 @@ pub struct Sample {
     pub wall_us: f64,
     /// Wall time until the last span was exported, µs.
     pub settled_us: f64,
+    /// Of `cpu_us`, the threads telemetry started (export, HTTP client, metrics reader), µs:
+    /// measured by thread with `--block` only.
+    pub threads_us: Option<f64>,
     /// The spans, with telemetry on.
     pub spans: Option<Spans>,
 }
@@ -609,6 +612,7 @@ async fn repeat(
         sys_us: sys_after - sys,
         wall_us: wall.as_secs_f64() * 1e6,
         settled_us: settled.as_secs_f64() * 1e6,
+        threads_us: None,
         spans,
     })
 }

@@ -107,20 +107,54 @@ impl<'a> Writer<'a> {
     fn key_value(&mut self, field: u32, key: &str, value: &Value<'_>) {
         let value_len = any_value_len(value);
         let len = 1 + varint_len(key.len()) + key.len() + 1 + varint_len(value_len) + value_len;
-        self.buf.reserve(len + 6);
         if field < 16 && len < 128 {
-            // Most attributes: every tag and length is one byte.
+            // Most attributes: every tag and length is one byte, and the value's bytes go
+            // in with its header (a few appends, not a push a byte).
+            self.buf.reserve(len + 2);
             let (tag, key_len) = ((field << 3 | LEN) as u8, key.len() as u8);
             self.buf.extend_from_slice(&[tag, len as u8, 1 << 3 | LEN as u8, key_len]);
             self.buf.extend_from_slice(key.as_bytes());
-            self.buf.extend_from_slice(&[2 << 3 | LEN as u8, value_len as u8]);
-        } else {
-            self.key(field, LEN);
-            self.varint(len as u64);
-            self.string(1, key);
-            self.key(2, LEN);
-            self.varint(value_len as u64);
+            let any = 2 << 3 | LEN as u8;
+            match *value {
+                Value::Text(text) => {
+                    let header = [any, value_len as u8, 1 << 3 | LEN as u8, text.len() as u8];
+                    self.buf.extend_from_slice(&header);
+                    self.buf.extend_from_slice(text.as_bytes());
+                }
+                Value::Int(i) => {
+                    let mut out = [0u8; 13];
+                    out[..3].copy_from_slice(&[any, value_len as u8, 3 << 3 | VARINT as u8]);
+                    let n = 3 + write_varint(&mut out[3..], i as u64);
+                    self.buf.extend_from_slice(&out[..n]);
+                }
+                Value::Float(f) => {
+                    let mut out = [0u8; 11];
+                    out[..3].copy_from_slice(&[any, value_len as u8, 4 << 3 | FIXED64 as u8]);
+                    out[3..].copy_from_slice(&f.to_bits().to_le_bytes());
+                    self.buf.extend_from_slice(&out);
+                }
+                Value::Bool(b) => {
+                    let b = u8::from(b);
+                    self.buf.extend_from_slice(&[any, value_len as u8, 2 << 3 | VARINT as u8, b]);
+                }
+                Value::TextList(_) => {
+                    self.buf.extend_from_slice(&[any, value_len as u8]);
+                    self.value(value);
+                }
+            }
+            return;
         }
+        self.buf.reserve(len + 6);
+        self.key(field, LEN);
+        self.varint(len as u64);
+        self.string(1, key);
+        self.key(2, LEN);
+        self.varint(value_len as u64);
+        self.value(value);
+    }
+
+    /// The fields of an `AnyValue` holding `value`.
+    fn value(&mut self, value: &Value<'_>) {
         match *value {
             Value::Text(text) => self.string(1, text),
             Value::Bool(b) => self.uint(2, u64::from(b)),
@@ -212,6 +246,21 @@ fn varint_len_u64(value: u64) -> usize {
     (bits as usize).div_ceil(7)
 }
 
+/// Writes `value` as a varint at the start of `out` (10 bytes hold any value); returns how
+/// many bytes it took.
+fn write_varint(out: &mut [u8], mut value: u64) -> usize {
+    let mut n = 0;
+    while value >= 0x80 && n + 1 < out.len() {
+        out[n] = (value as u8) | 0x80;
+        value >>= 7;
+        n += 1;
+    }
+    if let Some(last) = out.get_mut(n) {
+        *last = value as u8;
+    }
+    n + 1
+}
+
 fn flags(context: &SpanContext) -> u32 {
     u32::from(context.sampled)
 }
@@ -257,15 +306,25 @@ pub(crate) fn span_entry(span: &SpanRecord, end: u64, out: &mut Vec<u8>) {
     let status_len = status_body.map_or(0, |body| 1 + varint_len(body) + body);
     // trace id (2 + 16), span id (2 + 8), start and end (2 × 9).
     let len = 18 + 10 + 18 + span.body.len() + status_len;
-    out.reserve(len + 4);
+    out.reserve(len + 6);
+    // The entry's tag and length, then trace id, span id, start and end: one append.
+    let mut head = [0u8; 11 + 46];
+    head[0] = 2 << 3 | LEN as u8;
+    let n = 1 + write_varint(&mut head[1..11], len as u64);
+    let fixed = &mut head[n..n + 46];
+    fixed[0] = 1 << 3 | LEN as u8;
+    fixed[1] = 16;
+    fixed[2..18].copy_from_slice(&context.trace_id);
+    fixed[18] = 2 << 3 | LEN as u8;
+    fixed[19] = 8;
+    fixed[20..28].copy_from_slice(&context.span_id);
+    fixed[28] = 7 << 3 | FIXED64 as u8;
+    fixed[29..37].copy_from_slice(&span.start.to_le_bytes());
+    fixed[37] = 8 << 3 | FIXED64 as u8;
+    fixed[38..46].copy_from_slice(&end.to_le_bytes());
+    out.extend_from_slice(&head[..n + 46]);
+    out.extend_from_slice(&span.body);
     let mut w = Writer::new(out);
-    w.key(2, LEN);
-    w.varint(len as u64);
-    w.bytes(1, &context.trace_id);
-    w.bytes(2, &context.span_id);
-    w.fixed64(7, span.start);
-    w.fixed64(8, end);
-    w.buf.extend_from_slice(&span.body);
     if let (Some((message, code)), Some(body)) = (status, status_body) {
         w.key(15, LEN);
         w.varint(body as u64);

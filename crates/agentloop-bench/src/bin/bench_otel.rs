@@ -191,10 +191,13 @@ fn main() -> Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let samples = runtime.block_on(otel::run(&plan, |sample: &Sample| {
         eprintln!(
-            "  rep {} {:<10} cpu {:7.2} µs/run (user {:.0} ms, sys {:.0} ms), wall {:6.2} µs/run, settled after {:.0} ms{}",
+            "  rep {} {:<10} cpu {:7.2} µs/run{} (user {:.0} ms, sys {:.0} ms), wall {:6.2} µs/run, settled after {:.0} ms{}",
             sample.repetition,
             sample.variant.name(),
             sample.cpu_per_run(),
+            sample.threads_us.filter(|_| sample.spans.is_some()).map_or_else(String::new, |t| {
+                format!(" (telemetry's threads {:.2})", t / sample.runs.max(1) as f64)
+            }),
             sample.user_us / 1e3,
             sample.sys_us / 1e3,
             sample.wall_per_run(),

@@ -200,6 +200,7 @@ pub(super) async fn run(
                 sys_us: sys as f64 * tick_us,
                 wall_us: lane.wall.as_secs_f64() * 1e6,
                 settled_us: settled.as_secs_f64() * 1e6,
+                threads_us: Some(after.0.saturating_sub(before.0) as f64 / 1e3),
                 spans,
             };
             progress(&sample);
