@@ -304,12 +304,17 @@ impl Worker {
     }
 }
 
-/// OTLP over HTTP/protobuf, with the blocking client (the export thread is not async).
+/// OTLP over HTTP/protobuf: the async client, driven on the export thread by a
+/// current-thread runtime of its own (built there by the first export, and dropped there),
+/// so that the export thread sends each request itself. (The blocking client it replaced
+/// handed every request to a thread of its own and the answer back: about 1 point of the
+/// loop's CPU in the bench, docs/PERFORMANCE.md.)
 pub(crate) struct HttpSink {
-    pub(crate) client: reqwest_mcp::blocking::Client,
+    pub(crate) client: reqwest_mcp::Client,
     pub(crate) url: String,
     pub(crate) headers: reqwest_mcp::header::HeaderMap,
     pub(crate) timeout: Duration,
+    pub(crate) runtime: Option<tokio::runtime::Runtime>,
 }
 
 impl SpanSink for HttpSink {
@@ -318,22 +323,34 @@ impl SpanSink for HttpSink {
     }
 
     fn export_bytes(&mut self, request: Bytes, _spans: usize) -> Result<(), String> {
-        let response = self
+        if self.runtime.is_none() {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| format!("the export thread's runtime: {e}"))?;
+            self.runtime = Some(runtime);
+        }
+        let Some(runtime) = &self.runtime else { return Err("no runtime to send with".into()) };
+        let url = &self.url;
+        let builder = self
             .client
-            .post(&self.url)
+            .post(url)
             .headers(self.headers.clone())
             .header("content-type", "application/x-protobuf")
             .timeout(self.timeout)
-            .body(request)
-            .send()
-            .map_err(|e| format!("sending to {}: {}", self.url, e.without_url()))?;
-        let status = response.status();
-        // Reads the body so that the connection is reused.
-        let _body = response.bytes();
-        if status.is_success() {
-            Ok(())
-        } else {
-            Err(format!("the collector at {} answered {status}", self.url))
-        }
+            .body(request);
+        runtime.block_on(async move {
+            let send = builder.send();
+            let response =
+                send.await.map_err(|e| format!("sending to {url}: {}", e.without_url()))?;
+            let status = response.status();
+            // Reads the body so that the connection is reused.
+            let _body = response.bytes().await;
+            if status.is_success() {
+                Ok(())
+            } else {
+                Err(format!("the collector at {url} answered {status}"))
+            }
+        })
     }
 }

@@ -442,21 +442,26 @@ fn headers(config: &TelemetryConfig) -> HashMap<String, String> {
     config.headers.iter().cloned().collect()
 }
 
-/// The exporters' HTTP client: blocking (spans and metrics are exported from threads of their own,
-/// outside any async runtime), with TLS by rustls on ring and the webpki roots. Built on a
-/// thread of its own: a blocking client cannot be built inside an async runtime.
+/// TLS for the exporters' HTTP clients: rustls on ring (configured per client, no
+/// process-wide crypto provider) with the webpki roots.
+fn tls_config() -> Result<rustls::ClientConfig, String> {
+    let roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
+    Ok(rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| format!("TLS setup failed: {e}"))?
+    .with_root_certificates(roots)
+    .with_no_client_auth())
+}
+
+/// The metrics exporter's HTTP client: blocking (the periodic reader exports from a thread
+/// of its own, outside any async runtime). Built on a thread of its own: a blocking client
+/// cannot be built inside an async runtime.
 fn http_client() -> Result<reqwest_mcp::blocking::Client, Error> {
     let build = || -> Result<reqwest_mcp::blocking::Client, String> {
-        let roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
-        let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS setup failed: {e}"))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
         reqwest_mcp::blocking::Client::builder()
-            .tls_backend_preconfigured(tls)
+            .tls_backend_preconfigured(tls_config()?)
             .redirect(reqwest_mcp::redirect::Policy::none())
             .build()
             .map_err(|e| format!("the HTTP client could not be built: {e}"))
@@ -468,6 +473,16 @@ fn http_client() -> Result<reqwest_mcp::blocking::Client, Error> {
         .join()
         .map_err(|_| Error::Exporter("building the HTTP client panicked".into()))?
         .map_err(Error::Exporter)
+}
+
+/// The span exporter's HTTP client: async, driven by the export thread itself
+/// ([`HttpSink`]), so that a request is not handed to a client thread and its answer back.
+fn async_http_client() -> Result<reqwest_mcp::Client, Error> {
+    reqwest_mcp::Client::builder()
+        .tls_backend_preconfigured(tls_config().map_err(Error::Exporter)?)
+        .redirect(reqwest_mcp::redirect::Policy::none())
+        .build()
+        .map_err(|e| Error::Exporter(format!("the HTTP client could not be built: {e}")))
 }
 
 fn traces_sink(config: &TelemetryConfig) -> Result<Box<dyn SpanSink>, Error> {
@@ -483,7 +498,8 @@ fn traces_sink(config: &TelemetryConfig) -> Result<Box<dyn SpanSink>, Error> {
                 headers.insert(name, value);
             }
             Ok(Box::new(HttpSink {
-                client: http_client()?,
+                client: async_http_client()?,
+                runtime: None,
                 url: config.traces_url(),
                 headers,
                 timeout: config.export_timeout,
