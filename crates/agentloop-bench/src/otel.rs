@@ -557,18 +557,7 @@ async fn repeat(
     if let Some(cpu) = plan.export_cpu {
         other_threads_to(cpu)?;
     }
-    let observer = match (&telemetry, variant) {
-        (Some(telemetry), _) => Some(telemetry.observer()),
-        (None, Variant::Observer) => Some(Arc::new(NullObserver) as Arc<dyn Observer>),
-        (None, _) => None,
-    };
-    let agent = agent(total, observer, plan.model_url.as_deref(), plan.recorded)?;
-    for _ in 0..plan.warmup {
-        one_run(&agent).await?;
-    }
-    if let Some(telemetry) = &telemetry {
-        settle(telemetry);
-    }
+    let agent = warmed_up(plan, variant, total, telemetry.as_ref()).await?;
 
     let (cpu, (user, sys)) = (measure::process_cpu(), user_sys_us());
     let started = Instant::now();
@@ -585,23 +574,11 @@ async fn repeat(
 
     let spans = match &telemetry {
         None => None,
-        Some(telemetry) => {
-            let stats = telemetry.shutdown(Duration::from_secs(10));
-            let received = match (received_before, received(client, endpoint).await) {
-                (Some(before), Some(after)) => Some(after.saturating_sub(before)),
-                _ => None,
-            };
-            let spans = Spans {
-                ended: stats.ended,
-                exported: stats.exported,
-                failed: stats.failed,
-                dropped: stats.dropped,
-                received,
-            };
-            check(&spans, total)
-                .map_err(|e| format!("{} repetition {repetition}: {e}", variant.name()))?;
-            Some(spans)
-        }
+        Some(telemetry) => Some(
+            shut_down(telemetry, client, endpoint, received_before, total, repetition)
+                .await
+                .map_err(|e| format!("{}: {e}", variant.name()))?,
+        ),
     };
     Ok(Sample {
         variant,
@@ -615,6 +592,55 @@ async fn repeat(
         threads_us: None,
         spans,
     })
+}
+
+/// The agent of `variant` (observed by `telemetry`, or by the null observer), after
+/// `plan.warmup` runs whose spans were all exported.
+async fn warmed_up(
+    plan: &Plan,
+    variant: Variant,
+    runs: u64,
+    telemetry: Option<&Telemetry>,
+) -> Result<Agent, BenchError> {
+    let observer = match (telemetry, variant) {
+        (Some(telemetry), _) => Some(telemetry.observer()),
+        (None, Variant::Observer) => Some(Arc::new(NullObserver) as Arc<dyn Observer>),
+        (None, _) => None,
+    };
+    let agent = agent(runs, observer, plan.model_url.as_deref(), plan.recorded)?;
+    for _ in 0..plan.warmup {
+        one_run(&agent).await?;
+    }
+    if let Some(telemetry) = telemetry {
+        settle(telemetry);
+    }
+    Ok(agent)
+}
+
+/// Shuts `telemetry` down and checks what became of the spans of the repetition's `runs`
+/// runs (the receiver at `endpoint` counted `received_before` before they began).
+async fn shut_down(
+    telemetry: &Telemetry,
+    client: &reqwest::Client,
+    endpoint: Option<&str>,
+    received_before: Option<u64>,
+    runs: u64,
+    repetition: u32,
+) -> Result<Spans, BenchError> {
+    let stats = telemetry.shutdown(Duration::from_secs(10));
+    let received = match (received_before, received(client, endpoint).await) {
+        (Some(before), Some(after)) => Some(after.saturating_sub(before)),
+        _ => None,
+    };
+    let spans = Spans {
+        ended: stats.ended,
+        exported: stats.exported,
+        failed: stats.failed,
+        dropped: stats.dropped,
+        received,
+    };
+    check(&spans, runs).map_err(|e| format!("repetition {repetition}: {e}"))?;
+    Ok(spans)
 }
 
 /// Every span of `runs` runs ended, was exported and (if the receiver counts) received.

@@ -12,14 +12,12 @@
 //! spans are exported. A thread no variant started that ran meanwhile (none is expected) is
 //! reported.
 
-use super::{agent, check, one_run, received, settle, telemetry, BenchError, Plan, Sample};
-use super::{NullObserver, Spans, Variant};
+use super::{one_run, received, settle, shut_down, telemetry, warmed_up, BenchError, Plan};
+use super::{Sample, Variant};
 use crate::measure;
-use agentloop::observe::Observer;
 use agentloop::Agent;
 use agentloop_otel::Telemetry;
 use std::collections::BTreeSet;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// One variant of an interleaved repetition, and what it used so far.
@@ -99,18 +97,7 @@ pub(super) async fn run(
             let received_before = received(client, endpoint).await;
             let before = tids();
             let telemetry = telemetry(plan, variant, total)?;
-            let observer = match (&telemetry, variant) {
-                (Some(telemetry), _) => Some(telemetry.observer()),
-                (None, Variant::Observer) => Some(Arc::new(NullObserver) as Arc<dyn Observer>),
-                (None, _) => None,
-            };
-            let agent = agent(total, observer, plan.model_url.as_deref(), plan.recorded)?;
-            for _ in 0..plan.warmup {
-                one_run(&agent).await?;
-            }
-            if let Some(telemetry) = &telemetry {
-                settle(telemetry);
-            }
+            let agent = warmed_up(plan, variant, total, telemetry.as_ref()).await?;
             let threads: Vec<i32> = tids().difference(&before).copied().collect();
             known.extend(&threads);
             lanes.push(Lane {
@@ -161,35 +148,23 @@ pub(super) async fn run(
         }
         for lane in lanes {
             let settle_started = Instant::now();
-            let stats = lane.telemetry.as_ref().map(settle);
+            if let Some(telemetry) = &lane.telemetry {
+                settle(telemetry);
+            }
             let settled = lane.wall + settle_started.elapsed();
             let after = sum(&lane.threads);
             let before = lane.threads_before;
             let cpu_ns = lane.loop_ns + after.0.saturating_sub(before.0);
             let user = lane.loop_ticks.0 + after.1.saturating_sub(before.1);
             let sys = lane.loop_ticks.1 + after.2.saturating_sub(before.2);
-            let spans = match (&lane.telemetry, stats) {
-                (Some(telemetry), Some(_)) => {
-                    let stats = telemetry.shutdown(Duration::from_secs(10));
-                    let endpoint =
-                        plan.endpoint.as_deref().filter(|_| lane.variant == Variant::Otlp);
-                    let received = match (lane.received_before, received(client, endpoint).await) {
-                        (Some(before), Some(after)) => Some(after.saturating_sub(before)),
-                        _ => None,
-                    };
-                    let spans = Spans {
-                        ended: stats.ended,
-                        exported: stats.exported,
-                        failed: stats.failed,
-                        dropped: stats.dropped,
-                        received,
-                    };
-                    check(&spans, total).map_err(|e| {
-                        format!("{} repetition {repetition}: {e}", lane.variant.name())
-                    })?;
-                    Some(spans)
-                }
-                _ => None,
+            let endpoint = plan.endpoint.as_deref().filter(|_| lane.variant == Variant::Otlp);
+            let spans = match &lane.telemetry {
+                Some(telemetry) => Some(
+                    shut_down(telemetry, client, endpoint, lane.received_before, total, repetition)
+                        .await
+                        .map_err(|e| format!("{}: {e}", lane.variant.name()))?,
+                ),
+                None => None,
             };
             let sample = Sample {
                 variant: lane.variant,
