@@ -27,8 +27,8 @@ struct Lane {
     agent: Agent,
     /// The threads its telemetry started.
     threads: Vec<i32>,
-    /// Their CPU time when the blocks began: ns, and user and system ticks.
-    threads_before: (u64, u64, u64),
+    /// Their CPU time when the blocks began, each: ns, and user and system ticks.
+    threads_before: Vec<(u64, u64, u64)>,
     /// The loop's thread over this variant's blocks: ns, and user and system ticks.
     loop_ns: u64,
     loop_ticks: (u64, u64),
@@ -70,6 +70,19 @@ fn own_ticks() -> (u64, u64) {
     ticks(&std::fs::read_to_string("/proc/thread-self/stat").unwrap_or_default())
 }
 
+/// The CPU `threads` used since they used `before` (each thread on its own: one that ended
+/// meanwhile, which reads as nothing, takes nothing from the others).
+fn since(threads: &[i32], before: &[(u64, u64, u64)]) -> (u64, u64, u64) {
+    threads.iter().zip(before).fold((0, 0, 0), |total, (&tid, before)| {
+        let now = thread_cpu(tid);
+        (
+            total.0 + now.0.saturating_sub(before.0),
+            total.1 + now.1.saturating_sub(before.1),
+            total.2 + now.2.saturating_sub(before.2),
+        )
+    })
+}
+
 fn sum(threads: &[i32]) -> (u64, u64, u64) {
     threads
         .iter()
@@ -105,7 +118,7 @@ pub(super) async fn run(
                 telemetry,
                 agent,
                 threads,
-                threads_before: (0, 0, 0),
+                threads_before: Vec::new(),
                 loop_ns: 0,
                 loop_ticks: (0, 0),
                 wall: Duration::ZERO,
@@ -113,10 +126,10 @@ pub(super) async fn run(
             });
         }
         for lane in &mut lanes {
-            lane.threads_before = sum(&lane.threads);
+            lane.threads_before = lane.threads.iter().map(|&tid| thread_cpu(tid)).collect();
         }
         let others_before: Vec<i32> = tids().difference(&known).copied().collect();
-        let others_cpu = sum(&others_before).0;
+        let others_cpu: Vec<_> = others_before.iter().map(|&tid| thread_cpu(tid)).collect();
         let mut done = 0;
         let mut turn = 0;
         while done < plan.runs {
@@ -139,7 +152,9 @@ pub(super) async fn run(
         }
         // Threads that no variant started and that ran meanwhile: their CPU is nobody's.
         let others: Vec<i32> = tids().difference(&known).copied().collect();
-        let stray = sum(&others).0.saturating_sub(others_cpu);
+        let started: Vec<i32> =
+            others.iter().filter(|tid| !others_before.contains(tid)).copied().collect();
+        let stray = since(&others_before, &others_cpu).0 + sum(&started).0;
         if stray > 0 {
             eprintln!(
                 "  rep {repetition}: {:.1} ms of CPU on threads no variant started ({others:?})",
@@ -152,11 +167,10 @@ pub(super) async fn run(
                 settle(telemetry);
             }
             let settled = lane.wall + settle_started.elapsed();
-            let after = sum(&lane.threads);
-            let before = lane.threads_before;
-            let cpu_ns = lane.loop_ns + after.0.saturating_sub(before.0);
-            let user = lane.loop_ticks.0 + after.1.saturating_sub(before.1);
-            let sys = lane.loop_ticks.1 + after.2.saturating_sub(before.2);
+            let threads = since(&lane.threads, &lane.threads_before);
+            let cpu_ns = lane.loop_ns + threads.0;
+            let user = lane.loop_ticks.0 + threads.1;
+            let sys = lane.loop_ticks.1 + threads.2;
             let endpoint = plan.endpoint.as_deref().filter(|_| lane.variant == Variant::Otlp);
             let spans = match &lane.telemetry {
                 Some(telemetry) => Some(
@@ -175,7 +189,7 @@ pub(super) async fn run(
                 sys_us: sys as f64 * tick_us,
                 wall_us: lane.wall.as_secs_f64() * 1e6,
                 settled_us: settled.as_secs_f64() * 1e6,
-                threads_us: Some(after.0.saturating_sub(before.0) as f64 / 1e3),
+                threads_us: Some(threads.0 as f64 / 1e3),
                 spans,
             };
             progress(&sample);

@@ -35,6 +35,17 @@ fn a_thread_of_this_process_is_found_and_its_cpu_read() {
     assert_eq!(thread_cpu(tid), (0, 0, 0), "an ended thread counts nothing");
 }
 
+#[test]
+fn a_thread_that_ended_takes_nothing_from_the_others() {
+    let me = rustix::thread::gettid().as_raw_nonzero().get();
+    let mine = thread_cpu(me);
+    // No such thread (it ended): it reads as nothing, and its earlier reading is not
+    // subtracted from the live thread's.
+    let (ns, _, _) = since(&[i32::MAX, me], &[(u64::MAX / 2, 9, 9), mine]);
+    assert!(ns < 1_000_000_000, "{ns}");
+    assert_eq!(since(&[i32::MAX], &[(5, 5, 5)]), (0, 0, 0));
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn interleaved_blocks_run_every_variant_fully_and_count_its_threads() {
     let plan = Plan {
