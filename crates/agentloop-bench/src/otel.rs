@@ -516,16 +516,10 @@ async fn received(client: &reqwest::Client, endpoint: Option<&str>) -> Option<u6
 
 /// User and system CPU time of the process so far, µs (`/proc/self/stat`).
 fn user_sys_us() -> (f64, f64) {
-    let ticks = rustix::param::clock_ticks_per_second() as f64;
+    let tick_us = 1e6 / rustix::param::clock_ticks_per_second() as f64;
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // The fields after the command (which may hold spaces) start with the state (field 3);
-    // utime and stime are fields 14 and 15.
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest.split_whitespace().collect())
-        .unwrap_or_default();
-    let field = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
-    (field(11) / ticks * 1e6, field(12) / ticks * 1e6)
+    let (user, sys) = interleaved::ticks(&stat);
+    (user as f64 * tick_us, sys as f64 * tick_us)
 }
 
 /// Moves every thread of the process but the calling one to `cpu`.

@@ -7,8 +7,8 @@
 //!
 //! The CPU a variant used is counted per thread, since the threads of the others run in
 //! between: the loop's thread over that variant's blocks (`CLOCK_THREAD_CPUTIME_ID`), plus
-//! every thread its telemetry started (the export thread, its HTTP client's, the metrics
-//! reader's; `/proc/self/task/<tid>/schedstat`, nanoseconds) from the first block until its
+//! every thread its telemetry started (the export thread, the metrics reader's and its HTTP
+//! client's; `/proc/self/task/<tid>/schedstat`, nanoseconds) from the first block until its
 //! spans are exported. A thread no variant started that ran meanwhile (none is expected) is
 //! reported.
 
@@ -56,7 +56,7 @@ fn thread_cpu(tid: i32) -> (u64, u64, u64) {
 
 /// utime and stime (fields 14 and 15) of a `stat` line; the command before them, in
 /// parentheses, may hold spaces.
-fn ticks(stat: &str) -> (u64, u64) {
+pub(super) fn ticks(stat: &str) -> (u64, u64) {
     let fields: Vec<&str> = stat
         .rsplit_once(')')
         .map(|(_, rest)| rest.split_whitespace().collect())
