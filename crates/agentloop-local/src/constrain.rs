@@ -14,6 +14,7 @@ use agentloop::tool::ToolSpec;
 use llguidance::api::TopLevelGrammar;
 use llguidance::{Matcher, ParserFactory};
 use serde_json::{json, Value};
+use std::borrow::Cow;
 use std::sync::Arc;
 use toktrie::{TokEnv, TokRxInfo, TokTrie, TokenId, TokenizerEnv};
 
@@ -109,7 +110,7 @@ impl ToolGrammar {
         let tools: Vec<&ToolSpec> = match &request.tool_choice {
             // The answer after a tool result, when no more calls are allowed.
             ToolChoice::None if self.constrain_auto && after_result => {
-                let grammar = answer_only(result_to_quote(request).as_deref());
+                let grammar = answer_only(result_to_quote(request).as_ref());
                 return self.matcher(grammar, true).map(Some);
             }
             ToolChoice::None => return Ok(None),
@@ -142,9 +143,9 @@ impl ToolGrammar {
                 ToolChoice::Named(_) if after_result => result_to_quote(request),
                 _ => None,
             };
-            let mut grammar = lark_grammar(&tools, protocol, patterns, quote.as_deref());
+            let mut grammar = lark_grammar(&tools, protocol, patterns, quote.as_ref());
             if answer {
-                grammar.text = with_answer(&grammar.text, result_to_quote(request).as_deref());
+                grammar.text = with_answer(&grammar.text, result_to_quote(request).as_ref());
             }
             match self.matcher(grammar.text, answer) {
                 Ok(constraint) => return Ok(Some(constraint)),
@@ -201,12 +202,12 @@ pub(crate) struct CallGrammar {
 /// The Lark grammar of one call of one of `tools`, in the protocol's text format, with each
 /// tool's arguments bounded ([`schema`]); `patterns`: whether string patterns are compiled.
 ///
-/// `quote`: text that a call's top-level string arguments must contain (see [`schema`]).
+/// `quote`: what a call's top-level string arguments must say (see [`schema`]).
 pub(crate) fn lark_grammar(
     tools: &[&ToolSpec],
     protocol: &PromptedProtocol,
     patterns: bool,
-    quote: Option<&str>,
+    quote: Option<&Quote>,
 ) -> CallGrammar {
     let suffix = protocol.call_suffix();
     let mut alternatives = Vec::new();
@@ -236,8 +237,8 @@ pub(crate) fn lark_grammar(
 /// characters) that does not start with `<` or whitespace —
 /// so neither a malformed call nor an echo of a tool result's markup — and ends where the
 /// model ends it, or at the bound (a small model that repeats itself stops there). With
-/// `quote`, the answer contains that text (the tool result it reports) verbatim.
-pub(crate) fn with_answer(grammar: &str, quote: Option<&str>) -> String {
+/// `quote`, the answer says what the tool result said ([`Quote`]).
+pub(crate) fn with_answer(grammar: &str, quote: Option<&Quote>) -> String {
     let Some((start, rest)) = grammar.split_once('\n') else {
         return grammar.to_owned();
     };
@@ -245,14 +246,17 @@ pub(crate) fn with_answer(grammar: &str, quote: Option<&str>) -> String {
 }
 
 /// The grammar of a text answer alone (see [`with_answer`]).
-pub(crate) fn answer_only(quote: Option<&str>) -> String {
+pub(crate) fn answer_only(quote: Option<&Quote>) -> String {
     format!("start: answer\n{}", answer_rules(quote))
 }
 
 /// The rules of a text answer (see [`with_answer`]).
-fn answer_rules(quote: Option<&str>) -> String {
+fn answer_rules(quote: Option<&Quote>) -> String {
     let quote = match quote {
-        Some(text) => format!(" & /[\\s\\S]*{}[\\s\\S]*/", regex_literal(text)),
+        Some(quote) => {
+            let numbers = quote.numbers_regex().map(|n| format!(" & /{n}/")).unwrap_or_default();
+            format!(" & /[\\s\\S]*{}[\\s\\S]*/{numbers}", regex_literal(&quote.text))
+        }
         None => String::new(),
     };
     format!("answer: ANSWER\nANSWER: /[^<\\s][^\\n]{{0,{ANSWER_CHARS}}}\\n?/{quote}\n")
@@ -261,10 +265,109 @@ fn answer_rules(quote: Option<&str>) -> String {
 /// Characters of a tool result that an answer must quote, at most.
 pub(crate) const QUOTE_CHARS: usize = 40;
 
-/// The text an answer after a tool result must contain: the result, when the last message
-/// holds exactly one successful result of one short line (a number, a word: what the user
-/// asked for, which a small model otherwise misquotes).
-fn result_to_quote(request: &ModelRequest) -> Option<String> {
+/// What an answer after a tool result must say: the result, verbatim; and where the result
+/// has a number in it, no number that the conversation does not hold (a small model that
+/// quotes `42` otherwise goes on: "The sum of 42 and 25 is 107.", "12 is 15.12").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Quote {
+    /// The text the answer contains.
+    pub(crate) text: String,
+    /// The numbers an answer may hold ([`numbers`]: every number in it is one of them), or
+    /// `None`: any.
+    pub(crate) numbers: Option<Vec<String>>,
+}
+
+/// Distinct numbers a quoting answer may choose from, at most (more: any number).
+const QUOTE_NUMBERS: usize = 64;
+/// Characters of one number a quoting answer may hold, at most (a longer one: any number).
+const QUOTE_NUMBER_CHARS: usize = 40;
+
+impl Quote {
+    /// An answer that contains `text`, with any numbers.
+    pub(crate) fn text(text: impl Into<String>) -> Self {
+        Self { text: text.into(), numbers: None }
+    }
+
+    /// The quote of `text` where the numbers of `text` and of `sources` are the only ones an
+    /// answer may hold, when `text` has a digit.
+    pub(crate) fn with_numbers<'a>(
+        text: impl Into<String>,
+        sources: impl IntoIterator<Item = &'a str>,
+    ) -> Self {
+        let text = text.into();
+        if !text.bytes().any(|b| b.is_ascii_digit()) {
+            return Self::text(text);
+        }
+        let mut found: Vec<String> = Vec::new();
+        let mut add = |source: &str| {
+            for number in numbers(source) {
+                if number.len() > QUOTE_NUMBER_CHARS {
+                    return false;
+                }
+                if !found.iter().any(|n| n == number) {
+                    found.push(number.to_owned());
+                }
+            }
+            true
+        };
+        let bounded = add(&text) && sources.into_iter().all(add);
+        if !bounded || found.len() > QUOTE_NUMBERS {
+            return Self::text(text);
+        }
+        Self { text, numbers: Some(found) }
+    }
+
+    /// A regular expression (inside `/…/` in Lark) of the texts whose every number
+    /// ([`numbers`]) is one of [`Quote::numbers`]; `None` when any number may appear.
+    ///
+    /// After a number comes a character that is neither a digit nor a period, or the end —
+    /// or a period that ends the text (a line's end may follow it): blocked from "504 is
+    /// 504.5", the 135M model wrote "504 is 504.com." and "50 is 50.x + 50 is 50.x + …".
+    pub(crate) fn numbers_regex(&self) -> Option<String> {
+        let numbers = self.numbers.as_ref()?;
+        if numbers.is_empty() {
+            return Some("[^0-9]*".to_owned());
+        }
+        let any: Vec<String> = numbers.iter().map(|n| regex_literal(n)).collect();
+        let any = any.join("|");
+        Some(format!("[^0-9]*(?:(?:{any})[^0-9.][^0-9]*)*(?:(?:{any})\\.?\\n?)?"))
+    }
+}
+
+/// The numbers of `text`: each maximal run of ASCII digits with the periods between them
+/// (`2.5`, `1.2.3`; `42` in "It is 42.").
+pub(crate) fn numbers(text: &str) -> impl Iterator<Item = &str> {
+    let bytes = text.as_bytes();
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        while at < bytes.len() && !bytes[at].is_ascii_digit() {
+            at += 1;
+        }
+        if at == bytes.len() {
+            return None;
+        }
+        let start = at;
+        loop {
+            while at < bytes.len() && bytes[at].is_ascii_digit() {
+                at += 1;
+            }
+            let more = bytes.get(at) == Some(&b'.')
+                && bytes.get(at + 1).is_some_and(|b| b.is_ascii_digit());
+            if !more {
+                break;
+            }
+            at += 1;
+        }
+        text.get(start..at)
+    })
+}
+
+/// What an answer after a tool result must say ([`Quote`]): the result, when the last
+/// message holds exactly one successful result of one short line (a number, a word: what the
+/// user asked for, which a small model otherwise misquotes). Its numbers, and those of the
+/// question (the last user message), the calls' arguments and the results since, are the
+/// ones the answer may hold.
+fn result_to_quote(request: &ModelRequest) -> Option<Quote> {
     let last = request.messages.last().filter(|m| m.role == Role::Tool)?;
     let mut results = last.content.iter().filter_map(|part| match part {
         Part::ToolResult(result) => Some(result),
@@ -274,18 +377,41 @@ fn result_to_quote(request: &ModelRequest) -> Option<String> {
     if results.next().is_some() {
         return None;
     }
-    let text = match &result.content {
-        ToolResultContent::Json(Value::String(text)) | ToolResultContent::Text(text) => {
-            text.trim().to_owned()
-        }
-        other => other.to_text(),
-    };
+    let text = result_text(&result.content);
     let short = !text.is_empty() && text.chars().count() <= QUOTE_CHARS && !text.contains('\n');
     // Quoted in a JSON string argument without escapes (so that the JSON text reads as the
     // value): a result with a quote mark, a backslash or a control character cannot be (the
     // grammar would admit nothing: `["a.txt"]` from `list_dir` once stopped a run).
     let plain = !text.chars().any(|c| c == '"' || c == '\\' || c.is_control());
-    (short && plain).then_some(text)
+    if !(short && plain) {
+        return None;
+    }
+    // From the question on (the recipe's worked examples come before it).
+    let question = request.messages.iter().rposition(|m| m.role == Role::User).unwrap_or(0);
+    let mut sources: Vec<Cow<'_, str>> = Vec::new();
+    for message in &request.messages[question..] {
+        for part in &message.content {
+            match part {
+                Part::Text { text } if message.role == Role::User => sources.push(text.into()),
+                Part::ToolCall(call) => sources.push(call.arguments.as_str().into()),
+                Part::ToolResult(result) if !result.is_error => {
+                    sources.push(result_text(&result.content).into());
+                }
+                _ => {}
+            }
+        }
+    }
+    Some(Quote::with_numbers(text, sources.iter().map(|s| s.as_ref())))
+}
+
+/// A tool result as the text an answer quotes.
+fn result_text(content: &ToolResultContent) -> String {
+    match content {
+        ToolResultContent::Json(Value::String(text)) | ToolResultContent::Text(text) => {
+            text.trim().to_owned()
+        }
+        other => other.to_text(),
+    }
 }
 
 /// `text` as a regular expression that matches it literally (inside `/…/` in Lark).

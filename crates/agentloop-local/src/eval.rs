@@ -46,11 +46,21 @@ pub enum Expect {
 }
 
 impl Expect {
-    /// Whether `answer` is correct.
-    pub fn judge(&self, answer: &str) -> bool {
+    /// Whether `answer` is correct. A number answer holds the expected number and no other
+    /// that `context` (the question and the calls' arguments) does not hold: "The sum of 42
+    /// and 25 is 107." does not answer "What is 17 plus 25?".
+    pub fn judge(&self, answer: &str, context: &str) -> bool {
         let lower = answer.to_lowercase();
+        let same = |a: f64, b: f64| (a - b).abs() < 1e-6;
         match self {
-            Expect::Number(expected) => numbers(answer).any(|n| (n - expected).abs() < 1e-6),
+            Expect::Number(expected) => {
+                let known: Vec<f64> = numbers(context).map(f64::abs).collect();
+                let found: Vec<f64> = numbers(answer).collect();
+                found.iter().any(|n| same(*n, *expected))
+                    && found
+                        .iter()
+                        .all(|n| same(*n, *expected) || known.iter().any(|k| same(*k, n.abs())))
+            }
             Expect::AnyText(texts) => texts.iter().any(|t| lower.contains(&t.to_lowercase())),
             Expect::AllText(texts) => texts.iter().all(|t| lower.contains(&t.to_lowercase())),
         }
@@ -164,7 +174,8 @@ pub async fn run_task(model: &LocalModel, task: &Task) -> Result<TaskResult, Eva
         Ok(outcome) => TaskResult {
             id: task.id.clone(),
             category: task.category.clone(),
-            correct: outcome.is_success() && task.expect.judge(&outcome.answer),
+            correct: outcome.is_success()
+                && task.expect.judge(&outcome.answer, &context(task, &outcome)),
             empty: outcome.answer.trim().is_empty(),
             stop_reason: format!("{:?}", outcome.stop_reason),
             tool_calls: outcome.metrics.tool_calls,
@@ -188,6 +199,22 @@ pub async fn run_task(model: &LocalModel, task: &Task) -> Result<TaskResult, Eva
             calls: Vec::new(),
         },
     })
+}
+
+/// What a number answer may quote besides the result: the question and the calls' arguments
+/// (not the done tool's: they are the answer).
+fn context(task: &Task, outcome: &agentloop::run::Outcome) -> String {
+    let done = match &outcome.stop_reason {
+        agentloop::run::StopReason::DoneTool { tool } => Some(tool.as_str()),
+        _ => None,
+    };
+    let calls = outcome
+        .metrics
+        .audit
+        .iter()
+        .filter(|entry| Some(entry.tool.as_str()) != done)
+        .map(|entry| entry.arguments.to_string());
+    std::iter::once(task.prompt.clone()).chain(calls).collect::<Vec<_>>().join("\n")
 }
 
 /// One tool call as `name(arguments) → result`, the result cut to 80 characters.

@@ -72,13 +72,13 @@ struct Node {
 /// A schema that cannot be bounded as written (`false`, an unresolvable `$ref`, recursion
 /// deeper than [`MAX_DEPTH`] that it requires) gets a grammar of any bounded JSON object.
 ///
-/// `quote`: text that every string argument at the top level must contain (the tool result an
-/// answer reports; see `constrain::result_to_quote`).
+/// `quote`: what every string argument at the top level must say (the tool result an answer
+/// reports; see [`super::Quote`]).
 pub(crate) fn compile(
     schema: &Value,
     prefix: &str,
     patterns: bool,
-    quote: Option<&str>,
+    quote: Option<&super::Quote>,
 ) -> Compiled {
     let mut compiler =
         Compiler { root: schema, prefix, rules: String::new(), next: 0, patterns, quote };
@@ -100,7 +100,7 @@ struct Compiler<'a> {
     rules: String,
     next: usize,
     patterns: bool,
-    quote: Option<&'a str>,
+    quote: Option<&'a super::Quote>,
 }
 
 impl<'a> Compiler<'a> {
@@ -226,28 +226,30 @@ impl<'a> Compiler<'a> {
         }
     }
 
-    /// A string at `depth` (1: a top-level argument, which contains [`Compiler::quote`]: then
+    /// A string at `depth` (1: a top-level argument, which says [`Compiler::quote`]: then
     /// one sentence without escape sequences, so that the JSON text reads as the value).
     fn string_at(&mut self, map: &Map<String, Value>, depth: usize) -> Node {
         let Some(quote) = self.quote.filter(|_| depth == 1) else {
             return self.string(map);
         };
+        let text = &quote.text;
         let max = map
             .get("maxLength")
             .and_then(Value::as_u64)
             .map_or(DEFAULT_MAX_LENGTH, |n| usize::try_from(n).unwrap_or(usize::MAX))
-            .clamp(quote.chars().count(), STRING_CEILING);
+            .clamp(text.chars().count(), STRING_CEILING);
         // One sentence: a period inside is followed by neither a space nor another period
         // (`2.5` stays possible). A small model that reports a result tends to repeat the
         // sentence ("50 is 50. The answer is 50. …") up to the bound otherwise.
-        let sentence = if quote.contains(". ") || quote.contains("..") {
+        let sentence = if text.contains(". ") || text.contains("..") {
             String::new()
         } else {
             " & /\"(?:[^.]|\\.[^ .\"])*\\.?\"/".to_owned()
         };
+        let numbers = quote.numbers_regex().map(|n| format!(" & /\"{n}\"/")).unwrap_or_default();
         let body = format!(
-            "/\"[^\"\\\\\\x00-\\x1F]{{0,{max}}}\"/ & /\"[\\s\\S]*{}[\\s\\S]*\"/{sentence}",
-            super::regex_literal(quote)
+            "/\"[^\"\\\\\\x00-\\x1F]{{0,{max}}}\"/ & /\"[\\s\\S]*{}[\\s\\S]*\"/{sentence}{numbers}",
+            super::regex_literal(text)
         );
         Node { expr: self.terminal(body), bytes: 2 + CHAR_BYTES * max }
     }

@@ -1,5 +1,5 @@
 use super::*;
-use crate::constrain::{lark_grammar, CallGrammar};
+use crate::constrain::{lark_grammar, CallGrammar, Quote};
 use agentloop::provider::PromptedProtocol;
 use agentloop::tool::ToolSpec;
 use llguidance::api::TopLevelGrammar;
@@ -340,7 +340,7 @@ fn an_auto_step_allows_a_call_or_a_bounded_line() {
 fn an_answer_after_a_short_result_quotes_it() {
     let tool = spec("calc", json!({"type": "object", "properties": {"x": {"type": "integer"}}}));
     let grammar = lark_grammar(&[&tool], &PromptedProtocol::default(), true, None);
-    let text = crate::constrain::with_answer(&grammar.text, Some("4.5 (a+b)"));
+    let text = crate::constrain::with_answer(&grammar.text, Some(&Quote::text("4.5 (a+b)")));
     let factory = factory();
     let mut matcher =
         Matcher::new(Ok(factory.create_parser(TopLevelGrammar::from_lark(text)).unwrap()));
@@ -360,7 +360,8 @@ fn a_quoted_result_must_appear_in_the_top_level_string() {
         "task_complete",
         json!({"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}),
     );
-    let grammar = lark_grammar(&[&tool], &PromptedProtocol::default(), true, Some("391"));
+    let grammar =
+        lark_grammar(&[&tool], &PromptedProtocol::default(), true, Some(&Quote::text("391")));
     let factory = factory();
     for seed in 0..10 {
         let mut matcher = compile_grammar(&factory, &grammar);
@@ -379,7 +380,8 @@ fn a_quoting_answer_is_one_sentence() {
     );
     let factory = factory();
     let accepts = |quote: &str, answer: &str| {
-        let grammar = lark_grammar(&[&tool], &PromptedProtocol::default(), true, Some(quote));
+        let quote = Quote::text(quote);
+        let grammar = lark_grammar(&[&tool], &PromptedProtocol::default(), true, Some(&quote));
         let mut matcher = compile_grammar(&factory, &grammar);
         let call = format!(
             "<tool_call>\n{{\"name\": \"task_complete\", \"arguments\": {{\"answer\": \"{answer}\"}}}}\n</tool_call>"
@@ -393,6 +395,66 @@ fn a_quoting_answer_is_one_sentence() {
     assert!(!accepts("50", "It is 50.."));
     // A result with a sentence break in it can still be quoted.
     assert!(accepts("ok. done", "It said ok. done"));
+}
+
+/// A quoting answer, as text or in `task_complete`, holds no number that the question, the
+/// calls and the results do not ("The sum of 42 and 25 is 107." after `17 + 25` → 42).
+#[test]
+fn a_quoting_answer_holds_only_the_conversations_numbers() {
+    let factory = factory();
+    let quote = Quote::with_numbers("42", ["What is 17 plus 25?", r#"{"expression":"17 + 25"}"#]);
+    assert_eq!(quote.numbers, Some(vec!["42".to_owned(), "17".to_owned(), "25".to_owned()]));
+    let tool = spec(
+        "task_complete",
+        json!({"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}),
+    );
+    let call = lark_grammar(&[&tool], &PromptedProtocol::default(), true, Some(&quote));
+    let text = crate::constrain::answer_only(Some(&quote));
+    let accepts = |answer: &str| {
+        let mut as_text = Matcher::new(Ok(factory
+            .create_parser(TopLevelGrammar::from_lark(text.clone()))
+            .unwrap()));
+        let text_ok = answer.bytes().all(|b| as_text.consume_token(u32::from(b)).is_ok())
+            && as_text.is_accepting().unwrap_or(false);
+        let mut as_call = compile_grammar(&factory, &call);
+        let call = format!(
+            "<tool_call>\n{{\"name\": \"task_complete\", \"arguments\": {{\"answer\": \"{answer}\"}}}}\n</tool_call>"
+        );
+        let call_ok = call.bytes().all(|b| as_call.consume_token(u32::from(b)).is_ok())
+            && as_call.is_accepting().unwrap_or(false);
+        assert_eq!(text_ok, call_ok, "{answer}: as text {text_ok}, as a call {call_ok}");
+        text_ok
+    };
+    assert!(accepts("The sum of 17 and 25 is 42."));
+    assert!(accepts("42"));
+    assert!(accepts("It is 42, forty-two."));
+    assert!(!accepts("The sum of 42 and 25 is 107."), "a number from nowhere");
+    assert!(!accepts("42 is 42.55"), "a decimal from nowhere");
+    assert!(!accepts("42 is 17.25"), "two numbers made one");
+    assert!(!accepts("42 is 42.42"), "the result twice made one");
+    assert!(accepts("42 is 42."), "a sentence's period");
+    assert!(!accepts("42 is 42.com."), "a period after a number ends the answer");
+    assert!(accepts("It is 42 (17 + 25)."));
+    assert!(!accepts("It is 420."), "a longer number that starts with the result");
+    assert!(!accepts("It is 142."), "a longer number that ends with the result");
+    // Decimals are numbers of their own.
+    let decimal = Quote::with_numbers("10", ["What is 2.5 times 4?"]);
+    assert_eq!(decimal.numbers, Some(vec!["10".to_owned(), "2.5".to_owned(), "4".to_owned()]));
+    let text = crate::constrain::answer_only(Some(&decimal));
+    let accepts = |answer: &str| {
+        let mut matcher = Matcher::new(Ok(factory
+            .create_parser(TopLevelGrammar::from_lark(text.clone()))
+            .unwrap()));
+        answer.bytes().all(|b| matcher.consume_token(u32::from(b)).is_ok())
+            && matcher.is_accepting().unwrap_or(false)
+    };
+    assert!(accepts("2.5 times 4 is 10."));
+    assert!(!accepts("2 times 4 is 10."), "a part of a decimal");
+    assert!(!accepts("2.5 times 4 is 10.5"));
+    // A result without a digit: numbers are free.
+    let word = Quote::with_numbers("Paris", ["What is the capital of France?"]);
+    assert_eq!(word.numbers, None);
+    assert_eq!(word.numbers_regex(), None);
 }
 
 /// A bounded integer is its digits only: no whitespace in front (the proptest above found

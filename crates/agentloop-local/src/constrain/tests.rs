@@ -165,11 +165,46 @@ fn a_result_that_json_would_escape_is_not_quoted() {
         .with_tools(vec![done.clone()])
         .with_tool_choice(ToolChoice::Named("task_complete".into()));
         let quote = result_to_quote(&request);
-        assert_eq!(quote.as_deref(), (result == "42").then_some("42"), "{result}");
+        let text = quote.map(|quote| quote.text);
+        assert_eq!(text.as_deref(), (result == "42").then_some("42"), "{result}");
         let mut constraint = grammar.constraint(&request, &protocol).unwrap().unwrap();
         let forced = constraint.forced().unwrap();
         assert!(tokenizer.decode(&forced).contains(r#"{"answer": "#), "{result}");
         let mask = constraint.mask().unwrap().unwrap();
         assert!(mask.iter().any(|allowed| *allowed), "{result}: nothing allowed");
     }
+}
+
+/// The numbers a quoting answer may hold come from the question on: the question, the calls'
+/// arguments, the results; not the worked examples before it.
+#[test]
+fn a_quote_takes_its_numbers_from_the_question_on() {
+    let call = |id: &str, expression: &str| {
+        Part::ToolCall(ToolCall {
+            id: id.into(),
+            name: "calculator".into(),
+            arguments: format!(r#"{{"expression":"{expression}"}}"#),
+        })
+    };
+    let request = ModelRequest::new(vec![
+        Message::system("Results are numbers like 7."),
+        Message::user("What is 3 times 4?"),
+        Message { role: Role::Assistant, content: vec![call("e1", "3 * 4")] },
+        Message::tool_results([agentloop::message::ToolResult::ok("e1", "12")]),
+        Message::new(Role::Assistant, "12"),
+        Message::user("How many days are in 3 weeks?"),
+        Message { role: Role::Assistant, content: vec![call("c1", "3 * 7")] },
+        Message::tool_results([agentloop::message::ToolResult::ok("c1", "21")]),
+    ]);
+    let quote = result_to_quote(&request).unwrap();
+    assert_eq!(quote.text, "21");
+    assert_eq!(quote.numbers, Some(vec!["21".to_owned(), "3".to_owned(), "7".to_owned()]));
+}
+
+#[test]
+fn numbers_are_digit_runs_with_their_decimal_points() {
+    let found: Vec<&str> = numbers("It is 42. Then 2.5, 1.2.3 and .5 or 7..8 x9").collect();
+    assert_eq!(found, ["42", "2.5", "1.2.3", "5", "7", "8", "9"]);
+    assert_eq!(numbers("none").count(), 0);
+    assert_eq!(numbers("2.923003274661806e+48").collect::<Vec<_>>(), ["2.923003274661806", "48"]);
 }

@@ -16,24 +16,41 @@ fn the_shipped_tasks_parse_and_cover_every_category() {
 #[test]
 fn numbers_are_judged_as_numbers() {
     let expect = Expect::Number(414.0);
-    assert!(expect.judge("18 multiplied by 23 is 414."));
-    assert!(expect.judge("The answer is 414"));
-    assert!(!expect.judge("The answer is 4140."));
-    assert!(!expect.judge("It is 41.4"));
-    assert!(Expect::Number(5555.0).judge("1234 plus 4321 is 5,555."));
-    assert!(Expect::Number(32.4).judge("3 books cost 32.4 dollars."));
-    assert!(Expect::Number(-3.0).judge("the result is -3."));
-    assert!(Expect::Number(12.0).judge("15% of 80 is 12.0"));
-    assert!(!Expect::Number(7.0).judge(""));
+    let question = "What is 18 multiplied by 23?";
+    assert!(expect.judge("18 multiplied by 23 is 414.", question));
+    assert!(expect.judge("The answer is 414", question));
+    assert!(!expect.judge("The answer is 4140.", question));
+    assert!(!expect.judge("It is 41.4", question));
+    assert!(Expect::Number(5555.0).judge("1234 plus 4321 is 5,555.", "1234 plus 4321"));
+    assert!(Expect::Number(32.4).judge("3 books cost 32.4 dollars.", "3 books at 10.8"));
+    assert!(Expect::Number(-3.0).judge("the result is -3.", "2 minus 5"));
+    assert!(Expect::Number(12.0).judge("15% of 80 is 12.0", "What is 15% of 80?"));
+    assert!(!Expect::Number(7.0).judge("", "3 plus 4"));
+}
+
+/// A number answer that holds a number from nowhere is wrong, though the right one is in it.
+#[test]
+fn a_number_from_nowhere_makes_an_answer_wrong() {
+    let expect = Expect::Number(42.0);
+    let context = "What is 17 plus 25?\n{\"expression\":\"17 + 25\"}";
+    assert!(expect.judge("The sum of 17 and 25 is 42.", context));
+    assert!(!expect.judge("The sum of 42 and 25 is 107.", context));
+    assert!(!expect.judge("42 is 42.55", context));
+    let cube = "What is 6 to the power of 3?\n{\"expression\":\"6 ** 3\"}";
+    assert!(!Expect::Number(216.0).judge("The cube of 216 is 616.", cube));
+    // A number of the calls' arguments may be quoted: 3 weeks are 3 * 7 days.
+    let weeks = Expect::Number(21.0);
+    assert!(weeks.judge("3 weeks are 3 * 7 = 21 days.", "3 weeks?\n{\"expression\":\"3 * 7\"}"));
 }
 
 #[test]
 fn texts_are_judged_without_case() {
-    assert!(Expect::AnyText(vec!["Paris".into()]).judge("The capital of France is paris."));
-    assert!(!Expect::AnyText(vec!["Paris".into()]).judge("Lyon"));
+    let paris = Expect::AnyText(vec!["Paris".into()]);
+    assert!(paris.judge("The capital of France is paris.", ""));
+    assert!(!paris.judge("Lyon", ""));
     let all = Expect::AllText(vec!["a.txt".into(), "b.csv".into()]);
-    assert!(all.judge("a.txt, b.csv"));
-    assert!(!all.judge("a.txt"));
+    assert!(all.judge("a.txt, b.csv", ""));
+    assert!(!all.judge("a.txt", ""));
 }
 
 #[test]
