@@ -244,6 +244,24 @@ pub(crate) trait Constraint: Send {
     fn is_finished(&self) -> bool;
 }
 
+/// `step` of `constraint`, if there is one. A constraint that fails (a grammar past
+/// llguidance's lexer bounds: "too many expressions constructed") is dropped with a warning
+/// and the rest of the output is unconstrained: the run goes on — a malformed call becomes a
+/// tool error the model sees — instead of failing.
+pub(crate) fn constrained<T>(
+    constraint: &mut Option<Box<dyn Constraint>>,
+    step: impl FnOnce(&mut dyn Constraint) -> Result<T, LocalError>,
+) -> Option<T> {
+    match step(constraint.as_deref_mut()?) {
+        Ok(value) => Some(value),
+        Err(error) => {
+            tracing::warn!(%error, "constrained decoding failed: the rest of the output is free");
+            *constraint = None;
+            None
+        }
+    }
+}
+
 /// One generation.
 pub(crate) struct Job {
     pub(crate) prompt: Vec<u32>,
@@ -373,10 +391,7 @@ pub(crate) fn generate(
     let mut finish = Finish::Length;
     'generation: while stats.completion_tokens < max_tokens {
         // Text the constraint forces is fed as whole tokens, without sampling.
-        let mut tokens = match job.constraint.as_mut() {
-            Some(constraint) => constraint.forced()?,
-            None => Vec::new(),
-        };
+        let mut tokens = constrained(&mut job.constraint, |c| c.forced()).unwrap_or_default();
         tokens.truncate(max_tokens - stats.completion_tokens);
         if tokens.is_empty() {
             let Some(current) = logits.take() else { break };
@@ -385,18 +400,13 @@ pub(crate) fn generate(
                 .and_then(|t| t.to_dtype(candle_core::DType::F32))
                 .and_then(|t| t.to_vec1())
                 .map_err(LocalError::model)?;
-            let mask = match job.constraint.as_mut() {
-                Some(constraint) => constraint.mask()?,
-                None => None,
-            };
+            let mask = constrained(&mut job.constraint, |c| c.mask()).flatten();
             let allowed = mask
                 .as_ref()
                 .map(|mask| move |id: u32| mask.get(id as usize).copied().unwrap_or(false));
             let token =
                 sampler.sample(values, allowed.as_ref().map(|f| f as &dyn Fn(u32) -> bool))?;
-            if let Some(constraint) = job.constraint.as_mut() {
-                constraint.commit(token)?;
-            }
+            constrained(&mut job.constraint, |c| c.commit(token));
             tokens.push(token);
         }
         if stats.completion_tokens == 0 {

@@ -52,7 +52,17 @@ fn random_call(
     seed: u64,
 ) -> String {
     let protocol = PromptedProtocol::default();
-    let mut constraint = grammar.constraint(&request(choice), &protocol).unwrap().unwrap();
+    let constraint = grammar.constraint(&request(choice), &protocol).unwrap().unwrap();
+    decode_randomly(constraint, tokenizer, seed)
+}
+
+/// Random logits through the mask of `constraint`, until it is finished (at most 300
+/// tokens); the text.
+fn decode_randomly(
+    mut constraint: Box<dyn Constraint>,
+    tokenizer: &Tokenizer,
+    seed: u64,
+) -> String {
     let mut sampler = Sampler::new(SamplingParams { temperature: 1.0, top_p: None, seed });
     let mut noise = seed;
     let mut ids = Vec::new();
@@ -207,4 +217,44 @@ fn numbers_are_digit_runs_with_their_decimal_points() {
     assert_eq!(found, ["42", "2.5", "1.2.3", "5", "7", "8", "9"]);
     assert_eq!(numbers("none").count(), 0);
     assert_eq!(numbers("2.923003274661806e+48").collect::<Vec<_>>(), ["2.923003274661806", "48"]);
+}
+
+/// A quote with as many numbers as it may hold decodes with the model's vocabulary: every
+/// mask of random answers under it is computed (the lexer's regexes stay within llguidance's
+/// bounds), as a `task_complete` argument and as a text answer.
+#[test]
+fn a_quote_with_the_most_numbers_decodes() {
+    let Some(tokenizer) = model_tokenizer() else { return };
+    let grammar = ToolGrammar::new(Arc::clone(&tokenizer), tokenizer.vocab_size()).unwrap();
+    let protocol = PromptedProtocol::default();
+    let numbers: Vec<String> =
+        (0..QUOTE_NUMBERS - 1).map(|i| format!("{}.{}", 1000 + i * 37, i)).collect();
+    let call = ToolCall {
+        id: "c1".into(),
+        name: "calculator".into(),
+        arguments: json!({"expression": numbers.join(" + ")}).to_string(),
+    };
+    let conversation = vec![
+        Message::user(format!("Add {}.", numbers.join(", "))),
+        Message { role: Role::Assistant, content: vec![Part::ToolCall(call)] },
+        Message::tool_results([agentloop::message::ToolResult::ok("c1", "123456.5")]),
+    ];
+    let done = spec(
+        "task_complete",
+        json!({"type": "object", "properties": {"answer": {"type": "string", "minLength": 1}}, "required": ["answer"]}),
+    );
+    let named = ModelRequest::new(conversation.clone())
+        .with_tools(vec![done.clone()])
+        .with_tool_choice(ToolChoice::Named("task_complete".into()));
+    let quote = result_to_quote(&named).unwrap();
+    assert_eq!(quote.numbers.as_ref().map(Vec::len), Some(QUOTE_NUMBERS));
+    let text =
+        ModelRequest::new(conversation).with_tools(vec![done]).with_tool_choice(ToolChoice::None);
+    for seed in 0..3 {
+        for request in [&named, &text] {
+            let constraint = grammar.constraint(request, &protocol).unwrap().unwrap();
+            let answer = decode_randomly(constraint, &tokenizer, seed);
+            assert!(answer.contains("123456.5"), "{answer}");
+        }
+    }
 }

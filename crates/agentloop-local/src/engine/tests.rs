@@ -211,3 +211,29 @@ mod gemma3_template {
         assert_eq!(prompt.matches("<start_of_turn>").count(), 4, "{prompt}");
     }
 }
+
+/// A constraint whose mask fails (llguidance's lexer bounds) is dropped, not the generation.
+#[test]
+fn a_failing_constraint_is_dropped_and_the_output_goes_on() {
+    struct Failing;
+    impl Constraint for Failing {
+        fn mask(&mut self) -> Result<Option<Vec<bool>>, LocalError> {
+            Err(LocalError::Grammar("mask: lexer error: too many expressions constructed".into()))
+        }
+        fn forced(&mut self) -> Result<Vec<u32>, LocalError> {
+            Ok(vec![7])
+        }
+        fn commit(&mut self, _token: u32) -> Result<(), LocalError> {
+            Ok(())
+        }
+        fn is_finished(&self) -> bool {
+            false
+        }
+    }
+    let mut constraint: Option<Box<dyn Constraint>> = Some(Box::new(Failing));
+    assert_eq!(constrained(&mut constraint, |c| c.forced()), Some(vec![7]));
+    assert!(constraint.is_some(), "a step that works keeps it");
+    assert_eq!(constrained(&mut constraint, |c| c.mask()), None);
+    assert!(constraint.is_none(), "a step that fails drops it");
+    assert_eq!(constrained(&mut constraint, |c| c.forced()), None, "then nothing constrains");
+}
