@@ -136,16 +136,18 @@ impl ToolGrammar {
         // With the schemas' patterns first; a pattern the regex engine rejects leaves patterns
         // out (the strings are still bounded); a grammar that still does not compile leaves
         // the call unforced.
+        // A tool named for the answer after a short result (e.g. a done tool) quotes it in
+        // its string argument, as a text answer does.
+        let quote = match &request.tool_choice {
+            ToolChoice::Named(_) if after_result => result_to_quote(request),
+            ToolChoice::Auto => result_to_quote(request),
+            _ => None,
+        };
+        let call_quote = quote.as_ref().filter(|_| !answer);
         for patterns in [true, false] {
-            // A tool named for the answer after a short result (e.g. a done tool) quotes it in
-            // its string argument, as a text answer does.
-            let quote = match &request.tool_choice {
-                ToolChoice::Named(_) if after_result => result_to_quote(request),
-                _ => None,
-            };
-            let mut grammar = lark_grammar(&tools, protocol, patterns, quote.as_ref());
+            let mut grammar = lark_grammar(&tools, protocol, patterns, call_quote);
             if answer {
-                grammar.text = with_answer(&grammar.text, result_to_quote(request).as_ref());
+                grammar.text = with_answer(&grammar.text, quote.as_ref());
             }
             match self.matcher(grammar.text, answer) {
                 Ok(constraint) => return Ok(Some(constraint)),
@@ -325,9 +327,7 @@ impl Quote {
     /// 504.5", the 135M model wrote "504 is 504.com." and "50 is 50.x + 50 is 50.x + …".
     pub(crate) fn numbers_regex(&self) -> Option<String> {
         let numbers = self.numbers.as_ref()?;
-        if numbers.is_empty() {
-            return Some("[^0-9]*".to_owned());
-        }
+        // (No numbers: `(?:)` alternatives, and the texts without a digit.)
         let any: Vec<String> = numbers.iter().map(|n| regex_literal(n)).collect();
         let any = any.join("|");
         Some(format!("[^0-9]*(?:(?:{any})[^0-9.][^0-9]*)*(?:(?:{any})\\.?\\n?)?"))
