@@ -23,7 +23,7 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use config::{Config, ProviderKind, ProviderSection, ToolChoiceSetting};
 use render::Ending;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The process's allocator (feature `mimalloc`, on by default): docs/PERFORMANCE.md.
@@ -567,7 +567,9 @@ async fn build_agent(
             // Listing tools needs no model: do not load (or fetch) the local one for it.
             std::sync::Arc::new(agentloop::provider::scripted::ScriptedModel::new(Vec::new()))
         } else {
-            providers::build(&section)?
+            // The file tools' directory (as `tools::install` resolves it).
+            let workspace = agent_flags.workspace.as_ref().or(config.tools.workspace.as_ref());
+            providers::build(&section, workspace.map_or(Path::new("."), PathBuf::as_path))?
         };
     let mut builder = Agent::builder(provider);
     // The local model gets the default small-model agent (agentloop_local::recipe): worked

@@ -59,15 +59,19 @@ pub fn merge(flags: &ProviderSection, file: &ProviderSection) -> anyhow::Result<
     Ok(merged)
 }
 
-/// Builds the provider. With none configured, the embedded local model.
-pub fn build(section: &ProviderSection) -> anyhow::Result<Arc<dyn Provider>> {
+/// Builds the provider. With none configured, the embedded local model, told the file tools'
+/// `workspace` (a forced call of one names a path that exists there).
+pub fn build(
+    section: &ProviderSection,
+    workspace: &std::path::Path,
+) -> anyhow::Result<Arc<dyn Provider>> {
     let Some(kind) = section.kind else {
         eprintln!(
             "note: no model provider is configured (--provider, [provider] in agentloop.toml, \
              OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY or AGENTLOOP_BASE_URL): using \
              the embedded local model"
         );
-        return local(section);
+        return local(section, workspace);
     };
     let model = |default: &str| section.model.clone().unwrap_or_else(|| default.to_owned());
     let keyed = |config: HttpConfig| match &section.api_key_env {
@@ -119,14 +123,17 @@ pub fn build(section: &ProviderSection) -> anyhow::Result<Arc<dyn Provider>> {
             };
             Arc::new(scripted(path)?)
         }
-        ProviderKind::Local => return local(section),
+        ProviderKind::Local => return local(section, workspace),
     })
 }
 
 /// The local model: `model` is a known name (fetched into the cache if it is not there yet)
 /// or the path of a GGUF file.
 #[cfg(feature = "local")]
-fn local(section: &ProviderSection) -> anyhow::Result<Arc<dyn Provider>> {
+fn local(
+    section: &ProviderSection,
+    workspace: &std::path::Path,
+) -> anyhow::Result<Arc<dyn Provider>> {
     use agentloop_local::fetch::{self, FetchOptions};
     let spec = section.model.clone().unwrap_or_else(|| fetch::SMOLLM2_135M.name.to_owned());
     let path = match fetch::known_model(&spec) {
@@ -159,7 +166,7 @@ fn local(section: &ProviderSection) -> anyhow::Result<Arc<dyn Provider>> {
         }
     };
     // The default agent's worked examples (agentloop_local::recipe), as conversation turns.
-    let mut builder = agentloop_local::recipe::model(&path);
+    let mut builder = agentloop_local::recipe::model(&path).workspace(workspace);
     if let Some(file) = &section.chat_template {
         let template = std::fs::read_to_string(file)
             .with_context(|| format!("reading the chat template {}", file.display()))?;
@@ -180,7 +187,10 @@ fn local(section: &ProviderSection) -> anyhow::Result<Arc<dyn Provider>> {
 }
 
 #[cfg(not(feature = "local"))]
-fn local(_section: &ProviderSection) -> anyhow::Result<Arc<dyn Provider>> {
+fn local(
+    _section: &ProviderSection,
+    _workspace: &std::path::Path,
+) -> anyhow::Result<Arc<dyn Provider>> {
     bail!(
         "no model provider is configured, and this build has no embedded local model (feature \
          `local`): pass --provider and --model, add [provider] to agentloop.toml, or set \

@@ -18,6 +18,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 use toktrie::{TokEnv, TokRxInfo, TokTrie, TokenId, TokenizerEnv};
 
+pub(crate) mod paths;
 pub(crate) mod schema;
 use schema::lark_string;
 
@@ -94,11 +95,13 @@ impl ToolGrammar {
     /// The constraint for a request with tools: `required` or a named tool forces a call;
     /// `auto` allows a call or a text answer (see [`with_answer`]), when `constrain_auto`;
     /// `None` for `none` or a request without tools, or when the grammar does not compile (a
-    /// warning is logged; the prompt still asks for a call).
+    /// warning is logged; the prompt still asks for a call). With `workspace` (the file tools'
+    /// directory), a file tool's `path` names what exists there now ([`paths`]).
     pub(crate) fn constraint(
         &self,
         request: &ModelRequest,
         protocol: &PromptedProtocol,
+        workspace: Option<&std::path::Path>,
     ) -> Result<Option<Box<dyn Constraint>>, LocalError> {
         if let Some(output) = &request.output {
             if request.tools.is_empty() || request.tool_choice == ToolChoice::None {
@@ -133,6 +136,13 @@ impl ToolGrammar {
         if tools.is_empty() {
             return Ok(None);
         }
+        // The file tools name what exists in the workspace.
+        let question = if after_result { None } else { last_user_text(request) };
+        let limited = workspace.and_then(|root| paths::limit(root, &tools, question));
+        let tools: Vec<&ToolSpec> = match &limited {
+            Some(limited) => limited.iter().collect(),
+            None => tools,
+        };
         // With the schemas' patterns first; a pattern the regex engine rejects leaves patterns
         // out (the strings are still bounded); a grammar that still does not compile leaves
         // the call unforced.
@@ -297,7 +307,10 @@ impl Quote {
         sources: impl IntoIterator<Item = &'a str>,
     ) -> Self {
         let text = text.into();
-        if !text.bytes().any(|b| b.is_ascii_digit()) {
+        // No digit, nothing to hold to; a number followed by a period inside the text
+        // (`file1.txt`) is one that the rule below would forbid, so the quote could not be
+        // written.
+        if !text.bytes().any(|b| b.is_ascii_digit()) || period_after_a_number(&text) {
             return Self::text(text);
         }
         let mut found: Vec<String> = Vec::new();
@@ -332,6 +345,21 @@ impl Quote {
         let any = any.join("|");
         Some(format!("[^0-9]*(?:(?:{any})[^0-9.][^0-9]*)*(?:(?:{any})\\.?\\n?)?"))
     }
+}
+
+/// Whether a number of `text` ([`numbers`]) is followed by a period that does not end it
+/// (`file1.txt`; not `It is 42.`).
+fn period_after_a_number(text: &str) -> bool {
+    let trimmed = text.trim_end();
+    let mut rest = trimmed;
+    for number in numbers(trimmed) {
+        let Some(at) = rest.find(number) else { return false };
+        rest = &rest[at + number.len()..];
+        if rest.starts_with('.') && rest.len() > 1 {
+            return true;
+        }
+    }
+    false
 }
 
 /// The numbers of `text`: each maximal run of ASCII digits with the periods between them
@@ -402,6 +430,15 @@ fn result_to_quote(request: &ModelRequest) -> Option<Quote> {
         }
     }
     Some(Quote::with_numbers(text, sources.iter().map(|s| s.as_ref())))
+}
+
+/// The text of the last user message (the question).
+fn last_user_text(request: &ModelRequest) -> Option<&str> {
+    let message = request.messages.iter().rev().find(|m| m.role == Role::User)?;
+    message.content.iter().find_map(|part| match part {
+        Part::Text { text } => Some(text.as_str()),
+        _ => None,
+    })
 }
 
 /// A tool result as the text an answer quotes.

@@ -153,7 +153,7 @@ pub async fn run_task(model: &LocalModel, task: &Task) -> Result<TaskResult, Eva
             .map_err(|e| EvalError::Workspace(format!("{name}: {e}")))?;
     }
     let workspace = || Workspace::new(dir.path()).map_err(|e| EvalError::Workspace(e.to_string()));
-    let mut builder = Agent::builder(model.clone()).max_iterations(4);
+    let mut builder = Agent::builder(model.with_workspace(dir.path())).max_iterations(4);
     for tool in &task.tools {
         builder = match tool.as_str() {
             "calculator" => builder.tool(Calculator),

@@ -30,6 +30,7 @@ pub struct LocalModelBuilder {
     constrain_auto: bool,
     examples: Option<Examples>,
     dequantize: Dequantize,
+    workspace: Option<PathBuf>,
 }
 
 /// Worked examples for the tools of a request: conversation turns put before its messages.
@@ -109,6 +110,14 @@ impl LocalModelBuilder {
         self
     }
 
+    /// The directory the agent's file tools (`read_file`, `list_dir`) work in: a forced call
+    /// of one names a path that exists there when the request is made (see
+    /// [`LocalModel::with_workspace`]).
+    pub fn workspace(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.workspace = Some(dir.into());
+        self
+    }
+
     /// Checks the settings and loads the model (blocking: reads the whole file; in async code
     /// call it from `spawn_blocking`).
     pub fn build(self) -> Result<LocalModel, LocalError> {
@@ -171,6 +180,7 @@ impl LocalModelBuilder {
                 prefixes: crate::prefix::PrefixCache::default(),
             }),
             name,
+            workspace: self.workspace.map(Arc::from),
         })
     }
 }
@@ -204,6 +214,8 @@ struct Inner {
 pub struct LocalModel {
     inner: Arc<Inner>,
     name: String,
+    /// The file tools' directory ([`LocalModel::with_workspace`]).
+    workspace: Option<Arc<Path>>,
 }
 
 impl std::fmt::Debug for LocalModel {
@@ -245,7 +257,17 @@ impl LocalModel {
             constrain_auto: false,
             examples: None,
             dequantize: Dequantize::Auto,
+            workspace: None,
         }
+    }
+
+    /// This model (the weights shared) for an agent whose file tools (`read_file`,
+    /// `list_dir`) work in `dir`: when a request forces a call of one, its `path` can only
+    /// name what exists there at that moment (its files for `read_file`, its directories for
+    /// `list_dir`; up to 200 entries, 3 levels deep, hidden ones left out; a larger directory
+    /// is not enumerated). A small model otherwise makes paths up.
+    pub fn with_workspace(&self, dir: impl AsRef<Path>) -> Self {
+        Self { workspace: Some(Arc::from(dir.as_ref())), ..self.clone() }
     }
 
     /// Loads the model at `path` with the default settings.
@@ -332,7 +354,9 @@ impl LocalModel {
     /// Prepares a request's job: the prompt tokens, the limits, the constraint.
     fn job(&self, request: ModelRequest) -> Result<Job, LocalError> {
         let constraint: Option<Box<dyn Constraint>> = match &self.inner.grammar {
-            Some(grammar) => grammar.constraint(&request, &self.inner.protocol)?,
+            Some(grammar) => {
+                grammar.constraint(&request, &self.inner.protocol, self.workspace.as_deref())?
+            }
             None => None,
         };
         let mut sampling = self.inner.sampling;

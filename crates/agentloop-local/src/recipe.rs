@@ -95,7 +95,8 @@ const EXAMPLES: &[(&str, &str, &str, &str, &str)] = &[
         "shell",
         "How many words are in b.csv?",
         r#"{"command": "wc -w b.csv"}"#,
-        r#"{"exit_code": 0, "stdout": "4 b.csv\n", "stderr": ""}"#,
+        // In the shell tool's own format (it was a JSON object, which the tool never returns).
+        "exit code: 0\nstdout:\n4 b.csv\n\nstderr:\n",
         "b.csv has 4 words.",
     ),
     (

@@ -52,7 +52,7 @@ fn random_call(
     seed: u64,
 ) -> String {
     let protocol = PromptedProtocol::default();
-    let constraint = grammar.constraint(&request(choice), &protocol).unwrap().unwrap();
+    let constraint = grammar.constraint(&request(choice), &protocol, None).unwrap().unwrap();
     decode_randomly(constraint, tokenizer, seed)
 }
 
@@ -134,14 +134,19 @@ fn auto_allows_a_call_or_an_answer_and_unknown_names_are_errors() {
     let Some(tokenizer) = model_tokenizer() else { return };
     let grammar = ToolGrammar::new(Arc::clone(&tokenizer), tokenizer.vocab_size()).unwrap();
     let protocol = PromptedProtocol::default();
-    assert!(grammar.constraint(&request(ToolChoice::Auto), &protocol).unwrap().is_some());
+    assert!(grammar.constraint(&request(ToolChoice::Auto), &protocol, None).unwrap().is_some());
     let unconstrained = ToolGrammar::new(Arc::clone(&tokenizer), tokenizer.vocab_size())
         .unwrap()
         .constrain_auto(false);
-    assert!(unconstrained.constraint(&request(ToolChoice::Auto), &protocol).unwrap().is_none());
-    assert!(grammar.constraint(&request(ToolChoice::None), &protocol).unwrap().is_none());
-    let error =
-        grammar.constraint(&request(ToolChoice::Named("nope".into())), &protocol).err().unwrap();
+    assert!(unconstrained
+        .constraint(&request(ToolChoice::Auto), &protocol, None)
+        .unwrap()
+        .is_none());
+    assert!(grammar.constraint(&request(ToolChoice::None), &protocol, None).unwrap().is_none());
+    let error = grammar
+        .constraint(&request(ToolChoice::Named("nope".into())), &protocol, None)
+        .err()
+        .unwrap();
     assert!(error.to_string().contains("nope"), "{error}");
 }
 
@@ -152,7 +157,7 @@ fn a_schema_that_cannot_be_bounded_as_written_still_gets_a_bounded_call() {
     let mut request = request(ToolChoice::Required);
     request.tools = Arc::new(vec![spec("bad", json!({"type": "object", "$ref": "#/nowhere"}))]);
     // An unresolvable `$ref`: the arguments become any bounded JSON object.
-    let constraint = grammar.constraint(&request, &PromptedProtocol::default()).unwrap();
+    let constraint = grammar.constraint(&request, &PromptedProtocol::default(), None).unwrap();
     assert!(constraint.is_some());
 }
 
@@ -177,7 +182,7 @@ fn a_result_that_json_would_escape_is_not_quoted() {
         let quote = result_to_quote(&request);
         let text = quote.map(|quote| quote.text);
         assert_eq!(text.as_deref(), (result == "42").then_some("42"), "{result}");
-        let mut constraint = grammar.constraint(&request, &protocol).unwrap().unwrap();
+        let mut constraint = grammar.constraint(&request, &protocol, None).unwrap().unwrap();
         let forced = constraint.forced().unwrap();
         assert!(tokenizer.decode(&forced).contains(r#"{"answer": "#), "{result}");
         let mask = constraint.mask().unwrap().unwrap();
@@ -217,6 +222,14 @@ fn numbers_are_digit_runs_with_their_decimal_points() {
     assert_eq!(found, ["42", "2.5", "1.2.3", "5", "7", "8", "9"]);
     assert_eq!(numbers("none").count(), 0);
     assert_eq!(numbers("2.923003274661806e+48").collect::<Vec<_>>(), ["2.923003274661806", "48"]);
+    // A result whose number is followed by a period inside it cannot hold to the numbers
+    // rule (it would forbid the result itself): it is quoted with any numbers.
+    for (text, inside) in
+        [("file1.txt", true), ("v1.2.3.tar", true), ("It is 42.", false), ("2.5", false)]
+    {
+        assert_eq!(period_after_a_number(text), inside, "{text}");
+        assert_eq!(Quote::with_numbers(text, []).numbers.is_none(), inside, "{text}");
+    }
 }
 
 /// A quote with as many numbers as it may hold decodes with the model's vocabulary: every
@@ -252,9 +265,53 @@ fn a_quote_with_the_most_numbers_decodes() {
         ModelRequest::new(conversation).with_tools(vec![done]).with_tool_choice(ToolChoice::None);
     for seed in 0..3 {
         for request in [&named, &text] {
-            let constraint = grammar.constraint(request, &protocol).unwrap().unwrap();
+            let constraint = grammar.constraint(request, &protocol, None).unwrap().unwrap();
             let answer = decode_randomly(constraint, &tokenizer, seed);
             assert!(answer.contains("123456.5"), "{answer}");
+        }
+    }
+}
+
+/// With the workspace known, random calls of the file tools under the model's vocabulary
+/// name only what exists there; a question that names a file is never answered by a listing.
+#[test]
+fn file_tool_calls_name_what_exists() {
+    use agentloop::tool::builtin::{ListDir, ReadFile, Workspace};
+    use agentloop::tool::DynTool;
+    let Some(tokenizer) = model_tokenizer() else { return };
+    let grammar = ToolGrammar::new(Arc::clone(&tokenizer), tokenizer.vocab_size()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("docs")).unwrap();
+    for file in ["notes.txt", "data.csv", "docs/a.md"] {
+        std::fs::write(dir.path().join(file), "x").unwrap();
+    }
+    let root = Workspace::new(dir.path()).unwrap();
+    let tools = vec![ReadFile(root.clone()).spec(), ListDir(root).spec()];
+    let protocol = PromptedProtocol::default();
+    for (question, allowed) in [
+        ("Which files are here?", &["read_file", "list_dir"][..]),
+        ("What does notes.txt say?", &["read_file"][..]),
+    ] {
+        let request = ModelRequest::new(vec![Message::user(question)])
+            .with_tools(tools.clone())
+            .with_tool_choice(ToolChoice::Required);
+        for seed in 0..6 {
+            let constraint =
+                grammar.constraint(&request, &protocol, Some(dir.path())).unwrap().unwrap();
+            let text = decode_randomly(constraint, &tokenizer, seed);
+            let json =
+                text.trim().trim_start_matches("<tool_call>").trim_end_matches("</tool_call>");
+            let call: Value = serde_json::from_str(json.trim()).unwrap();
+            let name = call["name"].as_str().unwrap();
+            assert!(allowed.contains(&name), "{question}: {text}");
+            let path = call["arguments"].get("path").and_then(Value::as_str);
+            let exists = match name {
+                "read_file" => {
+                    path.is_some_and(|p| ["notes.txt", "data.csv", "docs/a.md"].contains(&p))
+                }
+                _ => path.is_none_or(|p| [".", "docs"].contains(&p)),
+            };
+            assert!(exists, "{question}: {text}");
         }
     }
 }
