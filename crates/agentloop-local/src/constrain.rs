@@ -348,18 +348,12 @@ impl Quote {
 }
 
 /// Whether a number of `text` ([`numbers`]) is followed by a period that does not end it
-/// (`file1.txt`; not `It is 42.`).
+/// (`file1.txt`; not `It is 42.`). A period between digits is inside a number, so this is a
+/// digit, a period and something else.
 fn period_after_a_number(text: &str) -> bool {
-    let trimmed = text.trim_end();
-    let mut rest = trimmed;
-    for number in numbers(trimmed) {
-        let Some(at) = rest.find(number) else { return false };
-        rest = &rest[at + number.len()..];
-        if rest.starts_with('.') && rest.len() > 1 {
-            return true;
-        }
-    }
-    false
+    let digit_then_period =
+        |w: &[u8]| w[0].is_ascii_digit() && w[1] == b'.' && !w[2].is_ascii_digit();
+    text.trim_end().as_bytes().windows(3).any(digit_then_period)
 }
 
 /// The numbers of `text`: each maximal run of ASCII digits with the periods between them
@@ -415,7 +409,7 @@ fn result_to_quote(request: &ModelRequest) -> Option<Quote> {
         return None;
     }
     // From the question on (the recipe's worked examples come before it).
-    let question = request.messages.iter().rposition(|m| m.role == Role::User).unwrap_or(0);
+    let question = question_at(request).unwrap_or(0);
     let mut sources: Vec<Cow<'_, str>> = Vec::new();
     for message in &request.messages[question..] {
         for part in &message.content {
@@ -432,9 +426,14 @@ fn result_to_quote(request: &ModelRequest) -> Option<Quote> {
     Some(Quote::with_numbers(text, sources.iter().map(|s| s.as_ref())))
 }
 
-/// The text of the last user message (the question).
+/// Where the question is: the last user message.
+fn question_at(request: &ModelRequest) -> Option<usize> {
+    request.messages.iter().rposition(|m| m.role == Role::User)
+}
+
+/// The text of the question ([`question_at`]).
 fn last_user_text(request: &ModelRequest) -> Option<&str> {
-    let message = request.messages.iter().rev().find(|m| m.role == Role::User)?;
+    let message = request.messages.get(question_at(request)?)?;
     message.content.iter().find_map(|part| match part {
         Part::Text { text } => Some(text.as_str()),
         _ => None,
