@@ -131,6 +131,12 @@ pub struct TelemetryConfig {
     /// 512; at most `queue_size`): a full batch is exported at once, without waiting for
     /// the delay.
     pub max_export_batch: usize,
+    /// The most bytes of encoded spans one export request holds, about (default 2 MiB,
+    /// `AGENTLOOP_OTEL_MAX_EXPORT_BYTES`): a batch that reaches it is sent at once, so that
+    /// a request stays under a collector's limit (the OpenTelemetry Collector's gRPC
+    /// receiver takes 4 MiB by default) even with content capture; the request is larger
+    /// by at most one span.
+    pub max_export_bytes: usize,
     /// How often spans are exported (`OTEL_BSP_SCHEDULE_DELAY` in ms, default 1 s).
     pub export_delay: Duration,
     /// How long one export may take (`OTEL_EXPORTER_OTLP_TIMEOUT` in ms, default 10 s).
@@ -155,6 +161,7 @@ impl Default for TelemetryConfig {
             content_max_bytes: 16 * 1024,
             queue_size: 2048,
             max_export_batch: 512,
+            max_export_bytes: 2 * 1024 * 1024,
             export_delay: Duration::from_secs(1),
             export_timeout: Duration::from_secs(10),
             metrics: true,
@@ -193,14 +200,13 @@ impl TelemetryConfig {
     /// Overrides the fields the standard variables set.
     pub fn apply_env(&mut self, env: impl Fn(&str) -> Option<String>) -> Result<(), Error> {
         let get = |name: &str| env(name).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
-        let millis = |name: &str| -> Result<Option<Duration>, Error> {
-            get(name)
-                .map(|v| {
-                    v.parse::<u64>()
-                        .map(Duration::from_millis)
-                        .map_err(|_| Error::Config(format!("{name}={v:?} is not a number of ms")))
-                })
-                .transpose()
+        let millis = |name: &str| {
+            let ms = |v: &str| v.parse::<u64>().ok().map(Duration::from_millis);
+            parsed(name, get(name), "a number of ms", ms)
+        };
+        let positive = |name: &str| {
+            let n = |v: &str| v.parse::<usize>().ok().filter(|n| *n > 0);
+            parsed(name, get(name), "a positive number", n)
         };
         if let Some(v) = get("OTEL_EXPORTER_OTLP_ENDPOINT") {
             self.endpoint = Some(v);
@@ -238,18 +244,14 @@ impl TelemetryConfig {
         if let Some(v) = get("AGENTLOOP_OTEL_CAPTURE_CONTENT") {
             self.capture_content = parse_bool("AGENTLOOP_OTEL_CAPTURE_CONTENT", &v)?;
         }
-        if let Some(v) = get("OTEL_BSP_MAX_QUEUE_SIZE") {
-            self.queue_size = v.parse::<usize>().ok().filter(|n| *n > 0).ok_or_else(|| {
-                Error::Config(format!("OTEL_BSP_MAX_QUEUE_SIZE={v:?} is not a positive number"))
-            })?;
+        if let Some(n) = positive("OTEL_BSP_MAX_QUEUE_SIZE")? {
+            self.queue_size = n;
         }
-        if let Some(v) = get("OTEL_BSP_MAX_EXPORT_BATCH_SIZE") {
-            self.max_export_batch =
-                v.parse::<usize>().ok().filter(|n| *n > 0).ok_or_else(|| {
-                    Error::Config(format!(
-                        "OTEL_BSP_MAX_EXPORT_BATCH_SIZE={v:?} is not a positive number"
-                    ))
-                })?;
+        if let Some(n) = positive("OTEL_BSP_MAX_EXPORT_BATCH_SIZE")? {
+            self.max_export_batch = n;
+        }
+        if let Some(n) = positive("AGENTLOOP_OTEL_MAX_EXPORT_BYTES")? {
+            self.max_export_bytes = n;
         }
         if let Some(delay) = millis("OTEL_BSP_SCHEDULE_DELAY")? {
             self.export_delay = delay;
@@ -324,6 +326,18 @@ fn percent_decode(text: &str) -> String {
         }
     }
     String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Variable `name`'s value, if set, as `parse` reads it; an error saying it is not `what`.
+fn parsed<T>(
+    name: &str,
+    value: Option<String>,
+    what: &str,
+    parse: impl Fn(&str) -> Option<T>,
+) -> Result<Option<T>, Error> {
+    value
+        .map(|v| parse(&v).ok_or_else(|| Error::Config(format!("{name}={v:?} is not {what}"))))
+        .transpose()
 }
 
 fn parse_bool(name: &str, value: &str) -> Result<bool, Error> {

@@ -98,6 +98,8 @@ struct Shared {
     done: Condvar,
     capacity: usize,
     batch: usize,
+    /// A batch whose encoded spans reach this many bytes is sent without waiting for more.
+    batch_bytes: usize,
     /// The room every batch keeps for the request's header (`Preamble::head_room`).
     head_room: usize,
     /// The buffers the sink is done with, for the next batches.
@@ -147,6 +149,7 @@ impl Queue {
             done: Condvar::new(),
             capacity,
             batch: config.max_export_batch.clamp(1, capacity),
+            batch_bytes: config.max_export_bytes.max(1),
             head_room,
             pool: Pool::default(),
             counters,
@@ -180,7 +183,8 @@ impl Queue {
         state.queued += 1;
         otlp::span_entry(span, end, &mut state.current.buf);
         state.current.spans += 1;
-        if state.current.spans >= self.shared.batch {
+        let bytes = state.current.buf.len().saturating_sub(self.shared.head_room);
+        if state.current.spans >= self.shared.batch || bytes >= self.shared.batch_bytes {
             let fresh = self.shared.next_batch();
             let full = std::mem::replace(&mut state.current, fresh);
             state.full.push(full);

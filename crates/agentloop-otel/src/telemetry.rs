@@ -43,7 +43,7 @@ pub(crate) struct Inner {
     /// The attributes every `execute_tool` span has (operation, type), encoded.
     pub(crate) tool_attributes: Vec<u8>,
     /// By model, then provider.
-    models: Mutex<HashMap<String, Vec<Arc<ModelEntry>>>>,
+    models: Mutex<FastMap<String, Vec<Arc<ModelEntry>>>>,
     pub(crate) ids: IdSource,
     pub(crate) config: TelemetryConfig,
     meter_provider: Option<SdkMeterProvider>,
@@ -62,8 +62,8 @@ struct Instruments {
     /// The instruments bound to the attributes of each tool (and status) and outcome seen
     /// (a model's are in its `ModelEntry`): one lookup per tool call and ended run instead
     /// of hashing every measurement's attributes.
-    tools: Mutex<HashMap<String, [Option<BoundCounter<u64>>; 3]>>,
-    outcomes: Mutex<HashMap<String, OutcomeInstruments>>,
+    tools: Mutex<FastMap<String, [Option<BoundCounter<u64>>; 3]>>,
+    outcomes: Mutex<FastMap<String, OutcomeInstruments>>,
 }
 
 /// What every run of one provider and model shares: built once, by the first.
@@ -96,6 +96,11 @@ struct OutcomeInstruments {
 
 /// The tool statuses (`agentloop.tool.status`).
 const TOOL_STATUSES: [&str; 3] = ["ok", "error", "timeout"];
+
+/// The maps looked up on every run, model call and tool call: keyed by short names
+/// (models, tools, outcomes), hashed by foldhash (randomly seeded per process) instead of
+/// SipHash, which was about a sixth of recording the metrics (docs/PERFORMANCE.md).
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)

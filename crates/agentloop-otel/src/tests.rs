@@ -304,6 +304,12 @@ fn the_environment_configures_telemetry() {
     ]))
     .unwrap();
     assert_eq!((config.max_export_batch, config.queue_size), (2048, 8192));
+    assert_eq!(config.max_export_bytes, 2 * 1024 * 1024);
+    let config =
+        TelemetryConfig::from_env(env(&[("AGENTLOOP_OTEL_MAX_EXPORT_BYTES", "65536")])).unwrap();
+    assert_eq!(config.max_export_bytes, 65536);
+    let bad = TelemetryConfig::from_env(env(&[("AGENTLOOP_OTEL_MAX_EXPORT_BYTES", "1 MiB")]));
+    assert!(bad.unwrap_err().to_string().contains("AGENTLOOP_OTEL_MAX_EXPORT_BYTES"));
     let bad = TelemetryConfig::from_env(env(&[("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "0")]));
     assert!(bad.unwrap_err().to_string().contains("OTEL_BSP_MAX_EXPORT_BATCH_SIZE"));
     let bad = TelemetryConfig::from_env(env(&[("OTEL_BSP_SCHEDULE_DELAY", "soon")]));
@@ -531,6 +537,37 @@ fn a_full_batch_of_the_configured_size_is_exported_at_once_in_one_request() {
     }
     assert_eq!((telemetry.stats().exported, sink.requests()), (6, 2));
     assert_eq!(telemetry.flush().exported, 7);
+    assert_eq!(sink.requests(), 3);
+    telemetry.shutdown(std::time::Duration::from_secs(2));
+}
+
+#[test]
+fn a_batch_that_reaches_the_byte_limit_is_exported_at_once() {
+    let sink = MemorySink::default();
+    let config = TelemetryConfig {
+        // Room for a thousand spans, but not for two of these names.
+        max_export_batch: 1000,
+        max_export_bytes: 300,
+        export_delay: std::time::Duration::from_secs(3600),
+        metrics: false,
+        ..TelemetryConfig::default()
+    };
+    let telemetry = Telemetry::with_sink(config, sink.clone(), None);
+    let long = "n".repeat(200);
+    for n in 0..4 {
+        drop(telemetry.client_span(&format!("{long}{n}")));
+    }
+    drop(telemetry.client_span("short"));
+    // Every second span's entry (each over 200 bytes) passes the limit: its batch goes at
+    // once, without a flush; the short one waits.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while telemetry.stats().exported < 4 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert_eq!((telemetry.stats().exported, sink.requests()), (4, 2));
+    let names: Vec<String> = spans(&telemetry, &sink).into_iter().map(|s| s.name).collect();
+    assert_eq!(names.len(), 5);
+    assert_eq!((names[0].len(), names[4].as_str()), (201, "short"));
     assert_eq!(sink.requests(), 3);
     telemetry.shutdown(std::time::Duration::from_secs(2));
 }
