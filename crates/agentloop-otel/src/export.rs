@@ -1,5 +1,6 @@
 //! The export queue: a span is encoded as OTLP protobuf as it goes (`SpanRecord`) and
-//! written into the batch being filled as it ends, on the thread that ends it, and its
+//! written into the batch being filled as it ends, on the thread that handles its run's
+//! events (`Inner::drain`, which this thread also calls every export delay), and its
 //! bytes wait here in batches (bounded: a full queue drops the span and counts
 //! it) until one thread of its own frames each batch as a request and hands it to a
 //! [`SpanSink`]: HTTP/protobuf, gRPC, or a sink of the caller's. A run never waits for it.
@@ -105,7 +106,13 @@ struct Shared {
     /// The buffers the sink is done with, for the next batches.
     pool: Pool,
     counters: Arc<Counters>,
+    /// Called by the export thread every export delay, before it looks for spans: ends the
+    /// spans of the events waiting to be handled (`Inner::drain`).
+    collect: Mutex<Option<Collect>>,
 }
+
+/// What the export thread calls before it looks for spans.
+pub(crate) type Collect = Box<dyn Fn() + Send + Sync>;
 
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -153,6 +160,7 @@ impl Queue {
             head_room,
             pool: Pool::default(),
             counters,
+            collect: Mutex::new(None),
         });
         let worker = Worker { shared: shared.clone(), sink, preamble, delay };
         let thread = std::thread::Builder::new()
@@ -168,6 +176,11 @@ impl Queue {
             }
         };
         Self { shared, thread: Mutex::new(thread) }
+    }
+
+    /// Sets what the export thread calls every export delay before it looks for spans.
+    pub(crate) fn set_collect(&self, collect: Collect) {
+        *self.shared.collect.lock().unwrap_or_else(PoisonError::into_inner) = Some(collect);
     }
 
     /// Queues `span`, ended at `end`: encoded straight into the batch being filled (or
@@ -247,19 +260,15 @@ impl Worker {
         let mut batches: Vec<Batch> = Vec::new();
         let mut next = Instant::now() + self.delay;
         loop {
-            let (goal, stop) = {
+            {
                 let mut state = self.shared.lock();
                 loop {
-                    let due = Instant::now() >= next;
                     if state.shutdown
                         || state.flush_asked > state.flushed
                         || !state.full.is_empty()
-                        || (due && state.current.spans > 0)
+                        || Instant::now() >= next
                     {
                         break;
-                    }
-                    if due {
-                        next = Instant::now() + self.delay;
                     }
                     let left = next.saturating_duration_since(Instant::now());
                     state = match self.shared.work.wait_timeout(state, left) {
@@ -267,6 +276,17 @@ impl Worker {
                         Err(poisoned) => poisoned.into_inner().0,
                     };
                 }
+            }
+            if Instant::now() >= next {
+                // The events waiting end their spans (outside the queue's lock: ending a
+                // span takes it).
+                let collect = self.shared.collect.lock().unwrap_or_else(PoisonError::into_inner);
+                if let Some(collect) = collect.as_ref() {
+                    collect();
+                }
+            }
+            let (goal, stop) = {
+                let mut state = self.shared.lock();
                 let flushing = state.shutdown || state.flush_asked > state.flushed;
                 std::mem::swap(&mut batches, &mut state.full);
                 if (flushing || Instant::now() >= next) && state.current.spans > 0 {

@@ -29,6 +29,7 @@ mod export;
 #[cfg(feature = "grpc")]
 mod grpc;
 mod ids;
+mod live;
 mod otlp;
 mod run;
 pub mod semconv;

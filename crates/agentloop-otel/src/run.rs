@@ -11,8 +11,9 @@
 //!
 //! Approvals, limits, stalls, continuations, answers and hook failures are span events.
 
+use crate::live::Live;
 use crate::semconv as sc;
-use crate::span::{now, Kind, SpanContext, SpanRecord, Status, Value};
+use crate::span::{now, Kind, SpanContext, SpanId, SpanRecord, Status, Value};
 use crate::telemetry::{Inner, ModelEntry};
 use crate::{content, ids};
 use agentloop::event::{Event, ModelPurpose};
@@ -21,10 +22,11 @@ use agentloop::observe::{ObservedRun, RunObserver};
 use agentloop::run::{Outcome, StopReason};
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The spans of one stretch of a run.
 pub(crate) struct RunTrace {
+    me: std::sync::Weak<RunTrace>,
     telemetry: Arc<Inner>,
     /// What the runs of this provider and model share (names, encoded attributes,
     /// metric instruments).
@@ -35,6 +37,8 @@ pub(crate) struct RunTrace {
     /// records metrics, but captures no content).
     sampled: bool,
     state: Mutex<State>,
+    /// The spans open as the events came (the loop's thread's; `state` is the handler's).
+    live: Mutex<Live>,
 }
 
 /// Room in a new span's buffer: most spans' fields fit.
@@ -46,7 +50,7 @@ const SPARE_BUFFERS: usize = 8;
 struct State {
     root: SpanRecord,
     iteration: Option<SpanRecord>,
-    chat: Option<(SpanRecord, Instant)>,
+    chat: Option<SpanRecord>,
     /// The open tool calls' spans by call id (a few at a time: a list, not a map).
     tools: Vec<(String, SpanRecord)>,
     compaction: Option<SpanRecord>,
@@ -57,6 +61,35 @@ struct State {
     ended: bool,
     /// The buffers of ended spans, for the next ones.
     spare: Vec<Vec<u8>>,
+    /// When the event being handled happened (nanoseconds since the Unix epoch).
+    clock: u64,
+    /// The id of the span the event being handled starts (given as it came, by `Live`).
+    next_id: Option<SpanId>,
+}
+
+/// An event (or the end of a stream) waiting to be handled.
+pub(crate) enum Pending {
+    Event(Arc<RunTrace>, Event, Option<SpanId>, u64),
+    End(Arc<RunTrace>, bool, u64),
+}
+
+/// Handles the pending events.
+pub(crate) fn replay(pending: &mut Vec<Pending>) {
+    for item in pending.drain(..) {
+        match item {
+            Pending::Event(trace, event, id, at) => {
+                let mut state = trace.state();
+                if state.ended {
+                    continue;
+                }
+                state.clock = at;
+                state.next_id = id;
+                trace.handle(&mut state, &event);
+                state.next_id = None;
+            }
+            Pending::End(trace, finished, at) => trace.end_stream(finished, at),
+        }
+    }
 }
 
 impl State {
@@ -68,7 +101,11 @@ impl State {
 
 impl RunTrace {
     /// Starts the stretch's `invoke_agent` span.
-    pub(crate) fn start(telemetry: Arc<Inner>, run: &ObservedRun<'_>) -> Self {
+    pub(crate) fn start(
+        telemetry: Arc<Inner>,
+        run: &ObservedRun<'_>,
+        me: std::sync::Weak<Self>,
+    ) -> Self {
         let config = run.config;
         let model = telemetry.model(sc::provider_name(run.provider), run.model);
         let mut parameters: Vec<(&str, Value<'_>)> = Vec::new();
@@ -112,6 +149,7 @@ impl RunTrace {
             root.link(&SpanContext { trace_id, span_id: first_span, sampled: true });
         }
         Self {
+            me,
             telemetry,
             model,
             chat_parameters,
@@ -127,12 +165,19 @@ impl RunTrace {
                 tool_calls: 0,
                 ended: false,
                 spare: Vec::new(),
+                clock: 0,
+                next_id: None,
             }),
+            live: Mutex::new(Live::new(context)),
         }
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn live(&self) -> std::sync::MutexGuard<'_, Live> {
+        self.live.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn capture(&self) -> Option<usize> {
@@ -144,31 +189,29 @@ impl RunTrace {
     /// `ago` before now), in a buffer from `spare`.
     fn child(
         &self,
+        next_id: &mut Option<SpanId>,
         spare: &mut Vec<Vec<u8>>,
         parent: &SpanContext,
         name: &[&str],
         kind: Kind,
-        ago: Option<Duration>,
+        start: u64,
     ) -> SpanRecord {
-        let context = SpanContext { span_id: self.telemetry.ids.span_id(), ..*parent };
+        let span_id = next_id.take().unwrap_or_else(|| self.telemetry.ids.span_id());
+        let context = SpanContext { span_id, ..*parent };
         let body = match parent.sampled {
             true => spare.pop().unwrap_or_else(|| Vec::with_capacity(SPAN_ROOM)),
             false => Vec::new(),
         };
-        let mut span = SpanRecord::new(context, name, kind, Some((parent.span_id, false)), body);
-        if let Some(ago) = ago {
-            let ago = u64::try_from(ago.as_nanos()).unwrap_or(u64::MAX);
-            span.start = span.start.saturating_sub(ago);
-        }
-        span
+        let parent = Some((parent.span_id, false));
+        SpanRecord::started_at(start, context, name, kind, parent, body)
     }
 
     /// Ends `span` now: it goes to the export queue if its trace is sampled, and its
     /// buffer to `spare`.
-    fn end(&self, spare: &mut Vec<Vec<u8>>, span: Option<SpanRecord>) {
+    fn end(&self, spare: &mut Vec<Vec<u8>>, span: Option<SpanRecord>, at: u64) {
         if let Some(span) = span {
             if span.context.sampled {
-                self.telemetry.queue.end(&span, now());
+                self.telemetry.queue.end(&span, at);
             }
             if spare.len() < SPARE_BUFFERS && span.body.capacity() > 0 {
                 spare.push(span.body);
@@ -177,6 +220,7 @@ impl RunTrace {
     }
 
     fn handle(&self, state: &mut State, event: &Event) {
+        let at = state.clock;
         match event {
             Event::RunStarted { config, input, .. } => {
                 if let Some(max) = self.capture() {
@@ -189,30 +233,43 @@ impl RunTrace {
                 }
             }
             Event::IterationStarted { iteration, at_ms } => {
-                self.end(&mut state.spare, state.iteration.take());
+                self.end(&mut state.spare, state.iteration.take(), at);
                 state.elapsed_ms = *at_ms;
                 let root = state.root.context;
-                let mut span =
-                    self.child(&mut state.spare, &root, &["iteration"], Kind::Internal, None);
+                let mut span = self.child(
+                    &mut state.next_id,
+                    &mut state.spare,
+                    &root,
+                    &["iteration"],
+                    Kind::Internal,
+                    at,
+                );
                 span.set(sc::ITERATION, i64::from(*iteration));
                 state.iteration = Some(span);
             }
             Event::IterationCompleted { duration_ms, .. } => {
                 state.elapsed_ms += duration_ms;
-                self.end(&mut state.spare, state.iteration.take());
+                self.end(&mut state.spare, state.iteration.take(), at);
             }
             Event::ModelRequested { iteration, purpose } => {
                 let parent = *state.parent();
                 let name = &[&*self.model.chat_name];
-                let mut chat = self.child(&mut state.spare, &parent, name, Kind::Client, None);
+                let mut chat = self.child(
+                    &mut state.next_id,
+                    &mut state.spare,
+                    &parent,
+                    name,
+                    Kind::Client,
+                    at,
+                );
                 chat.set_encoded(&self.model.chat_attributes);
                 chat.set_encoded(&self.chat_parameters);
                 chat.set(sc::ITERATION, i64::from(*iteration));
                 if let ModelPurpose::WindDown { .. } = purpose {
                     chat.set(sc::MODEL_PURPOSE, "wind_down");
                 }
-                if let Some((old, _)) = state.chat.replace((chat, Instant::now())) {
-                    self.end(&mut state.spare, Some(old));
+                if let Some(old) = state.chat.replace(chat) {
+                    self.end(&mut state.spare, Some(old), at);
                 }
             }
             Event::ModelResponded {
@@ -224,7 +281,7 @@ impl RunTrace {
                 response_model,
                 ..
             } => {
-                let Some((mut span, _)) = state.chat.take() else { return };
+                let Some(mut span) = state.chat.take() else { return };
                 if let Some(id) = response_id {
                     span.set(sc::RESPONSE_ID, id);
                 }
@@ -239,7 +296,7 @@ impl RunTrace {
                     span.set(sc::OUTPUT_MESSAGES, &text);
                 }
                 span.status = Status::Ok;
-                self.end(&mut state.spare, Some(span));
+                self.end(&mut state.spare, Some(span), at);
                 if let Some(metrics) = &self.model.metrics {
                     self.telemetry.record_model_call(metrics, Some(usage), *duration_ms, None);
                 }
@@ -247,7 +304,14 @@ impl RunTrace {
             Event::ToolStarted { call, arguments } => {
                 state.tool_calls += 1;
                 let parent = *state.parent();
-                let mut span = self.tool(&mut state.spare, &parent, &call.name, &call.id, None);
+                let mut span = self.tool(
+                    &mut state.next_id,
+                    &mut state.spare,
+                    &parent,
+                    &call.name,
+                    &call.id,
+                    at,
+                );
                 if let Some(max) = self.capture() {
                     let text = content::cut(arguments.to_string(), max);
                     span.set(sc::TOOL_CALL_ARGUMENTS, &text);
@@ -259,7 +323,7 @@ impl RunTrace {
                 self.tool_result(&mut span, &result.content);
                 span.set(sc::TOOL_STATUS, "ok");
                 span.status = Status::Ok;
-                self.end(&mut state.spare, Some(span));
+                self.end(&mut state.spare, Some(span), at);
                 self.telemetry.record_tool_call(name, "ok");
             }
             _ => match event.outcome() {
@@ -284,14 +348,16 @@ impl RunTrace {
     #[cold]
     #[inline(never)]
     fn handle_rare(&self, state: &mut State, event: &Event) {
+        let at = state.clock;
         match event {
             Event::ModelRetrying { attempt, delay_ms, error } => {
                 let span = match state.chat.as_mut() {
-                    Some((span, _)) => span,
+                    Some(span) => span,
                     None => &mut state.root,
                 };
                 let (kind, message) = (kind_of(error), error.to_string());
-                span.event(
+                span.event_at(
+                    at,
                     "agentloop.model.retry",
                     &[
                         ("agentloop.retry.attempt", i64::from(*attempt).into()),
@@ -304,10 +370,11 @@ impl RunTrace {
             Event::ModelFailed { error, .. } => {
                 let kind = kind_of(error);
                 let duration = match state.chat.take() {
-                    Some((mut span, started)) => {
+                    Some(mut span) => {
                         span.fail(&kind, error.to_string());
-                        self.end(&mut state.spare, Some(span));
-                        started.elapsed()
+                        let started = span.start;
+                        self.end(&mut state.spare, Some(span), at);
+                        Duration::from_nanos(at.saturating_sub(started))
                     }
                     None => Duration::ZERO,
                 };
@@ -321,25 +388,27 @@ impl RunTrace {
                 self.tool_result(&mut span, &result.content);
                 span.set(sc::TOOL_STATUS, "error");
                 span.fail(&kind_of(error), error.to_string());
-                self.end(&mut state.spare, Some(span));
+                self.end(&mut state.spare, Some(span), at);
                 self.telemetry.record_tool_call(name, "error");
             }
             Event::ToolTimedOut { name, result, timeout_ms, .. } => {
                 let mut span = self.tool_span(state, name, &result.call_id, *timeout_ms);
                 span.set(sc::TOOL_STATUS, "timeout");
                 span.fail("timeout", format!("no result within {timeout_ms} ms"));
-                self.end(&mut state.spare, Some(span));
+                self.end(&mut state.spare, Some(span), at);
                 self.telemetry.record_tool_call(name, "timeout");
             }
             Event::ApprovalRequested { call, .. } => {
-                state.root.event(
+                state.root.event_at(
+                    at,
                     "agentloop.approval.requested",
                     &[(sc::TOOL_NAME, (&call.name).into()), (sc::TOOL_CALL_ID, (&call.id).into())],
                 );
             }
             Event::ApprovalDecided { call_id, decision } => {
                 let decision = kind_of(decision);
-                state.root.event(
+                state.root.event_at(
+                    at,
                     "agentloop.approval.decided",
                     &[
                         (sc::TOOL_CALL_ID, call_id.into()),
@@ -349,12 +418,15 @@ impl RunTrace {
             }
             Event::LimitReached { limit } => {
                 let limit = kind_of(limit);
-                state
-                    .root
-                    .event("agentloop.limit_reached", &[("agentloop.limit", (&limit).into())]);
+                state.root.event_at(
+                    at,
+                    "agentloop.limit_reached",
+                    &[("agentloop.limit", (&limit).into())],
+                );
             }
             Event::StallDetected { tool, count, .. } => {
-                state.root.event(
+                state.root.event_at(
+                    at,
                     "agentloop.stall_detected",
                     &[
                         (sc::TOOL_NAME, tool.into()),
@@ -364,15 +436,21 @@ impl RunTrace {
             }
             Event::Paused { reason } => {
                 let root = state.root.context;
-                self.end(&mut state.spare, state.pause.take());
-                let mut span =
-                    self.child(&mut state.spare, &root, &["pause"], Kind::Internal, None);
+                self.end(&mut state.spare, state.pause.take(), at);
+                let mut span = self.child(
+                    &mut state.next_id,
+                    &mut state.spare,
+                    &root,
+                    &["pause"],
+                    Kind::Internal,
+                    at,
+                );
                 span.set("agentloop.pause.reason", reason);
                 state.pause = Some(span);
             }
-            Event::Resumed => self.end(&mut state.spare, state.pause.take()),
+            Event::Resumed => self.end(&mut state.spare, state.pause.take(), at),
             Event::ContinuationRequested { .. } => {
-                state.root.event("agentloop.continuation", &[]);
+                state.root.event_at(at, "agentloop.continuation", &[]);
             }
             Event::InputProvided { message } => {
                 let text =
@@ -381,13 +459,20 @@ impl RunTrace {
                     Some(text) => &[(sc::INPUT_MESSAGES, Value::Text(text))],
                     None => &[],
                 };
-                state.root.event("agentloop.input_provided", attributes);
+                state.root.event_at(at, "agentloop.input_provided", attributes);
             }
             Event::CompactionStarted { tokens_before, cut, .. } => {
                 let root = state.root.context;
-                self.end(&mut state.spare, state.compaction.take());
+                self.end(&mut state.spare, state.compaction.take(), at);
                 let name = &["compaction"];
-                let mut span = self.child(&mut state.spare, &root, name, Kind::Internal, None);
+                let mut span = self.child(
+                    &mut state.next_id,
+                    &mut state.spare,
+                    &root,
+                    name,
+                    Kind::Internal,
+                    at,
+                );
                 span.set("agentloop.compaction.tokens_before", millis(*tokens_before));
                 span.set("agentloop.compaction.cut", millis(*cut as u64));
                 state.compaction = Some(span);
@@ -397,17 +482,18 @@ impl RunTrace {
                     span.set("agentloop.compaction.tokens_after", millis(*tokens_after));
                     usage_attributes(&mut span, usage);
                     span.status = Status::Ok;
-                    self.end(&mut state.spare, Some(span));
+                    self.end(&mut state.spare, Some(span), at);
                 }
             }
             Event::CompactionFailed { error } => {
                 if let Some(mut span) = state.compaction.take() {
                     span.fail("compaction_failed", error.clone());
-                    self.end(&mut state.spare, Some(span));
+                    self.end(&mut state.spare, Some(span), at);
                 }
             }
             Event::HookFailed { hook, point, error, critical } => {
-                state.root.event(
+                state.root.event_at(
+                    at,
                     "agentloop.hook_failed",
                     &[
                         ("agentloop.hook.name", hook.into()),
@@ -438,20 +524,23 @@ impl RunTrace {
             return state.tools.swap_remove(at).1;
         }
         let parent = *state.parent();
-        let ago = Some(Duration::from_millis(duration_ms));
-        self.tool(&mut state.spare, &parent, name, call_id, ago)
+        let ago = duration_ms.saturating_mul(1_000_000);
+        let start = state.clock.saturating_sub(ago);
+        self.tool(&mut state.next_id, &mut state.spare, &parent, name, call_id, start)
     }
 
     /// The span of a call of tool `name` (started `ago` before now, or now).
     fn tool(
         &self,
+        next_id: &mut Option<SpanId>,
         spare: &mut Vec<Vec<u8>>,
         parent: &SpanContext,
         name: &str,
         call_id: &str,
-        ago: Option<Duration>,
+        start: u64,
     ) -> SpanRecord {
-        let mut span = self.child(spare, parent, &["execute_tool ", name], Kind::Internal, ago);
+        let span_name = &["execute_tool ", name];
+        let mut span = self.child(next_id, spare, parent, span_name, Kind::Internal, start);
         span.set(sc::TOOL_NAME, name);
         span.set(sc::TOOL_CALL_ID, call_id);
         span.set_encoded(&self.telemetry.tool_attributes);
@@ -467,21 +556,22 @@ impl RunTrace {
 
     /// Ends every open span, the root last, with the outcome's totals on the root.
     fn finish(&self, state: &mut State, outcome: Option<&Outcome>) {
+        let at = state.clock;
         if state.ended {
             return;
         }
         state.ended = true;
         for (_, mut span) in std::mem::take(&mut state.tools) {
             span.fail("interrupted", "the run stopped before the call ended");
-            self.end(&mut state.spare, Some(span));
+            self.end(&mut state.spare, Some(span), at);
         }
-        if let Some((mut span, _)) = state.chat.take() {
+        if let Some(mut span) = state.chat.take() {
             span.fail("interrupted", "the run stopped before the model answered");
-            self.end(&mut state.spare, Some(span));
+            self.end(&mut state.spare, Some(span), at);
         }
-        self.end(&mut state.spare, state.compaction.take());
-        self.end(&mut state.spare, state.pause.take());
-        self.end(&mut state.spare, state.iteration.take());
+        self.end(&mut state.spare, state.compaction.take(), at);
+        self.end(&mut state.spare, state.pause.take(), at);
+        self.end(&mut state.spare, state.iteration.take(), at);
         let root = &mut state.root;
         root.set(sc::RUN_ELAPSED_MS, millis(state.elapsed_ms));
         root.set(sc::RUN_TOOL_CALLS, i64::from(state.tool_calls));
@@ -496,7 +586,7 @@ impl RunTrace {
         // What is left in its place keeps the context (for `trace_parent`) and is never ended.
         let placeholder = SpanRecord::placeholder(root.context);
         let root = std::mem::replace(&mut state.root, placeholder);
-        self.end(&mut state.spare, Some(root));
+        self.end(&mut state.spare, Some(root), at);
     }
 }
 
@@ -505,31 +595,33 @@ impl RunObserver for RunTrace {
         if ignored(event) {
             return;
         }
-        let mut state = self.state();
-        if !state.ended {
-            self.handle(&mut state, event);
+        let Some(me) = self.me.upgrade() else { return };
+        let span_id = self.live().track(event, &self.telemetry.ids);
+        if let Some(copy) = crate::live::waiting_copy(event, self.capture().is_some()) {
+            self.telemetry.defer(Pending::Event(me, copy, span_id, now()));
         }
     }
 
     fn on_end(&self, finished: bool) {
+        if let Some(me) = self.me.upgrade() {
+            self.telemetry.defer(Pending::End(me, finished, now()));
+        }
+    }
+
+    fn trace_parent(&self, call_id: Option<&str>) -> Option<String> {
+        self.live().trace_parent(call_id)
+    }
+}
+
+impl RunTrace {
+    fn end_stream(&self, finished: bool, at: u64) {
         let mut state = self.state();
+        state.clock = at;
         if !state.ended && !finished {
             let message = "the run's stream was dropped before the run ended";
             state.root.fail("interrupted", message);
         }
         self.finish(&mut state, None);
-    }
-
-    fn trace_parent(&self, call_id: Option<&str>) -> Option<String> {
-        let state = self.state();
-        let context = match call_id {
-            Some(id) => &state.tools.iter().find(|(call, _)| call == id)?.1.context,
-            None => match &state.chat {
-                Some((span, _)) => &span.context,
-                None => state.parent(),
-            },
-        };
-        Some(context.traceparent())
     }
 }
 

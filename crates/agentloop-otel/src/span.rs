@@ -171,13 +171,25 @@ impl SpanRecord {
         name: &[&str],
         kind: Kind,
         parent: Option<(SpanId, bool)>,
+        body: Vec<u8>,
+    ) -> Self {
+        Self::started_at(now(), context, name, kind, parent, body)
+    }
+
+    /// The same, started at `start` (nanoseconds since the Unix epoch).
+    pub(crate) fn started_at(
+        start: u64,
+        context: SpanContext,
+        name: &[&str],
+        kind: Kind,
+        parent: Option<(SpanId, bool)>,
         mut body: Vec<u8>,
     ) -> Self {
         body.clear();
         if context.sampled {
             crate::otlp::Writer::new(&mut body).span_start(name, kind, parent, &context);
         }
-        Self { context, start: now(), status: Status::Unset, body }
+        Self { context, start, status: Status::Unset, body }
     }
 
     /// A span that only holds `context` (it is never ended).
@@ -204,9 +216,15 @@ impl SpanRecord {
     }
 
     /// Adds an event, now.
+    #[cfg(test)]
     pub(crate) fn event(&mut self, name: &str, attributes: &[(&str, Value<'_>)]) {
+        self.event_at(now(), name, attributes);
+    }
+
+    /// Adds an event that happened at `time`.
+    pub(crate) fn event_at(&mut self, time: u64, name: &str, attributes: &[(&str, Value<'_>)]) {
         if let Some(mut w) = self.writer() {
-            w.event(now(), name, attributes);
+            w.event(time, name, attributes);
         }
     }
 

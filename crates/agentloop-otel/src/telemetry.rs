@@ -5,7 +5,7 @@ use crate::config::{Protocol, TelemetryConfig};
 use crate::counting::{Counters, SpanStats};
 use crate::export::{HttpSink, Queue, SpanSink};
 use crate::otlp::Preamble;
-use crate::run::RunTrace;
+use crate::run::{Pending, RunTrace};
 use crate::semconv as sc;
 use crate::span::{self, IdSource, Kind, SpanContext, SpanRecord};
 use crate::Error;
@@ -50,7 +50,16 @@ pub(crate) struct Inner {
     instruments: Option<Instruments>,
     counters: Arc<Counters>,
     shut: AtomicBool,
+    /// The runs' events waiting to be handled ([`Inner::drain`]).
+    pending: Mutex<Vec<Pending>>,
+    /// Held while events are handled; holds the buffer they are handled from (reused).
+    draining: Mutex<Vec<Pending>>,
 }
+
+/// Events that wait before they are handled in one go: the code that turns an event into
+/// spans and metrics then runs for many events while it is in the processor's caches,
+/// instead of once per event between the loop's own code (docs/PERFORMANCE.md).
+const PENDING_EVENTS: usize = 512;
 
 struct Instruments {
     token_usage: Histogram<u64>,
@@ -215,8 +224,17 @@ impl Telemetry {
             instruments,
             counters,
             shut: AtomicBool::new(false),
+            pending: Mutex::new(Vec::new()),
+            draining: Mutex::new(Vec::new()),
         };
-        Self { inner: Arc::new(inner) }
+        let inner = Arc::new(inner);
+        let weak = Arc::downgrade(&inner);
+        inner.queue.set_collect(Box::new(move || {
+            if let Some(inner) = weak.upgrade() {
+                inner.drain();
+            }
+        }));
+        Self { inner }
     }
 
     /// The observer to give agents (`AgentBuilder::observer`).
@@ -232,6 +250,7 @@ impl Telemetry {
 
     /// Exports what is queued now (waits for the collector, at most the export timeout).
     pub fn flush(&self) -> SpanStats {
+        self.inner.drain();
         let settled = self.inner.queue.flush(self.inner.config.export_timeout);
         if let Some(meters) = &self.inner.meter_provider {
             if let Err(error) = meters.force_flush() {
@@ -247,6 +266,7 @@ impl Telemetry {
         if self.inner.shut.swap(true, Ordering::Relaxed) {
             return self.stats();
         }
+        self.inner.drain();
         self.inner.queue.shutdown(timeout);
         if let Some(meters) = &self.inner.meter_provider {
             if let Err(error) = meters.shutdown_with_timeout(timeout) {
@@ -296,11 +316,41 @@ impl Observer for Telemetry {
         if self.inner.shut.load(Ordering::Relaxed) {
             return None;
         }
-        Some(Arc::new(RunTrace::start(self.inner.clone(), run)))
+        Some(Arc::new_cyclic(|me| RunTrace::start(self.inner.clone(), run, me.clone())))
     }
 }
 
 impl Inner {
+    /// Queues an event of a run for [`drain`](Self::drain); drains them when
+    /// [`PENDING_EVENTS`] are waiting (unless another thread is draining: then the next
+    /// call does), or at once after shutdown (its spans are then counted as dropped).
+    pub(crate) fn defer(&self, item: Pending) {
+        let mut pending = lock(&self.pending);
+        pending.push(item);
+        let full = pending.len() >= PENDING_EVENTS;
+        drop(pending);
+        if full || self.shut.load(Ordering::Relaxed) {
+            if let Ok(draining) = self.draining.try_lock() {
+                self.drain_locked(draining);
+            }
+        }
+    }
+
+    /// Handles the events waiting, in the order they came: their spans end into the
+    /// export queue and their metrics are recorded. Called by the export thread every
+    /// export delay, by [`defer`](Self::defer) when enough are waiting, and before a flush.
+    pub(crate) fn drain(&self) {
+        let draining = lock(&self.draining);
+        self.drain_locked(draining);
+    }
+
+    /// One thread at a time drains (`items`, the `draining` lock, held): the events it
+    /// takes are handled before any that come after them.
+    fn drain_locked(&self, mut items: std::sync::MutexGuard<'_, Vec<Pending>>) {
+        std::mem::swap(&mut *items, &mut *lock(&self.pending));
+        crate::run::replay(&mut items);
+    }
+
     /// What the runs of `provider` and `model` share, built by the first of them.
     pub(crate) fn model(&self, provider: &str, model: &str) -> Arc<ModelEntry> {
         let mut models = lock(&self.models);

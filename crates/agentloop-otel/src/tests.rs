@@ -571,3 +571,44 @@ fn a_batch_that_reaches_the_byte_limit_is_exported_at_once() {
     assert_eq!(sink.requests(), 3);
     telemetry.shutdown(std::time::Duration::from_secs(2));
 }
+
+/// The events wait to be handled in batches: without a flush, the export thread still
+/// handles them and exports their spans within the export delay.
+#[tokio::test]
+async fn spans_of_waiting_events_are_exported_within_the_export_delay() {
+    let exporter = MemorySink::default();
+    let config = TelemetryConfig {
+        export_delay: std::time::Duration::from_millis(50),
+        ..TelemetryConfig::default()
+    };
+    let telemetry = Telemetry::with_sink(config, exporter.clone(), None);
+    agent(&telemetry, two_iterations()).run("hi").await.unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while exporter.spans().len() < 6 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(exporter.spans().len(), 6, "no flush: the export delay exports the run");
+    assert_eq!(telemetry.stats().exported, 6);
+}
+
+/// A span's times are those of its events, not of when the events were handled.
+#[tokio::test]
+async fn span_times_are_the_events_times_however_late_they_are_handled() {
+    let (telemetry, exporter) = telemetry(false);
+    let before = crate::span::now();
+    agent(&telemetry, two_iterations()).run("hi").await.unwrap();
+    let after = crate::span::now();
+    // Handled a second later (the default export delay), at the flush.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let spans = spans(&telemetry, &exporter);
+    assert_eq!(spans.len(), 6);
+    for span in &spans {
+        let (start, end) = (span.start_time_unix_nano, span.end_time_unix_nano);
+        assert!(before <= start && start <= end && end <= after, "{}: {start}..{end}", span.name);
+    }
+    let root = one(&spans, "invoke_agent helper");
+    for span in &spans {
+        assert!(root.start_time_unix_nano <= span.start_time_unix_nano, "{}", span.name);
+        assert!(span.end_time_unix_nano <= root.end_time_unix_nano, "{}", span.name);
+    }
+}
