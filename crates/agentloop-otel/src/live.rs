@@ -8,7 +8,9 @@
 
 use crate::span::{IdSource, SpanContext, SpanId};
 use agentloop::event::Event;
-use agentloop::message::{Message, ToolResult, ToolResultContent};
+use agentloop::message::{Message, ToolCall, ToolResult, ToolResultContent};
+use agentloop::run::Outcome;
+use std::sync::Arc;
 
 /// The spans of a run open as its events came.
 #[derive(Debug)]
@@ -16,8 +18,8 @@ pub(crate) struct Live {
     root: SpanContext,
     iteration: Option<SpanContext>,
     chat: Option<SpanContext>,
-    /// By call id (a few at a time: a list, not a map).
-    tools: Vec<(String, SpanContext)>,
+    /// The tool calls (a few at a time: a list, not a map).
+    tools: Vec<(Arc<ToolCall>, SpanContext)>,
 }
 
 impl Live {
@@ -34,7 +36,7 @@ impl Live {
             Event::ModelRequested { .. } => (ids.span_id(), &mut self.chat),
             Event::ToolStarted { call, .. } => {
                 let span_id = ids.span_id();
-                self.tools.push((call.id.clone(), SpanContext { span_id, ..parent }));
+                self.tools.push((call.clone(), SpanContext { span_id, ..parent }));
                 return Some(span_id);
             }
             Event::IterationCompleted { .. } => {
@@ -48,7 +50,8 @@ impl Live {
             Event::ToolCompleted { result, .. }
             | Event::ToolFailed { result, .. }
             | Event::ToolTimedOut { result, .. } => {
-                if let Some(at) = self.tools.iter().position(|(id, _)| *id == result.call_id) {
+                if let Some(at) = self.tools.iter().position(|(call, _)| call.id == result.call_id)
+                {
                     self.tools.swap_remove(at);
                 }
                 return None;
@@ -64,7 +67,7 @@ impl Live {
     /// progress, else of the iteration, else of the run.
     pub(crate) fn trace_parent(&self, call_id: Option<&str>) -> Option<String> {
         let context = match call_id {
-            Some(id) => &self.tools.iter().find(|(call, _)| call == id)?.1,
+            Some(id) => &self.tools.iter().find(|(call, _)| call.id == id)?.1,
             None => self.chat.as_ref().or(self.iteration.as_ref()).unwrap_or(&self.root),
         };
         Some(context.traceparent())
@@ -109,6 +112,24 @@ pub(crate) fn waiting_copy(event: &Event, capture: bool) -> Option<Event> {
             usage: None,
             cost_usd: None,
         },
+        Event::RunFinished { outcome } => Event::RunFinished { outcome: outcome_copy(outcome) },
+        Event::RunFailed { error, outcome } => {
+            Event::RunFailed { error: error.clone(), outcome: outcome_copy(outcome) }
+        }
+        Event::RunSuspended { outcome } => Event::RunSuspended { outcome: outcome_copy(outcome) },
+        Event::RunCancelled { reason, outcome } => {
+            Event::RunCancelled { reason: reason.clone(), outcome: outcome_copy(outcome) }
+        }
         other => other.clone(),
     })
+}
+
+/// What telemetry reads of an outcome (why the run stopped, its iterations, usage and
+/// cost), without its answer, audit trail and per-tool maps.
+fn outcome_copy(outcome: &Outcome) -> Box<Outcome> {
+    let mut copy = Outcome::new(String::new(), String::new(), outcome.stop_reason.clone());
+    copy.iterations = outcome.iterations;
+    copy.usage = outcome.usage;
+    copy.metrics.cost_usd = outcome.metrics.cost_usd;
+    Box::new(copy)
 }

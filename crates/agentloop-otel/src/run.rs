@@ -67,29 +67,37 @@ struct State {
     next_id: Option<SpanId>,
 }
 
-/// An event (or the end of a stream) waiting to be handled.
+/// What waits to be handled ([`replay`]); `at` is when it happened (nanoseconds since the
+/// Unix epoch). (The end of a stream is one per run: not boxing the events, which are most
+/// of what waits, is what keeps them from costing an allocation each.)
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Pending {
-    Event(Arc<RunTrace>, Event, Option<SpanId>, u64),
-    End(Arc<RunTrace>, bool, u64),
+    /// An event of `trace`'s run (a copy: `live::waiting_copy`), and the id of the span it
+    /// starts, if it starts one (given as it came: `Live::track`).
+    Event { trace: Arc<RunTrace>, event: Event, span_id: Option<SpanId>, at: u64 },
+    /// The end of the run's stream (`finished`: after its last event).
+    End { trace: Arc<RunTrace>, finished: bool, at: u64 },
 }
 
-/// Handles the pending events.
+/// Handles the pending events, in order, and empties `pending` (its room kept). The events
+/// are read where they lie, not moved out one by one.
 pub(crate) fn replay(pending: &mut Vec<Pending>) {
-    for item in pending.drain(..) {
+    for item in pending.iter() {
         match item {
-            Pending::Event(trace, event, id, at) => {
+            Pending::Event { trace, event, span_id, at } => {
                 let mut state = trace.state();
                 if state.ended {
                     continue;
                 }
-                state.clock = at;
-                state.next_id = id;
-                trace.handle(&mut state, &event);
+                state.clock = *at;
+                state.next_id = *span_id;
+                trace.handle(&mut state, event);
                 state.next_id = None;
             }
-            Pending::End(trace, finished, at) => trace.end_stream(finished, at),
+            Pending::End { trace, finished, at } => trace.end_stream(*finished, *at),
         }
     }
+    pending.clear();
 }
 
 impl State {
@@ -185,8 +193,8 @@ impl RunTrace {
         (self.sampled && config.capture_content).then_some(config.content_max_bytes)
     }
 
-    /// A child span of `parent` named by the concatenation of `name`, started now (or
-    /// `ago` before now), in a buffer from `spare`.
+    /// A child span of `parent` named by the concatenation of `name`, started at `start`,
+    /// in a buffer from `spare`; its id is `next_id` (given when its event came), else new.
     fn child(
         &self,
         next_id: &mut Option<SpanId>,
@@ -512,7 +520,7 @@ impl RunTrace {
     }
 
     /// The span of tool call `call_id`: the one `tool_started` began, or (a call whose start
-    /// an earlier stretch streamed) one begun `duration_ms` ago.
+    /// an earlier stretch streamed) one begun `duration_ms` before the event.
     fn tool_span(
         &self,
         state: &mut State,
@@ -529,7 +537,7 @@ impl RunTrace {
         self.tool(&mut state.next_id, &mut state.spare, &parent, name, call_id, start)
     }
 
-    /// The span of a call of tool `name` (started `ago` before now, or now).
+    /// The span of a call of tool `name`, started at `start`.
     fn tool(
         &self,
         next_id: &mut Option<SpanId>,
@@ -598,13 +606,13 @@ impl RunObserver for RunTrace {
         let Some(me) = self.me.upgrade() else { return };
         let span_id = self.live().track(event, &self.telemetry.ids);
         if let Some(copy) = crate::live::waiting_copy(event, self.capture().is_some()) {
-            self.telemetry.defer(Pending::Event(me, copy, span_id, now()));
+            self.telemetry.defer(Pending::Event { trace: me, event: copy, span_id, at: now() });
         }
     }
 
     fn on_end(&self, finished: bool) {
         if let Some(me) = self.me.upgrade() {
-            self.telemetry.defer(Pending::End(me, finished, now()));
+            self.telemetry.defer(Pending::End { trace: me, finished, at: now() });
         }
     }
 

@@ -19,7 +19,7 @@ use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
 use opentelemetry_sdk::Resource;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, TryLockError};
 use std::time::Duration;
 
 /// OpenTelemetry for agentloop: spans and metrics derived from every run's events, exported
@@ -243,7 +243,8 @@ impl Telemetry {
     }
 
     /// What became of the spans so far (the spans still queued are not counted as dropped
-    /// until [`flush`](Self::flush) or [`shutdown`](Self::shutdown)).
+    /// until [`flush`](Self::flush) or [`shutdown`](Self::shutdown), and the spans of events
+    /// still waiting to be handled — at most an export delay — are not counted at all).
     pub fn stats(&self) -> SpanStats {
         self.inner.counters.stats(self.inner.shut.load(Ordering::Relaxed))
     }
@@ -330,8 +331,10 @@ impl Inner {
         let full = pending.len() >= PENDING_EVENTS;
         drop(pending);
         if full || self.shut.load(Ordering::Relaxed) {
-            if let Ok(draining) = self.draining.try_lock() {
-                self.drain_locked(draining);
+            match self.draining.try_lock() {
+                Ok(draining) => self.drain_locked(draining),
+                Err(TryLockError::Poisoned(poisoned)) => self.drain_locked(poisoned.into_inner()),
+                Err(TryLockError::WouldBlock) => {}
             }
         }
     }
