@@ -30,14 +30,17 @@ impl Live {
     /// Follows `event`: the id of the span it starts (an iteration, a model call, a tool
     /// call), if it starts one.
     pub(crate) fn track(&mut self, event: &Event, ids: &IdSource) -> Option<SpanId> {
-        let parent = self.iteration.unwrap_or(self.root);
-        let (span_id, slot) = match event {
-            Event::IterationStarted { .. } => (ids.span_id(), &mut self.iteration),
-            Event::ModelRequested { .. } => (ids.span_id(), &mut self.chat),
+        // Model and tool calls go under the iteration, iterations under the run.
+        let under = |parent: SpanContext| SpanContext { span_id: ids.span_id(), ..parent };
+        let started = match event {
+            Event::IterationStarted { .. } => *self.iteration.insert(under(self.root)),
+            Event::ModelRequested { .. } => {
+                *self.chat.insert(under(self.iteration.unwrap_or(self.root)))
+            }
             Event::ToolStarted { call, .. } => {
-                let span_id = ids.span_id();
-                self.tools.push((call.clone(), SpanContext { span_id, ..parent }));
-                return Some(span_id);
+                let context = under(self.iteration.unwrap_or(self.root));
+                self.tools.push((call.clone(), context));
+                context
             }
             Event::IterationCompleted { .. } => {
                 self.iteration = None;
@@ -50,17 +53,12 @@ impl Live {
             Event::ToolCompleted { result, .. }
             | Event::ToolFailed { result, .. }
             | Event::ToolTimedOut { result, .. } => {
-                if let Some(at) = self.tools.iter().position(|(call, _)| call.id == result.call_id)
-                {
-                    self.tools.swap_remove(at);
-                }
+                self.tools.retain(|(call, _)| call.id != result.call_id);
                 return None;
             }
             _ => return None,
         };
-        let base = if matches!(event, Event::IterationStarted { .. }) { self.root } else { parent };
-        *slot = Some(SpanContext { span_id, ..base });
-        Some(span_id)
+        Some(started.span_id)
     }
 
     /// The `traceparent` of tool call `call_id`'s span, or (`None`) of the model call in
