@@ -1,18 +1,21 @@
 //! What a run's observer does on the loop's thread as each event comes: it follows which
 //! spans are open (their ids are given here, so that a model call or a tool call can carry
-//! its span's `traceparent` at once) and keeps a copy of the event, which waits with the
-//! others to be turned into spans and metrics in one go (`Inner::drain`). The code that
-//! builds spans then runs for hundreds of events at a time while it is in the processor's
-//! caches, instead of once per event between the loop's own code: per event the loop's
-//! thread runs only this (docs/PERFORMANCE.md, "Events handled in batches").
+//! its span's `traceparent` at once) and notes what it will need of the event: a
+//! note of 96 bytes, with the event's strings in the run's arena ([`Notes`]). The notes wait
+//! with the other runs' to be turned into spans and metrics in one go (`Inner::drain`).
+//! The code that builds spans then runs for hundreds of events at a time while it is in
+//! the processor's caches, instead of once per event between the loop's own code: per
+//! event the loop's thread runs only this (docs/PERFORMANCE.md, "Events handled in
+//! batches").
 
 use crate::span::{IdSource, SpanContext, SpanId};
-use agentloop::event::Event;
-use agentloop::message::{Message, ToolCall, ToolResult, ToolResultContent};
-use agentloop::run::Outcome;
+use agentloop::event::{Event, ModelPurpose};
+use agentloop::message::{ToolCall, Usage};
+use agentloop::run::StopReason;
 use std::sync::Arc;
 
-/// The spans of a run open as its events came.
+/// The spans of a run open as its events came, and the notes of the events that wait to
+/// be handled.
 #[derive(Debug)]
 pub(crate) struct Live {
     root: SpanContext,
@@ -20,11 +23,16 @@ pub(crate) struct Live {
     chat: Option<SpanContext>,
     /// The tool calls (a few at a time: a list, not a map).
     tools: Vec<(Arc<ToolCall>, SpanContext)>,
+    pub(crate) notes: Notes,
+    /// Whether the run is in the list of runs whose notes wait (`Inner::defer`).
+    pub(crate) queued: bool,
 }
 
 impl Live {
     pub(crate) fn new(root: SpanContext) -> Self {
-        Self { root, iteration: None, chat: None, tools: Vec::new() }
+        // Room for the notes of a run of a few iterations.
+        let notes = Notes { list: Vec::with_capacity(16), arena: String::with_capacity(128) };
+        Self { root, iteration: None, chat: None, tools: Vec::new(), notes, queued: false }
     }
 
     /// Follows `event`: the id of the span it starts (an iteration, a model call, a tool
@@ -72,62 +80,147 @@ impl Live {
     }
 }
 
-/// The copy of `event` that waits to be handled: without what telemetry reads only to
-/// capture content (a model's message, a tool's result) unless `capture`; `None` for an
-/// event it would not read at all.
-pub(crate) fn waiting_copy(event: &Event, capture: bool) -> Option<Event> {
-    if capture {
-        return Some(event.clone());
-    }
-    Some(match event {
-        Event::RunStarted { .. } => return None,
-        Event::ModelResponded {
-            iteration,
-            message,
-            finish_reason,
-            usage,
-            duration_ms,
-            response_id,
-            response_model,
-        } => Event::ModelResponded {
-            iteration: *iteration,
-            message: Message { role: message.role, content: Vec::new() },
-            finish_reason: finish_reason.clone(),
-            usage: *usage,
-            duration_ms: *duration_ms,
-            response_id: response_id.clone(),
-            response_model: response_model.clone(),
-        },
-        Event::ToolCompleted { name, result, duration_ms, control, .. } => Event::ToolCompleted {
-            name: name.clone(),
-            result: ToolResult {
-                call_id: result.call_id.clone(),
-                content: ToolResultContent::Text(String::new()),
-                is_error: result.is_error,
-            },
-            duration_ms: *duration_ms,
-            control: control.clone(),
-            usage: None,
-            cost_usd: None,
-        },
-        Event::RunFinished { outcome } => Event::RunFinished { outcome: outcome_copy(outcome) },
-        Event::RunFailed { error, outcome } => {
-            Event::RunFailed { error: error.clone(), outcome: outcome_copy(outcome) }
-        }
-        Event::RunSuspended { outcome } => Event::RunSuspended { outcome: outcome_copy(outcome) },
-        Event::RunCancelled { reason, outcome } => {
-            Event::RunCancelled { reason: reason.clone(), outcome: outcome_copy(outcome) }
-        }
-        other => other.clone(),
-    })
+/// A string of a note: where it lies in its [`Notes`]' arena.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Text {
+    start: u32,
+    len: u32,
 }
 
-/// What telemetry reads of an outcome (why the run stopped, its iterations, usage and
-/// cost), without its answer, audit trail and per-tool maps.
-fn outcome_copy(outcome: &Outcome) -> Box<Outcome> {
-    let mut copy = Outcome::new(String::new(), String::new(), outcome.stop_reason.clone());
-    copy.iterations = outcome.iterations;
-    copy.usage = outcome.usage;
-    copy.metrics.cost_usd = outcome.metrics.cost_usd;
-    Box::new(copy)
+/// What telemetry reads of an event, noted as it comes (the events every run has; the
+/// others, and every event when content is captured, are kept whole).
+#[derive(Debug)]
+pub(crate) enum Noted {
+    IterationStarted {
+        iteration: u32,
+        at_ms: u64,
+    },
+    IterationCompleted {
+        duration_ms: u64,
+    },
+    ModelRequested {
+        iteration: u32,
+        wind_down: bool,
+    },
+    ModelResponded {
+        finish_reason: Text,
+        usage: Usage,
+        duration_ms: u64,
+        response_id: Option<Text>,
+        response_model: Option<Text>,
+    },
+    ToolStarted {
+        name: Text,
+        call_id: Text,
+    },
+    ToolCompleted {
+        name: Text,
+        call_id: Text,
+        duration_ms: u64,
+    },
+    /// `RunFinished`, the run completed.
+    RunCompleted {
+        iterations: u32,
+        usage: Usage,
+        cost_usd: f64,
+    },
+    /// Any other event (a copy).
+    Whole(Box<Event>),
+    /// The end of the run's stream (`finished`: after its last event).
+    End {
+        finished: bool,
+    },
+}
+
+/// A note, when its event happened (nanoseconds since the Unix epoch), and the id of the
+/// span its event starts, if it starts one (given as it came: [`Live::track`]).
+#[derive(Debug)]
+pub(crate) struct Note {
+    pub(crate) noted: Noted,
+    pub(crate) at: u64,
+    pub(crate) span_id: Option<SpanId>,
+}
+
+/// Notes, in the order their events came, and the arena their strings are in. (Reused:
+/// the buffers of handled notes go back to a run for its next ones.)
+#[derive(Debug, Default)]
+pub(crate) struct Notes {
+    pub(crate) list: Vec<Note>,
+    arena: String,
+}
+
+impl Notes {
+    /// `text`, kept in the arena (a string that would take it past 4 GiB is kept empty:
+    /// notes are handled long before).
+    fn put(&mut self, text: &str) -> Text {
+        let (Ok(start), Ok(len)) = (u32::try_from(self.arena.len()), u32::try_from(text.len()))
+        else {
+            return Text { start: 0, len: 0 };
+        };
+        if start.checked_add(len).is_none() {
+            return Text { start: 0, len: 0 };
+        }
+        self.arena.push_str(text);
+        Text { start, len }
+    }
+
+    /// The string `text` stands for.
+    pub(crate) fn text(&self, text: Text) -> &str {
+        let start = text.start as usize;
+        self.arena.get(start..start + text.len as usize).unwrap_or_default()
+    }
+
+    /// What telemetry reads of `event`, if it is one every run has.
+    pub(crate) fn note(&mut self, event: &Event) -> Option<Noted> {
+        Some(match event {
+            Event::IterationStarted { iteration, at_ms } => {
+                Noted::IterationStarted { iteration: *iteration, at_ms: *at_ms }
+            }
+            Event::IterationCompleted { duration_ms, .. } => {
+                Noted::IterationCompleted { duration_ms: *duration_ms }
+            }
+            Event::ModelRequested { iteration, purpose } => Noted::ModelRequested {
+                iteration: *iteration,
+                wind_down: matches!(purpose, ModelPurpose::WindDown { .. }),
+            },
+            Event::ModelResponded {
+                finish_reason,
+                usage,
+                duration_ms,
+                response_id,
+                response_model,
+                ..
+            } => Noted::ModelResponded {
+                finish_reason: self.put(finish_reason.as_str()),
+                usage: *usage,
+                duration_ms: *duration_ms,
+                response_id: response_id.as_deref().map(|id| self.put(id)),
+                response_model: response_model.as_deref().map(|model| self.put(model)),
+            },
+            Event::ToolStarted { call, .. } => {
+                Noted::ToolStarted { name: self.put(&call.name), call_id: self.put(&call.id) }
+            }
+            Event::ToolCompleted { name, result, duration_ms, .. } => Noted::ToolCompleted {
+                name: self.put(name),
+                call_id: self.put(&result.call_id),
+                duration_ms: *duration_ms,
+            },
+            Event::RunFinished { outcome }
+                if matches!(outcome.stop_reason, StopReason::Completed) =>
+            {
+                Noted::RunCompleted {
+                    iterations: outcome.iterations,
+                    usage: outcome.usage,
+                    cost_usd: outcome.metrics.cost_usd,
+                }
+            }
+            _ => return None,
+        })
+    }
+
+    /// Forgets the notes (their buffers kept).
+    pub(crate) fn clear(&mut self) {
+        self.list.clear();
+        self.arena.clear();
+    }
 }

@@ -11,17 +11,17 @@
 //!
 //! Approvals, limits, stalls, continuations, answers and hook failures are span events.
 
-use crate::live::Live;
+use crate::live::{Live, Note, Noted, Notes};
 use crate::semconv as sc;
 use crate::span::{now, Kind, SpanContext, SpanId, SpanRecord, Status, Value};
 use crate::telemetry::{Inner, ModelEntry};
 use crate::{content, ids};
-use agentloop::event::{Event, ModelPurpose};
+use agentloop::event::Event;
 use agentloop::message::{ToolResultContent, Usage};
 use agentloop::observe::{ObservedRun, RunObserver};
 use agentloop::run::{Outcome, StopReason};
 use std::borrow::Cow;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 /// The spans of one stretch of a run.
@@ -65,39 +65,6 @@ struct State {
     clock: u64,
     /// The id of the span the event being handled starts (given as it came, by `Live`).
     next_id: Option<SpanId>,
-}
-
-/// What waits to be handled ([`replay`]); `at` is when it happened (nanoseconds since the
-/// Unix epoch). (The end of a stream is one per run: not boxing the events, which are most
-/// of what waits, is what keeps them from costing an allocation each.)
-#[allow(clippy::large_enum_variant)]
-pub(crate) enum Pending {
-    /// An event of `trace`'s run (a copy: `live::waiting_copy`), and the id of the span it
-    /// starts, if it starts one (given as it came: `Live::track`).
-    Event { trace: Arc<RunTrace>, event: Event, span_id: Option<SpanId>, at: u64 },
-    /// The end of the run's stream (`finished`: after its last event).
-    End { trace: Arc<RunTrace>, finished: bool, at: u64 },
-}
-
-/// Handles the pending events, in order, and empties `pending` (its room kept). The events
-/// are read where they lie, not moved out one by one.
-pub(crate) fn replay(pending: &mut Vec<Pending>) {
-    for item in pending.iter() {
-        match item {
-            Pending::Event { trace, event, span_id, at } => {
-                let mut state = trace.state();
-                if state.ended {
-                    continue;
-                }
-                state.clock = *at;
-                state.next_id = *span_id;
-                trace.handle(&mut state, event);
-                state.next_id = None;
-            }
-            Pending::End { trace, finished, at } => trace.end_stream(*finished, *at),
-        }
-    }
-    pending.clear();
 }
 
 impl State {
@@ -227,22 +194,38 @@ impl RunTrace {
         }
     }
 
-    fn handle(&self, state: &mut State, event: &Event) {
-        let at = state.clock;
-        match event {
-            Event::RunStarted { config, input, .. } => {
-                if let Some(max) = self.capture() {
-                    let span = &mut state.root;
-                    if let Some(instructions) = &config.instructions {
-                        let text = content::cut(instructions.clone(), max);
-                        span.set(sc::SYSTEM_INSTRUCTIONS, &text);
-                    }
-                    span.set(sc::INPUT_MESSAGES, &content::messages(input, max));
-                }
+    /// Handles the notes `notes` (the run's, taken from [`Live`]) in order.
+    fn handle_notes(&self, notes: &Notes, scratch: &mut Notes) {
+        let mut state = self.state();
+        for note in &notes.list {
+            if state.ended {
+                break;
             }
-            Event::IterationStarted { iteration, at_ms } => {
+            state.clock = note.at;
+            state.next_id = note.span_id;
+            match &note.noted {
+                Noted::Whole(event) => {
+                    scratch.clear();
+                    match scratch.note(event) {
+                        Some(noted) => self.handle(&mut state, &noted, scratch, Some(event)),
+                        None => self.handle_whole(&mut state, event),
+                    }
+                }
+                Noted::End { finished } => self.end_stream(&mut state, *finished),
+                noted => self.handle(&mut state, noted, notes, None),
+            }
+            state.next_id = None;
+        }
+    }
+
+    /// Handles an event every run has, from its note (its strings in `notes`); `whole` is
+    /// the event itself when content is captured.
+    fn handle(&self, state: &mut State, noted: &Noted, notes: &Notes, whole: Option<&Event>) {
+        let at = state.clock;
+        match *noted {
+            Noted::IterationStarted { iteration, at_ms } => {
                 self.end(&mut state.spare, state.iteration.take(), at);
-                state.elapsed_ms = *at_ms;
+                state.elapsed_ms = at_ms;
                 let root = state.root.context;
                 let mut span = self.child(
                     &mut state.next_id,
@@ -252,14 +235,14 @@ impl RunTrace {
                     Kind::Internal,
                     at,
                 );
-                span.set(sc::ITERATION, i64::from(*iteration));
+                span.set(sc::ITERATION, i64::from(iteration));
                 state.iteration = Some(span);
             }
-            Event::IterationCompleted { duration_ms, .. } => {
+            Noted::IterationCompleted { duration_ms } => {
                 state.elapsed_ms += duration_ms;
                 self.end(&mut state.spare, state.iteration.take(), at);
             }
-            Event::ModelRequested { iteration, purpose } => {
+            Noted::ModelRequested { iteration, wind_down } => {
                 let parent = *state.parent();
                 let name = &[&*self.model.chat_name];
                 let mut chat = self.child(
@@ -272,83 +255,102 @@ impl RunTrace {
                 );
                 chat.set_encoded(&self.model.chat_attributes);
                 chat.set_encoded(&self.chat_parameters);
-                chat.set(sc::ITERATION, i64::from(*iteration));
-                if let ModelPurpose::WindDown { .. } = purpose {
+                chat.set(sc::ITERATION, i64::from(iteration));
+                if wind_down {
                     chat.set(sc::MODEL_PURPOSE, "wind_down");
                 }
                 if let Some(old) = state.chat.replace(chat) {
                     self.end(&mut state.spare, Some(old), at);
                 }
             }
-            Event::ModelResponded {
-                message,
+            Noted::ModelResponded {
                 finish_reason,
-                usage,
+                ref usage,
                 duration_ms,
                 response_id,
                 response_model,
-                ..
             } => {
                 let Some(mut span) = state.chat.take() else { return };
                 if let Some(id) = response_id {
-                    span.set(sc::RESPONSE_ID, id);
+                    span.set(sc::RESPONSE_ID, notes.text(id));
                 }
                 if let Some(model) = response_model {
-                    span.set(sc::RESPONSE_MODEL, model);
+                    span.set(sc::RESPONSE_MODEL, notes.text(model));
                 }
-                span.set(sc::RESPONSE_FINISH_REASONS, Value::TextList(finish_reason.as_str()));
-                span.set(sc::MODEL_DURATION_MS, millis(*duration_ms));
+                let finish_reason = Value::TextList(notes.text(finish_reason));
+                span.set(sc::RESPONSE_FINISH_REASONS, finish_reason);
+                span.set(sc::MODEL_DURATION_MS, millis(duration_ms));
                 usage_attributes(&mut span, usage);
-                if let Some(max) = self.capture() {
+                if let (Some(max), Some(Event::ModelResponded { message, .. })) =
+                    (self.capture(), whole)
+                {
                     let text = content::messages(std::slice::from_ref(message), max);
                     span.set(sc::OUTPUT_MESSAGES, &text);
                 }
                 span.status = Status::Ok;
                 self.end(&mut state.spare, Some(span), at);
                 if let Some(metrics) = &self.model.metrics {
-                    self.telemetry.record_model_call(metrics, Some(usage), *duration_ms, None);
+                    self.telemetry.record_model_call(metrics, Some(usage), duration_ms, None);
                 }
             }
-            Event::ToolStarted { call, arguments } => {
+            Noted::ToolStarted { name, call_id } => {
                 state.tool_calls += 1;
                 let parent = *state.parent();
-                let mut span = self.tool(
-                    &mut state.next_id,
-                    &mut state.spare,
-                    &parent,
-                    &call.name,
-                    &call.id,
-                    at,
-                );
-                if let Some(max) = self.capture() {
+                let (name, call_id) = (notes.text(name), notes.text(call_id));
+                let mut span =
+                    self.tool(&mut state.next_id, &mut state.spare, &parent, name, call_id, at);
+                if let (Some(max), Some(Event::ToolStarted { arguments, .. })) =
+                    (self.capture(), whole)
+                {
                     let text = content::cut(arguments.to_string(), max);
                     span.set(sc::TOOL_CALL_ARGUMENTS, &text);
                 }
-                state.tools.push((call.id.clone(), span));
+                state.tools.push((call_id.to_owned(), span));
             }
-            Event::ToolCompleted { name, result, duration_ms, .. } => {
-                let mut span = self.tool_span(state, name, &result.call_id, *duration_ms);
-                self.tool_result(&mut span, &result.content);
+            Noted::ToolCompleted { name, call_id, duration_ms } => {
+                let name = notes.text(name);
+                let mut span = self.tool_span(state, name, notes.text(call_id), duration_ms);
+                if let Some(Event::ToolCompleted { result, .. }) = whole {
+                    self.tool_result(&mut span, &result.content);
+                }
                 span.set(sc::TOOL_STATUS, "ok");
                 span.status = Status::Ok;
                 self.end(&mut state.spare, Some(span), at);
                 self.telemetry.record_tool_call(name, "ok");
             }
-            _ => match event.outcome() {
-                Some(outcome) => {
-                    if let Event::RunFailed { error, .. } = event {
-                        state.root.fail(&stop_kind(&outcome.stop_reason), error.clone());
-                    } else if outcome.is_failure() {
-                        let kind = stop_kind(&outcome.stop_reason);
-                        state.root.fail(&kind, kind.clone().into_owned());
-                    } else {
-                        state.root.status = Status::Ok;
-                    }
-                    self.finish(state, Some(outcome));
-                }
-                None => self.handle_rare(state, event),
-            },
+            Noted::RunCompleted { iterations, ref usage, cost_usd } => {
+                state.root.status = Status::Ok;
+                let kind = Cow::Borrowed("completed");
+                self.finish(state, Some(Totals { kind, iterations, usage, cost_usd }));
+            }
+            Noted::Whole(_) | Noted::End { .. } => {}
         }
+    }
+
+    /// Handles an event kept whole: the start of a run whose content is captured, the
+    /// end of a run that did not complete, and [the rare events](Self::handle_rare).
+    fn handle_whole(&self, state: &mut State, event: &Event) {
+        if let Event::RunStarted { config, input, .. } = event {
+            if let Some(max) = self.capture() {
+                let span = &mut state.root;
+                if let Some(instructions) = &config.instructions {
+                    let text = content::cut(instructions.clone(), max);
+                    span.set(sc::SYSTEM_INSTRUCTIONS, &text);
+                }
+                span.set(sc::INPUT_MESSAGES, &content::messages(input, max));
+            }
+            return;
+        }
+        let Some(outcome) = event.outcome() else { return self.handle_rare(state, event) };
+        if let Event::RunFailed { error, .. } = event {
+            state.root.fail(&stop_kind(&outcome.stop_reason), error.clone());
+        } else if outcome.is_failure() {
+            let kind = stop_kind(&outcome.stop_reason);
+            state.root.fail(&kind, kind.clone().into_owned());
+        } else {
+            state.root.status = Status::Ok;
+        }
+        self.finish(state, Some(Totals::of(outcome)));
     }
 
     /// The events most runs never have (retries, failures, approvals, pauses, compaction,
@@ -563,7 +565,7 @@ impl RunTrace {
     }
 
     /// Ends every open span, the root last, with the outcome's totals on the root.
-    fn finish(&self, state: &mut State, outcome: Option<&Outcome>) {
+    fn finish(&self, state: &mut State, totals: Option<Totals<'_>>) {
         let at = state.clock;
         if state.ended {
             return;
@@ -583,13 +585,12 @@ impl RunTrace {
         let root = &mut state.root;
         root.set(sc::RUN_ELAPSED_MS, millis(state.elapsed_ms));
         root.set(sc::RUN_TOOL_CALLS, i64::from(state.tool_calls));
-        if let Some(outcome) = outcome {
-            let kind = stop_kind(&outcome.stop_reason);
+        if let Some(Totals { kind, iterations, usage, cost_usd }) = totals {
             root.set(sc::RUN_OUTCOME, &*kind);
-            root.set(sc::RUN_ITERATIONS, i64::from(outcome.iterations));
-            root.set(sc::RUN_COST_USD, outcome.metrics.cost_usd);
-            usage_attributes(root, &outcome.usage);
-            self.telemetry.record_run(&kind, outcome.iterations, outcome.metrics.cost_usd);
+            root.set(sc::RUN_ITERATIONS, i64::from(iterations));
+            root.set(sc::RUN_COST_USD, cost_usd);
+            usage_attributes(root, usage);
+            self.telemetry.record_run(&kind, iterations, cost_usd);
         }
         // What is left in its place keeps the context (for `trace_parent`) and is never ended.
         let placeholder = SpanRecord::placeholder(root.context);
@@ -603,17 +604,21 @@ impl RunObserver for RunTrace {
         if ignored(event) {
             return;
         }
-        let Some(me) = self.me.upgrade() else { return };
-        let span_id = self.live().track(event, &self.telemetry.ids);
-        if let Some(copy) = crate::live::waiting_copy(event, self.capture().is_some()) {
-            self.telemetry.defer(Pending::Event { trace: me, event: copy, span_id, at: now() });
-        }
+        let capture = self.capture().is_some();
+        let mut live = self.live();
+        let span_id = live.track(event, &self.telemetry.ids);
+        let noted = match live.notes.note(event) {
+            Some(noted) if !capture => noted,
+            // What a run's start says is read only to capture content.
+            None if !capture && matches!(event, Event::RunStarted { .. }) => return,
+            _ => Noted::Whole(Box::new(event.clone())),
+        };
+        self.wait(live, noted, span_id);
     }
 
     fn on_end(&self, finished: bool) {
-        if let Some(me) = self.me.upgrade() {
-            self.telemetry.defer(Pending::End { trace: me, finished, at: now() });
-        }
+        let live = self.live();
+        self.wait(live, Noted::End { finished }, None);
     }
 
     fn trace_parent(&self, call_id: Option<&str>) -> Option<String> {
@@ -622,14 +627,64 @@ impl RunObserver for RunTrace {
 }
 
 impl RunTrace {
-    fn end_stream(&self, finished: bool, at: u64) {
-        let mut state = self.state();
-        state.clock = at;
+    /// Adds a note to those that wait, and the run to the runs whose notes wait if it is
+    /// not there yet.
+    fn wait(&self, mut live: MutexGuard<'_, Live>, noted: Noted, span_id: Option<SpanId>) {
+        live.notes.list.push(Note { noted, at: now(), span_id });
+        let first = !std::mem::replace(&mut live.queued, true);
+        let many = live.notes.list.len() >= PENDING_NOTES;
+        drop(live);
+        if first {
+            if let Some(me) = self.me.upgrade() {
+                self.telemetry.defer(me);
+            }
+        } else if many {
+            self.telemetry.drain_now();
+        }
+    }
+
+    /// Handles the run's notes that wait, in order (`notes`, `scratch`: the drainer's
+    /// buffers; the run's notes' buffers are swapped with `notes`').
+    pub(crate) fn replay(&self, notes: &mut Notes, scratch: &mut Notes) {
+        {
+            let mut live = self.live();
+            std::mem::swap(&mut live.notes, notes);
+            live.queued = false;
+        }
+        self.handle_notes(notes, scratch);
+        notes.clear();
+    }
+
+    fn end_stream(&self, state: &mut State, finished: bool) {
         if !state.ended && !finished {
             let message = "the run's stream was dropped before the run ended";
             state.root.fail("interrupted", message);
         }
-        self.finish(&mut state, None);
+        self.finish(state, None);
+    }
+}
+
+/// Notes a run keeps at most before they are handled on its own thread (when the export
+/// thread has not handled them in time).
+const PENDING_NOTES: usize = 512;
+
+/// What a run's root span records of its end.
+struct Totals<'a> {
+    /// Why it stopped (`stop_kind`).
+    kind: Cow<'static, str>,
+    iterations: u32,
+    usage: &'a Usage,
+    cost_usd: f64,
+}
+
+impl<'a> Totals<'a> {
+    fn of(outcome: &'a Outcome) -> Self {
+        Self {
+            kind: stop_kind(&outcome.stop_reason),
+            iterations: outcome.iterations,
+            usage: &outcome.usage,
+            cost_usd: outcome.metrics.cost_usd,
+        }
     }
 }
 

@@ -4,8 +4,9 @@
 use crate::config::{Protocol, TelemetryConfig};
 use crate::counting::{Counters, SpanStats};
 use crate::export::{HttpSink, Queue, SpanSink};
+use crate::live::Notes;
 use crate::otlp::Preamble;
-use crate::run::{Pending, RunTrace};
+use crate::run::RunTrace;
 use crate::semconv as sc;
 use crate::span::{self, IdSource, Kind, SpanContext, SpanRecord};
 use crate::Error;
@@ -50,16 +51,24 @@ pub(crate) struct Inner {
     instruments: Option<Instruments>,
     counters: Arc<Counters>,
     shut: AtomicBool,
-    /// The runs' events waiting to be handled ([`Inner::drain`]).
-    pending: Mutex<Vec<Pending>>,
-    /// Held while events are handled; holds the buffer they are handled from (reused).
-    draining: Mutex<Vec<Pending>>,
+    /// The runs whose events' notes wait to be handled ([`Inner::drain`]), each once.
+    pending: Mutex<Vec<Arc<RunTrace>>>,
+    /// Held while events are handled; holds the buffers they are handled from (reused).
+    draining: Mutex<Drainer>,
 }
 
-/// Events that wait before they are handled in one go: the code that turns an event into
-/// spans and metrics then runs for many events while it is in the processor's caches,
-/// instead of once per event between the loop's own code (docs/PERFORMANCE.md).
-const PENDING_EVENTS: usize = 512;
+/// The buffers of the thread that handles the events that wait.
+#[derive(Default)]
+struct Drainer {
+    runs: Vec<Arc<RunTrace>>,
+    notes: Notes,
+    scratch: Notes,
+}
+
+/// Runs whose events wait before they are handled in one go: the code that turns an
+/// event into spans and metrics then runs for many events while it is in the processor's
+/// caches, instead of once per event between the loop's own code (docs/PERFORMANCE.md).
+const PENDING_RUNS: usize = 32;
 
 struct Instruments {
     token_usage: Histogram<u64>,
@@ -225,7 +234,7 @@ impl Telemetry {
             counters,
             shut: AtomicBool::new(false),
             pending: Mutex::new(Vec::new()),
-            draining: Mutex::new(Vec::new()),
+            draining: Mutex::default(),
         };
         let inner = Arc::new(inner);
         let weak = Arc::downgrade(&inner);
@@ -322,20 +331,26 @@ impl Observer for Telemetry {
 }
 
 impl Inner {
-    /// Queues an event of a run for [`drain`](Self::drain); drains them when
-    /// [`PENDING_EVENTS`] are waiting (unless another thread is draining: then the next
-    /// call does), or at once after shutdown (its spans are then counted as dropped).
-    pub(crate) fn defer(&self, item: Pending) {
+    /// Adds `run` to the runs whose events wait for [`drain`](Self::drain) (it is there
+    /// once until they are handled); drains them when [`PENDING_RUNS`] are waiting (unless
+    /// another thread is draining: then a later call does), or at once after shutdown (the
+    /// spans are then counted as dropped).
+    pub(crate) fn defer(&self, run: Arc<RunTrace>) {
         let mut pending = lock(&self.pending);
-        pending.push(item);
-        let full = pending.len() >= PENDING_EVENTS;
+        pending.push(run);
+        let full = pending.len() >= PENDING_RUNS;
         drop(pending);
         if full || self.shut.load(Ordering::Relaxed) {
-            match self.draining.try_lock() {
-                Ok(draining) => self.drain_locked(draining),
-                Err(TryLockError::Poisoned(poisoned)) => self.drain_locked(poisoned.into_inner()),
-                Err(TryLockError::WouldBlock) => {}
-            }
+            self.drain_now();
+        }
+    }
+
+    /// Drains, unless another thread is draining.
+    pub(crate) fn drain_now(&self) {
+        match self.draining.try_lock() {
+            Ok(draining) => self.drain_locked(draining),
+            Err(TryLockError::Poisoned(poisoned)) => self.drain_locked(poisoned.into_inner()),
+            Err(TryLockError::WouldBlock) => {}
         }
     }
 
@@ -347,11 +362,14 @@ impl Inner {
         self.drain_locked(draining);
     }
 
-    /// One thread at a time drains (`items`, the `draining` lock, held): the events it
-    /// takes are handled before any that come after them.
-    fn drain_locked(&self, mut items: std::sync::MutexGuard<'_, Vec<Pending>>) {
-        std::mem::swap(&mut *items, &mut *lock(&self.pending));
-        crate::run::replay(&mut items);
+    /// One thread at a time drains (the `draining` lock held): the events it takes are
+    /// handled before any that come after them.
+    fn drain_locked(&self, mut drainer: std::sync::MutexGuard<'_, Drainer>) {
+        let Drainer { runs, notes, scratch } = &mut *drainer;
+        std::mem::swap(runs, &mut *lock(&self.pending));
+        for run in runs.drain(..) {
+            run.replay(notes, scratch);
+        }
     }
 
     /// What the runs of `provider` and `model` share, built by the first of them.

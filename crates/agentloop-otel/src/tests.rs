@@ -612,3 +612,81 @@ async fn span_times_are_the_events_times_however_late_they_are_handled() {
         assert!(span.end_time_unix_nano <= root.end_time_unix_nano, "{}", span.name);
     }
 }
+
+/// Runs at once, more than wait before their events are handled: their notes are handled
+/// while the others go on (some in the middle of a run), and each run is its own tree.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_runs_at_once_each_make_their_own_tree() {
+    let (telemetry, exporter) = telemetry(false);
+    let runs = 100;
+    let tasks: Vec<_> = (0..runs)
+        .map(|_| {
+            let agent = agent(&telemetry, two_iterations());
+            tokio::spawn(async move { agent.run("hi").await.unwrap().run_id })
+        })
+        .collect();
+    let mut run_ids = Vec::new();
+    for task in tasks {
+        run_ids.push(task.await.unwrap());
+    }
+    let spans = spans(&telemetry, &exporter);
+    assert_eq!(spans.len(), runs * 6);
+    for run_id in &run_ids {
+        let trace_id = ids::run_trace_id(run_id.as_str()).to_vec();
+        let tree: Vec<Span> = spans.iter().filter(|s| s.trace_id == trace_id).cloned().collect();
+        assert_eq!(tree.len(), 6, "{run_id}");
+        let root = one(&tree, "invoke_agent helper");
+        assert_eq!(root.span_id, ids::run_span_id(run_id.as_str()).to_vec());
+        let iterations = named(&tree, "iteration");
+        assert_eq!(iterations.len(), 2);
+        assert!(iterations.iter().all(|i| i.parent_span_id == root.span_id));
+        let chats = named(&tree, "chat scripted");
+        assert_eq!(chats.len(), 2);
+        for (chat, iteration) in chats.iter().zip(&iterations) {
+            assert_eq!(chat.parent_span_id, iteration.span_id);
+        }
+        let tool = one(&tree, "execute_tool echo");
+        assert_eq!(tool.parent_span_id, iterations[0].span_id);
+        assert!(tree.iter().all(|s| code(s) != StatusCode::Error), "{run_id}");
+        assert_eq!(attr(root, "agentloop.run.tool_calls"), Some(json!(1)));
+    }
+}
+
+/// A run with more events than wait before they are handled: its own thread handles
+/// them as it goes (not only the export thread, every export delay), in order.
+#[tokio::test]
+async fn a_long_run_has_its_events_handled_as_it_goes() {
+    let (telemetry, exporter) = telemetry(false);
+    let calls = 120;
+    let mut turns: Vec<ScriptedTurn> =
+        (0..calls).map(|n| ScriptedTurn::tool_call("echo", json!({ "n": n }))).collect();
+    turns.push(ScriptedTurn::text("done"));
+    let agent = Agent::builder(ScriptedModel::new(turns))
+        .name("helper")
+        .max_iterations(calls as u32 + 5)
+        .dyn_tool(Arc::new(Echo))
+        .observer(telemetry.observer())
+        .build()
+        .unwrap();
+    let outcome = agent.run("hi").await.unwrap();
+    assert_eq!(outcome.iterations, calls as u32 + 1);
+    // Six notes an iteration: more than 512 were handled before the run ended (the
+    // default export delay is a second away).
+    assert!(telemetry.stats().ended >= 3 * 80, "{:?}", telemetry.stats());
+    let spans = spans(&telemetry, &exporter);
+    assert_eq!(spans.len(), 1 + 2 * (calls + 1) + calls);
+    let iterations = named(&spans, "iteration");
+    let chats = named(&spans, "chat scripted");
+    let tools = named(&spans, "execute_tool echo");
+    assert_eq!((iterations.len(), chats.len(), tools.len()), (calls + 1, calls + 1, calls));
+    for (n, iteration) in iterations.iter().enumerate() {
+        assert_eq!(attr(iteration, "agentloop.iteration"), Some(json!(n as i64 + 1)));
+        assert_eq!(chats[n].parent_span_id, iteration.span_id);
+        if n < calls {
+            assert_eq!(tools[n].parent_span_id, iteration.span_id);
+        }
+    }
+    let root = one(&spans, "invoke_agent helper");
+    assert_eq!(attr(root, "agentloop.run.tool_calls"), Some(json!(calls as i64)));
+    assert_eq!(code(root), StatusCode::Ok);
+}
