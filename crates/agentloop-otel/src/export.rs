@@ -335,7 +335,7 @@ impl Worker {
 /// loop's CPU in the bench, docs/PERFORMANCE.md.)
 pub(crate) struct HttpSink {
     pub(crate) client: reqwest_mcp::Client,
-    pub(crate) url: String,
+    pub(crate) url: reqwest_mcp::Url,
     pub(crate) headers: reqwest_mcp::header::HeaderMap,
     pub(crate) timeout: Duration,
     pub(crate) runtime: Option<tokio::runtime::Runtime>,
@@ -358,7 +358,7 @@ impl SpanSink for HttpSink {
         let url = &self.url;
         let builder = self
             .client
-            .post(url)
+            .post(url.clone())
             .headers(self.headers.clone())
             .header("content-type", "application/x-protobuf")
             .timeout(self.timeout)

@@ -8,7 +8,7 @@
 //! event the loop's thread runs only this (docs/PERFORMANCE.md, "Events handled in
 //! batches").
 
-use crate::span::{IdSource, SpanContext, SpanId};
+use crate::span::{now, IdSource, SpanContext, SpanId};
 use agentloop::event::{Event, ModelPurpose};
 use agentloop::message::{ToolCall, Usage};
 use agentloop::run::StopReason;
@@ -35,38 +35,89 @@ impl Live {
         Self { root, iteration: None, chat: None, tools: Vec::new(), notes, queued: false }
     }
 
-    /// Follows `event`: the id of the span it starts (an iteration, a model call, a tool
-    /// call), if it starts one.
-    pub(crate) fn track(&mut self, event: &Event, ids: &IdSource) -> Option<SpanId> {
+    /// Follows `event` (which spans it opens and closes) and notes what telemetry reads of
+    /// it, unless nothing: the note, and the id of the span it starts (an iteration, a model
+    /// call, a tool call), if it starts one. With `capture`, the note keeps the whole event
+    /// too. (The caller leaves out the events telemetry [ignores](ignored).)
+    pub(crate) fn note(&mut self, event: &Event, ids: &IdSource, capture: bool) -> Option<Note> {
         // Model and tool calls go under the iteration, iterations under the run.
         let under = |parent: SpanContext| SpanContext { span_id: ids.span_id(), ..parent };
-        let started = match event {
-            Event::IterationStarted { .. } => *self.iteration.insert(under(self.root)),
-            Event::ModelRequested { .. } => {
-                *self.chat.insert(under(self.iteration.unwrap_or(self.root)))
+        let notes = &mut self.notes;
+        let (noted, started) = match event {
+            Event::IterationStarted { iteration, at_ms } => {
+                let started = *self.iteration.insert(under(self.root));
+                let noted = Noted::IterationStarted { iteration: *iteration, at_ms: *at_ms };
+                (noted, Some(started.span_id))
+            }
+            Event::IterationCompleted { duration_ms, .. } => {
+                self.iteration = None;
+                (Noted::IterationCompleted { duration_ms: *duration_ms }, None)
+            }
+            Event::ModelRequested { iteration, purpose } => {
+                let started = *self.chat.insert(under(self.iteration.unwrap_or(self.root)));
+                let wind_down = matches!(purpose, ModelPurpose::WindDown { .. });
+                (Noted::ModelRequested { iteration: *iteration, wind_down }, Some(started.span_id))
+            }
+            Event::ModelResponded {
+                finish_reason,
+                usage,
+                duration_ms,
+                response_id,
+                response_model,
+                ..
+            } => {
+                self.chat = None;
+                let noted = Noted::ModelResponded {
+                    finish_reason: notes.put(finish_reason.as_str()),
+                    usage: *usage,
+                    duration_ms: *duration_ms,
+                    response_id: response_id.as_deref().map(|id| notes.put(id)),
+                    response_model: response_model.as_deref().map(|model| notes.put(model)),
+                };
+                (noted, None)
             }
             Event::ToolStarted { call, .. } => {
-                let context = under(self.iteration.unwrap_or(self.root));
-                self.tools.push((call.clone(), context));
-                context
+                let started = under(self.iteration.unwrap_or(self.root));
+                self.tools.push((call.clone(), started));
+                let noted = Noted::ToolStarted {
+                    name: notes.put(&call.name),
+                    call_id: notes.put(&call.id),
+                };
+                (noted, Some(started.span_id))
             }
-            Event::IterationCompleted { .. } => {
-                self.iteration = None;
-                return None;
-            }
-            Event::ModelResponded { .. } | Event::ModelFailed { .. } => {
-                self.chat = None;
-                return None;
-            }
-            Event::ToolCompleted { result, .. }
-            | Event::ToolFailed { result, .. }
-            | Event::ToolTimedOut { result, .. } => {
+            Event::ToolCompleted { name, result, duration_ms, .. } => {
                 self.tools.retain(|(call, _)| call.id != result.call_id);
-                return None;
+                let noted = Noted::ToolCompleted {
+                    name: notes.put(name),
+                    call_id: notes.put(&result.call_id),
+                    duration_ms: *duration_ms,
+                };
+                (noted, None)
             }
-            _ => return None,
+            Event::RunFinished { outcome }
+                if matches!(outcome.stop_reason, StopReason::Completed) =>
+            {
+                let noted = Noted::RunCompleted {
+                    iterations: outcome.iterations,
+                    usage: outcome.usage,
+                    cost_usd: outcome.metrics.cost_usd,
+                };
+                (noted, None)
+            }
+            Event::ModelFailed { .. } => {
+                self.chat = None;
+                (Noted::Whole, None)
+            }
+            Event::ToolFailed { result, .. } | Event::ToolTimedOut { result, .. } => {
+                self.tools.retain(|(call, _)| call.id != result.call_id);
+                (Noted::Whole, None)
+            }
+            // What a run's start says is read only to capture content.
+            Event::RunStarted { .. } if !capture => return None,
+            _ => (Noted::Whole, None),
         };
-        Some(started.span_id)
+        let whole = (capture || matches!(noted, Noted::Whole)).then(|| Box::new(event.clone()));
+        Some(Note { noted, whole, at: now(), span_id: started })
     }
 
     /// The `traceparent` of tool call `call_id`'s span, or (`None`) of the model call in
@@ -124,8 +175,8 @@ pub(crate) enum Noted {
         usage: Usage,
         cost_usd: f64,
     },
-    /// Any other event (a copy).
-    Whole(Box<Event>),
+    /// Any other event: the note's `whole`.
+    Whole,
     /// The end of the run's stream (`finished`: after its last event).
     End {
         finished: bool,
@@ -133,10 +184,13 @@ pub(crate) enum Noted {
 }
 
 /// A note, when its event happened (nanoseconds since the Unix epoch), and the id of the
-/// span its event starts, if it starts one (given as it came: [`Live::track`]).
+/// span its event starts, if it starts one (given as it came: [`Live::note`]).
 #[derive(Debug)]
 pub(crate) struct Note {
     pub(crate) noted: Noted,
+    /// The event itself (a copy), when telemetry reads more of it than the note holds:
+    /// an event every run does not have, or content to capture.
+    pub(crate) whole: Option<Box<Event>>,
     pub(crate) at: u64,
     pub(crate) span_id: Option<SpanId>,
 }
@@ -170,57 +224,21 @@ impl Notes {
         self.arena.get(start..start + text.len as usize).unwrap_or_default()
     }
 
-    /// What telemetry reads of `event`, if it is one every run has.
-    pub(crate) fn note(&mut self, event: &Event) -> Option<Noted> {
-        Some(match event {
-            Event::IterationStarted { iteration, at_ms } => {
-                Noted::IterationStarted { iteration: *iteration, at_ms: *at_ms }
-            }
-            Event::IterationCompleted { duration_ms, .. } => {
-                Noted::IterationCompleted { duration_ms: *duration_ms }
-            }
-            Event::ModelRequested { iteration, purpose } => Noted::ModelRequested {
-                iteration: *iteration,
-                wind_down: matches!(purpose, ModelPurpose::WindDown { .. }),
-            },
-            Event::ModelResponded {
-                finish_reason,
-                usage,
-                duration_ms,
-                response_id,
-                response_model,
-                ..
-            } => Noted::ModelResponded {
-                finish_reason: self.put(finish_reason.as_str()),
-                usage: *usage,
-                duration_ms: *duration_ms,
-                response_id: response_id.as_deref().map(|id| self.put(id)),
-                response_model: response_model.as_deref().map(|model| self.put(model)),
-            },
-            Event::ToolStarted { call, .. } => {
-                Noted::ToolStarted { name: self.put(&call.name), call_id: self.put(&call.id) }
-            }
-            Event::ToolCompleted { name, result, duration_ms, .. } => Noted::ToolCompleted {
-                name: self.put(name),
-                call_id: self.put(&result.call_id),
-                duration_ms: *duration_ms,
-            },
-            Event::RunFinished { outcome }
-                if matches!(outcome.stop_reason, StopReason::Completed) =>
-            {
-                Noted::RunCompleted {
-                    iterations: outcome.iterations,
-                    usage: outcome.usage,
-                    cost_usd: outcome.metrics.cost_usd,
-                }
-            }
-            _ => return None,
-        })
-    }
-
     /// Forgets the notes (their buffers kept).
     pub(crate) fn clear(&mut self) {
         self.list.clear();
         self.arena.clear();
     }
+}
+
+/// Whether telemetry has nothing to do for `event`: what is only streamed (deltas, steps,
+/// checkpoints: their totals come with the durable events), but for the retries, hook
+/// failures and journal failures it traces. (Checked before the run's lock is taken: most
+/// of a streamed run's events are deltas.)
+pub(crate) fn ignored(event: &Event) -> bool {
+    !event.is_durable()
+        && !matches!(
+            event,
+            Event::ModelRetrying { .. } | Event::HookFailed { .. } | Event::JournalFailed { .. }
+        )
 }

@@ -195,7 +195,7 @@ impl RunTrace {
     }
 
     /// Handles the notes `notes` (the run's, taken from [`Live`]) in order.
-    fn handle_notes(&self, notes: &Notes, scratch: &mut Notes) {
+    fn handle_notes(&self, notes: &Notes) {
         let mut state = self.state();
         for note in &notes.list {
             if state.ended {
@@ -203,16 +203,10 @@ impl RunTrace {
             }
             state.clock = note.at;
             state.next_id = note.span_id;
-            match &note.noted {
-                Noted::Whole(event) => {
-                    scratch.clear();
-                    match scratch.note(event) {
-                        Some(noted) => self.handle(&mut state, &noted, scratch, Some(event)),
-                        None => self.handle_whole(&mut state, event),
-                    }
-                }
-                Noted::End { finished } => self.end_stream(&mut state, *finished),
-                noted => self.handle(&mut state, noted, notes, None),
+            match (&note.noted, &note.whole) {
+                (Noted::Whole, Some(event)) => self.handle_whole(&mut state, event),
+                (Noted::End { finished }, _) => self.end_stream(&mut state, *finished),
+                (noted, whole) => self.handle(&mut state, noted, notes, whole.as_deref()),
             }
             state.next_id = None;
         }
@@ -323,7 +317,7 @@ impl RunTrace {
                 let kind = Cow::Borrowed("completed");
                 self.finish(state, Some(Totals { kind, iterations, usage, cost_usd }));
             }
-            Noted::Whole(_) | Noted::End { .. } => {}
+            Noted::Whole | Noted::End { .. } => {}
         }
     }
 
@@ -601,24 +595,19 @@ impl RunTrace {
 
 impl RunObserver for RunTrace {
     fn on_event(&self, event: &Event) {
-        if ignored(event) {
+        if crate::live::ignored(event) {
             return;
         }
-        let capture = self.capture().is_some();
         let mut live = self.live();
-        let span_id = live.track(event, &self.telemetry.ids);
-        let noted = match live.notes.note(event) {
-            Some(noted) if !capture => noted,
-            // What a run's start says is read only to capture content.
-            None if !capture && matches!(event, Event::RunStarted { .. }) => return,
-            _ => Noted::Whole(Box::new(event.clone())),
-        };
-        self.wait(live, noted, span_id);
+        if let Some(note) = live.note(event, &self.telemetry.ids, self.capture().is_some()) {
+            self.wait(live, note);
+        }
     }
 
     fn on_end(&self, finished: bool) {
         let live = self.live();
-        self.wait(live, Noted::End { finished }, None);
+        let note = Note { noted: Noted::End { finished }, whole: None, at: now(), span_id: None };
+        self.wait(live, note);
     }
 
     fn trace_parent(&self, call_id: Option<&str>) -> Option<String> {
@@ -629,8 +618,8 @@ impl RunObserver for RunTrace {
 impl RunTrace {
     /// Adds a note to those that wait, and the run to the runs whose notes wait if it is
     /// not there yet.
-    fn wait(&self, mut live: MutexGuard<'_, Live>, noted: Noted, span_id: Option<SpanId>) {
-        live.notes.list.push(Note { noted, at: now(), span_id });
+    fn wait(&self, mut live: MutexGuard<'_, Live>, note: Note) {
+        live.notes.list.push(note);
         let first = !std::mem::replace(&mut live.queued, true);
         let many = live.notes.list.len() >= PENDING_NOTES;
         drop(live);
@@ -643,15 +632,15 @@ impl RunTrace {
         }
     }
 
-    /// Handles the run's notes that wait, in order (`notes`, `scratch`: the drainer's
-    /// buffers; the run's notes' buffers are swapped with `notes`').
-    pub(crate) fn replay(&self, notes: &mut Notes, scratch: &mut Notes) {
+    /// Handles the run's notes that wait, in order (`notes`: the drainer's buffers, which
+    /// the run's are swapped with).
+    pub(crate) fn replay(&self, notes: &mut Notes) {
         {
             let mut live = self.live();
             std::mem::swap(&mut live.notes, notes);
             live.queued = false;
         }
-        self.handle_notes(notes, scratch);
+        self.handle_notes(notes);
         notes.clear();
     }
 
@@ -686,17 +675,6 @@ impl<'a> Totals<'a> {
             cost_usd: outcome.metrics.cost_usd,
         }
     }
-}
-
-/// Whether telemetry has nothing to do for `event`: what is only streamed (deltas, steps,
-/// checkpoints: their totals come with the durable events), but for the retries, hook
-/// failures and journal failures it traces.
-fn ignored(event: &Event) -> bool {
-    !event.is_durable()
-        && !matches!(
-            event,
-            Event::ModelRetrying { .. } | Event::HookFailed { .. } | Event::JournalFailed { .. }
-        )
 }
 
 /// Sets the token counts of `usage` (cached and reasoning tokens where reported).

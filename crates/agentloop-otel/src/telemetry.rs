@@ -62,7 +62,6 @@ pub(crate) struct Inner {
 struct Drainer {
     runs: Vec<Arc<RunTrace>>,
     notes: Notes,
-    scratch: Notes,
 }
 
 /// Runs whose events wait before they are handled in one go: the code that turns an
@@ -365,10 +364,10 @@ impl Inner {
     /// One thread at a time drains (the `draining` lock held): the events it takes are
     /// handled before any that come after them.
     fn drain_locked(&self, mut drainer: std::sync::MutexGuard<'_, Drainer>) {
-        let Drainer { runs, notes, scratch } = &mut *drainer;
+        let Drainer { runs, notes } = &mut *drainer;
         std::mem::swap(runs, &mut *lock(&self.pending));
         for run in runs.drain(..) {
-            run.replay(notes, scratch);
+            run.replay(notes);
         }
     }
 
@@ -573,10 +572,15 @@ fn traces_sink(config: &TelemetryConfig) -> Result<Box<dyn SpanSink>, Error> {
                 })?;
                 headers.insert(name, value);
             }
+            let url = config.traces_url();
+            // Parsed once, not for every request.
+            let url = reqwest_mcp::Url::parse(&url).map_err(|e| {
+                Error::Config(format!("the traces endpoint {url:?} is not a URL: {e}"))
+            })?;
             Ok(Box::new(HttpSink {
                 client: async_http_client()?,
                 runtime: None,
-                url: config.traces_url(),
+                url,
                 headers,
                 timeout: config.export_timeout,
             }))

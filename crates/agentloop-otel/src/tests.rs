@@ -492,6 +492,17 @@ async fn a_malformed_grpc_endpoint_is_an_error_inside_an_async_context() {
     assert!(error.to_string().contains("gRPC endpoint"), "{error}");
 }
 
+#[tokio::test]
+async fn a_malformed_http_endpoint_is_an_error_at_start() {
+    let config = TelemetryConfig {
+        traces_endpoint: Some("::bad::".into()),
+        metrics: false,
+        ..TelemetryConfig::default()
+    };
+    let error = Telemetry::new(config).unwrap_err();
+    assert!(error.to_string().contains("the traces endpoint \"::bad::\" is not a URL"), "{error}");
+}
+
 #[test]
 fn a_request_buffer_comes_back_to_its_pool_when_its_last_clone_is_dropped() {
     use crate::export::{Pool, Pooled, POOLED_REQUESTS};
