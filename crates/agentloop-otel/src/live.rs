@@ -1,12 +1,12 @@
 //! What a run's observer does on the loop's thread as each event comes: it follows which
 //! spans are open (their ids are given here, so that a model call or a tool call can carry
 //! its span's `traceparent` at once) and notes what it will need of the event: a
-//! note of 96 bytes, with the event's strings in the run's arena ([`Notes`]). The notes wait
-//! with the other runs' to be turned into spans and metrics in one go (`Inner::drain`).
-//! The code that builds spans then runs for hundreds of events at a time while it is in
-//! the processor's caches, instead of once per event between the loop's own code: per
-//! event the loop's thread runs only this (docs/PERFORMANCE.md, "Events handled in
-//! batches").
+//! note of 104 bytes, with the event's strings in the run's arena ([`Notes`]). The notes
+//! wait in the run, with other runs', to be turned into spans and metrics in one go
+//! (`Inner::drain`). The code that builds spans then runs for hundreds of events at a time
+//! while it is in the processor's caches, instead of once per event between the loop's own
+//! code: per event the loop's thread runs only this (docs/PERFORMANCE.md, "Events handled
+//! in batches" and "Events noted, not copied").
 
 use crate::span::{now, IdSource, SpanContext, SpanId};
 use agentloop::event::{Event, ModelPurpose};
@@ -138,8 +138,9 @@ pub(crate) struct Text {
     len: u32,
 }
 
-/// What telemetry reads of an event, noted as it comes (the events every run has; the
-/// others, and every event when content is captured, are kept whole).
+/// What telemetry reads of an event, noted as it comes: the events every run has. The
+/// others are kept whole ([`Noted::Whole`]), and so is every event, beside its note, when
+/// content is captured.
 #[derive(Debug)]
 pub(crate) enum Noted {
     IterationStarted {

@@ -289,7 +289,7 @@ pub(crate) fn attributes(attributes: &[(&str, Value<'_>)]) -> Vec<u8> {
 }
 
 /// Appends `span`, ended at `end`, to `out` as an entry of `ScopeSpans.spans` (field 2):
-/// what [`encode`] frames into a request. Its ids, times and status go before the fields
+/// what [`frame`] turns into a request. Its ids, times and status go before the fields
 /// it encoded as it went ([`SpanRecord::body`]).
 pub(crate) fn span_entry(span: &SpanRecord, end: u64, out: &mut Vec<u8>) {
     let context = &span.context;
