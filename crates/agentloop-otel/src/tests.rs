@@ -624,8 +624,9 @@ async fn span_times_are_the_events_times_however_late_they_are_handled() {
     }
 }
 
-/// Runs at once, more than wait before their events are handled: their notes are handled
-/// while the others go on (some in the middle of a run), and each run is its own tree.
+/// More runs at once than wait before their events are handled: their notes are handled
+/// while other runs go on (a run's may be handled in more than one drain), and each run is
+/// still its own tree.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_runs_at_once_each_make_their_own_tree() {
     let (telemetry, exporter) = telemetry(false);
