@@ -702,3 +702,11 @@ async fn a_long_run_has_its_events_handled_as_it_goes() {
     assert_eq!(attr(root, "agentloop.run.tool_calls"), Some(json!(calls as i64)));
     assert_eq!(code(root), StatusCode::Ok);
 }
+
+/// A note is what the loop's thread writes per event (docs/PERFORMANCE.md, "Events noted,
+/// not copied"): keep it small. A performance guard, not a timing.
+#[test]
+fn a_note_stays_small() {
+    let size = std::mem::size_of::<crate::live::Note>();
+    assert!(size <= 104, "a note is {size} bytes");
+}

@@ -558,3 +558,60 @@ async fn a_traced_run_sends_the_model_calls_traceparent() {
     let plain = Agent::builder(provider(&server.uri())).build().unwrap();
     assert!(plain.run("Capital of France?").await.is_err());
 }
+
+#[tokio::test]
+async fn a_configured_traceparent_wins_over_the_observers() {
+    const CONFIGURED: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .and(header("traceparent", CONFIGURED))
+        .respond_with(sse(fixture(DIR, "text_stream.sse")))
+        .expect(2)
+        .mount(&server)
+        .await;
+    let config = HttpConfig::new(format!("{}/v1", server.uri()), "gpt-4.1")
+        .api_key("sk-test-key")
+        .header("traceparent", CONFIGURED);
+    let agent = Agent::builder(OpenAi::chat_with(config, Dialect::openai()).unwrap())
+        .observer(std::sync::Arc::new(Traced))
+        .build()
+        .unwrap();
+    // Twice: the maps a request's headers are cloned from stay as they were.
+    for _ in 0..2 {
+        let outcome = agent.run("Capital of France?").await.unwrap();
+        assert!(!outcome.answer.is_empty());
+    }
+    let requests = server.received_requests().await.unwrap();
+    for request in &requests {
+        let values: Vec<_> = request.headers.get_all("traceparent").iter().collect();
+        assert_eq!(values, [CONFIGURED], "one traceparent, the configured one");
+    }
+}
+
+#[tokio::test]
+async fn traced_requests_each_carry_one_traceparent() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(sse(fixture(DIR, "text_stream.sse")))
+        .mount(&server)
+        .await;
+    let agent = Agent::builder(provider(&server.uri()))
+        .observer(std::sync::Arc::new(Traced))
+        .build()
+        .unwrap();
+    for _ in 0..2 {
+        agent.run("Capital of France?").await.unwrap();
+    }
+    let plain = Agent::builder(provider(&server.uri())).build().unwrap();
+    plain.run("Capital of France?").await.unwrap();
+    let requests = server.received_requests().await.unwrap();
+    assert_eq!(requests.len(), 3);
+    for request in &requests[..2] {
+        let values: Vec<_> = request.headers.get_all("traceparent").iter().collect();
+        assert_eq!(values, [TRACEPARENT]);
+    }
+    // No placeholder leaks into an untraced request.
+    assert!(requests[2].headers.get("traceparent").is_none());
+}
