@@ -538,21 +538,28 @@ impl agentloop::observe::RunObserver for Traced {
 
 const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
-#[tokio::test]
-async fn a_traced_run_sends_the_model_calls_traceparent() {
+/// A server that answers `times` chat requests that carry `traceparent`, and no other.
+async fn server_expecting(traceparent: &str, times: u64) -> MockServer {
     let server = MockServer::start().await;
     Mock::given(method("POST"))
         .and(path("/v1/chat/completions"))
-        .and(header("traceparent", TRACEPARENT))
+        .and(header("traceparent", traceparent))
         .respond_with(sse(fixture(DIR, "text_stream.sse")))
-        .expect(1)
+        .expect(times)
         .mount(&server)
         .await;
-    let agent = Agent::builder(provider(&server.uri()))
-        .observer(std::sync::Arc::new(Traced))
-        .build()
-        .unwrap();
-    let outcome = agent.run("Capital of France?").await.unwrap();
+    server
+}
+
+/// An agent whose model calls get [`TRACEPARENT`] from its observer.
+fn traced(provider: impl Provider + 'static) -> Agent {
+    Agent::builder(provider).observer(std::sync::Arc::new(Traced)).build().unwrap()
+}
+
+#[tokio::test]
+async fn a_traced_run_sends_the_model_calls_traceparent() {
+    let server = server_expecting(TRACEPARENT, 1).await;
+    let outcome = traced(provider(&server.uri())).run("Capital of France?").await.unwrap();
     assert!(!outcome.answer.is_empty());
     // Untraced, no header: the request above would not match.
     let plain = Agent::builder(provider(&server.uri())).build().unwrap();
@@ -562,22 +569,11 @@ async fn a_traced_run_sends_the_model_calls_traceparent() {
 #[tokio::test]
 async fn a_configured_traceparent_wins_over_the_observers() {
     const CONFIGURED: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/v1/chat/completions"))
-        .and(header("traceparent", CONFIGURED))
-        .respond_with(sse(fixture(DIR, "text_stream.sse")))
-        .expect(2)
-        .mount(&server)
-        .await;
+    let server = server_expecting(CONFIGURED, 2).await;
     let config = HttpConfig::new(format!("{}/v1", server.uri()), "gpt-4.1")
         .api_key("sk-test-key")
         .header("traceparent", CONFIGURED);
-    let agent = Agent::builder(OpenAi::chat_with(config, Dialect::openai()).unwrap())
-        .observer(std::sync::Arc::new(Traced))
-        .build()
-        .unwrap();
-    // Twice: the maps a request's headers are cloned from stay as they were.
+    let agent = traced(OpenAi::chat_with(config, Dialect::openai()).unwrap());
     for _ in 0..2 {
         let outcome = agent.run("Capital of France?").await.unwrap();
         assert!(!outcome.answer.is_empty());
@@ -597,10 +593,7 @@ async fn traced_requests_each_carry_one_traceparent() {
         .respond_with(sse(fixture(DIR, "text_stream.sse")))
         .mount(&server)
         .await;
-    let agent = Agent::builder(provider(&server.uri()))
-        .observer(std::sync::Arc::new(Traced))
-        .build()
-        .unwrap();
+    let agent = traced(provider(&server.uri()));
     for _ in 0..2 {
         agent.run("Capital of France?").await.unwrap();
     }
