@@ -605,6 +605,6 @@ async fn traced_requests_each_carry_one_traceparent() {
         let values: Vec<_> = request.headers.get_all("traceparent").iter().collect();
         assert_eq!(values, [TRACEPARENT]);
     }
-    // No placeholder leaks into an untraced request.
+    // An untraced request has none.
     assert!(requests[2].headers.get("traceparent").is_none());
 }
