@@ -37,8 +37,9 @@ impl Live {
 
     /// Follows `event` (which spans it opens and closes) and notes what telemetry reads of
     /// it (`None`: nothing). The note carries the id of the span the event starts (an
-    /// iteration, a model call, a tool call), if it starts one. With `capture`, the note keeps the whole event
-    /// too. (The caller leaves out the events telemetry [ignores](ignored).)
+    /// iteration, a model call, a tool call), if it starts one. With `capture`, the note
+    /// keeps the whole event too. (The caller leaves out the events telemetry
+    /// [ignores](ignored).)
     pub(crate) fn note(&mut self, event: &Event, ids: &IdSource, capture: bool) -> Option<Note> {
         // Model and tool calls go under the iteration, iterations under the run.
         let under = |parent: SpanContext| SpanContext { span_id: ids.span_id(), ..parent };
