@@ -28,6 +28,7 @@ mod counting;
 mod export;
 #[cfg(feature = "grpc")]
 mod grpc;
+mod http_export;
 mod ids;
 mod live;
 mod otlp;

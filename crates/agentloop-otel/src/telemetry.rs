@@ -3,7 +3,8 @@
 
 use crate::config::{Protocol, TelemetryConfig};
 use crate::counting::{Counters, SpanStats};
-use crate::export::{HttpSink, Queue, SpanSink};
+use crate::export::{Queue, SpanSink};
+use crate::http_export::HttpSink;
 use crate::live::Notes;
 use crate::otlp::Preamble;
 use crate::run::RunTrace;
@@ -519,7 +520,7 @@ fn headers(config: &TelemetryConfig) -> HashMap<String, String> {
 
 /// TLS for the exporters' HTTP clients: rustls on ring (configured per client, no
 /// process-wide crypto provider) with the webpki roots.
-fn tls_config() -> Result<rustls::ClientConfig, String> {
+pub(crate) fn tls_config() -> Result<rustls::ClientConfig, String> {
     let roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
     Ok(rustls::ClientConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
@@ -550,37 +551,32 @@ fn http_client() -> Result<reqwest_mcp::blocking::Client, Error> {
         .map_err(Error::Exporter)
 }
 
-/// The span exporter's HTTP client: async, driven by the export thread itself
-/// ([`HttpSink`]), so that a request is not handed to a client thread and its answer back.
-fn async_http_client() -> Result<reqwest_mcp::Client, Error> {
-    reqwest_mcp::Client::builder()
-        .tls_backend_preconfigured(tls_config().map_err(Error::Exporter)?)
-        .redirect(reqwest_mcp::redirect::Policy::none())
-        .build()
-        .map_err(|e| Error::Exporter(format!("the HTTP client could not be built: {e}")))
-}
-
 fn traces_sink(config: &TelemetryConfig) -> Result<Box<dyn SpanSink>, Error> {
     match config.protocol {
         Protocol::HttpProtobuf => {
-            let mut headers = reqwest_mcp::header::HeaderMap::new();
+            let mut headers = http::HeaderMap::new();
             for (name, value) in &config.headers {
-                let name = reqwest_mcp::header::HeaderName::from_bytes(name.as_bytes())
+                let name = http::HeaderName::from_bytes(name.as_bytes())
                     .map_err(|_| Error::Config(format!("header name {name:?} is not valid")))?;
-                let value = reqwest_mcp::header::HeaderValue::from_str(value).map_err(|_| {
+                let value = http::HeaderValue::from_str(value).map_err(|_| {
                     Error::Config(format!("the value of header {name:?} is not valid"))
                 })?;
                 headers.insert(name, value);
             }
-            let url = config.traces_url();
+            headers.insert(
+                http::header::CONTENT_TYPE,
+                http::HeaderValue::from_static("application/x-protobuf"),
+            );
+            let uri = config.traces_url();
             // Parsed once, not for every request.
-            let url = reqwest_mcp::Url::parse(&url).map_err(|e| {
-                Error::Config(format!("the traces endpoint {url:?} is not a URL: {e}"))
-            })?;
+            let uri = crate::http_export::endpoint(&uri).map_err(Error::Config)?;
+            let client =
+                crate::http_export::Client::new(&uri, tls_config().map_err(Error::Exporter)?)
+                    .map_err(Error::Exporter)?;
             Ok(Box::new(HttpSink {
-                client: async_http_client()?,
+                client,
                 runtime: None,
-                url,
+                uri,
                 headers,
                 timeout: config.export_timeout,
             }))
