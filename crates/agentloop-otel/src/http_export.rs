@@ -5,8 +5,8 @@
 //! Requests go through hyper's pooled client (HTTP/1.1, or HTTP/2 by ALPN; rustls on ring
 //! with the webpki roots) directly, as the core's providers send theirs. reqwest, which
 //! wraps the same client, cost the export thread 55–65 µs of CPU a request more on one
-//! machine (its URL, redirect and proxy layers, run with cold caches once a batch:
-//! docs/PERFORMANCE.md, "An eighth machine"). When a proxy applies (`HTTP_PROXY` / `HTTPS_PROXY` / `ALL_PROXY` /
+//! machine (by profile, much of it in its URL, redirect and proxy layers: docs/PERFORMANCE.md,
+//! "An eighth machine"). When a proxy applies (`HTTP_PROXY` / `HTTPS_PROXY` / `ALL_PROXY` /
 //! `NO_PROXY`, read as reqwest reads them) requests go through reqwest, which speaks to
 //! proxies. Neither follows redirects.
 
