@@ -1,12 +1,13 @@
-//! What a run's observer does on the loop's thread as each event comes: it follows which
-//! spans are open (their ids are given here, so that a model call or a tool call can carry
-//! its span's `traceparent` at once) and notes what it will need of the event: a
-//! note of 104 bytes, with the event's strings in the run's arena ([`Notes`]). The notes
-//! wait in the run, with other runs', to be turned into spans and metrics in one go
+//! What a run's observer does on the loop's thread. As the run begins it notes what the
+//! run's root span will need ([`Start`]) without building the span. As each event comes it
+//! follows which spans are open (their ids are given here, so that a model call or a tool
+//! call can carry its span's `traceparent` at once) and notes what it will need of the
+//! event: a note of 104 bytes, with the event's strings in the run's arena ([`Notes`]). The
+//! notes wait in the run, with other runs', to be turned into spans and metrics in one go
 //! (`Inner::drain`). The code that builds spans then runs for hundreds of events at a time
-//! while it is in the processor's caches, instead of once per event between the loop's own
-//! code: per event the loop's thread runs only this (docs/PERFORMANCE.md, "Events handled
-//! in batches" and "Events noted, not copied").
+//! while it is in the processor's caches, instead of between the loop's own code: the
+//! loop's thread runs only this (docs/PERFORMANCE.md, "Events handled in batches", "Events
+//! noted, not copied" and "A ninth machine").
 
 use crate::span::{now, IdSource, SpanContext, SpanId};
 use agentloop::event::{Event, ModelPurpose};
@@ -29,9 +30,9 @@ pub(crate) struct Live {
 }
 
 impl Live {
-    pub(crate) fn new(root: SpanContext) -> Self {
-        // Room for the notes of a run of a few iterations.
-        let notes = Notes { list: Vec::with_capacity(16), arena: String::with_capacity(128) };
+    /// The spans of a stretch whose root span is `root`; `notes` holds what its start was
+    /// ([`Notes::start`]).
+    pub(crate) fn new(root: SpanContext, notes: Notes) -> Self {
         Self { root, iteration: None, chat: None, tools: Vec::new(), notes, queued: false }
     }
 
@@ -197,18 +198,48 @@ pub(crate) struct Note {
     pub(crate) span_id: Option<SpanId>,
 }
 
+/// What a stretch's root span (`invoke_agent`) needs of its start, its strings in the
+/// notes' arena: noted as the run begins, and made into the span with the others, in
+/// `RunTrace::begin`, so that the loop's thread runs none of the span's code.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Start {
+    /// When the stretch began (nanoseconds since the Unix epoch).
+    pub(crate) at: u64,
+    pub(crate) run_id: Text,
+    /// The provider's name in the conventions (`semconv::provider_name`).
+    pub(crate) provider: Text,
+    pub(crate) model: Text,
+    pub(crate) agent: Option<Text>,
+    pub(crate) context_id: Option<Text>,
+    pub(crate) parent_run_id: Option<Text>,
+    pub(crate) temperature: Option<f32>,
+    pub(crate) max_tokens: Option<u32>,
+    /// The caller's span (in another process), the root span's parent.
+    pub(crate) caller: Option<SpanId>,
+    /// When this stretch resumes the run: the span of the stretch that began it, which the
+    /// root span links to.
+    pub(crate) resumed_from: Option<SpanId>,
+}
+
 /// Notes, in the order their events came, and the arena their strings are in. (Reused:
 /// the buffers of handled notes go back to a run for its next ones.)
 #[derive(Debug, Default)]
 pub(crate) struct Notes {
     pub(crate) list: Vec<Note>,
     arena: String,
+    /// The stretch's start, in the first notes of a stretch (taken when handled).
+    pub(crate) start: Option<Start>,
 }
 
 impl Notes {
+    /// Room for the notes of a run of a few iterations.
+    pub(crate) fn for_a_run() -> Self {
+        Self { list: Vec::with_capacity(16), arena: String::with_capacity(256), start: None }
+    }
+
     /// `text`, kept in the arena (a string that would take it past 4 GiB is kept empty:
     /// notes are handled long before).
-    fn put(&mut self, text: &str) -> Text {
+    pub(crate) fn put(&mut self, text: &str) -> Text {
         let (Ok(start), Ok(len)) = (u32::try_from(self.arena.len()), u32::try_from(text.len()))
         else {
             return Text { start: 0, len: 0 };
@@ -230,6 +261,7 @@ impl Notes {
     pub(crate) fn clear(&mut self) {
         self.list.clear();
         self.arena.clear();
+        self.start = None;
     }
 }
 

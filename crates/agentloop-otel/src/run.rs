@@ -11,7 +11,7 @@
 //!
 //! Approvals, limits, stalls, continuations, answers and hook failures are span events.
 
-use crate::live::{Live, Note, Noted, Notes};
+use crate::live::{Live, Note, Noted, Notes, Start};
 use crate::semconv as sc;
 use crate::span::{now, Kind, SpanContext, SpanId, SpanRecord, Status, Value};
 use crate::telemetry::{Inner, ModelEntry};
@@ -28,11 +28,6 @@ use std::time::Duration;
 pub(crate) struct RunTrace {
     me: std::sync::Weak<RunTrace>,
     telemetry: Arc<Inner>,
-    /// What the runs of this provider and model share (names, encoded attributes,
-    /// metric instruments).
-    model: Arc<ModelEntry>,
-    /// The request's parameters, which every model call of the run has, encoded.
-    chat_parameters: Vec<u8>,
     /// Whether the trace is recorded (an unsampled one still propagates its context and
     /// records metrics, but captures no content).
     sampled: bool,
@@ -48,7 +43,14 @@ const SPAN_ROOM: usize = 512;
 const SPARE_BUFFERS: usize = 8;
 
 struct State {
+    /// The stretch's span: a placeholder with its context until its start is handled
+    /// ([`RunTrace::begin`]).
     root: SpanRecord,
+    /// What the runs of this provider and model share (names, encoded attributes,
+    /// metric instruments), once the start is handled.
+    model: Option<Arc<ModelEntry>>,
+    /// The request's parameters, which every model call of the run has, encoded.
+    chat_parameters: Vec<u8>,
     iteration: Option<SpanRecord>,
     chat: Option<SpanRecord>,
     /// The open tool calls' spans by call id (a few at a time: a list, not a map).
@@ -75,62 +77,43 @@ impl State {
 }
 
 impl RunTrace {
-    /// Starts the stretch's `invoke_agent` span.
+    /// Starts a stretch: its root span's context (which `traceparent`s need at once) and a
+    /// note of what the span needs, which [`begin`](Self::begin) makes into it with the
+    /// other spans.
     pub(crate) fn start(
         telemetry: Arc<Inner>,
         run: &ObservedRun<'_>,
         me: std::sync::Weak<Self>,
     ) -> Self {
         let config = run.config;
-        let model = telemetry.model(sc::provider_name(run.provider), run.model);
-        let mut parameters: Vec<(&str, Value<'_>)> = Vec::new();
-        if let Some(temperature) = config.temperature {
-            parameters.push((sc::REQUEST_TEMPERATURE, f64::from(temperature).into()));
-        }
-        if let Some(max_tokens) = config.max_tokens {
-            parameters.push((sc::REQUEST_MAX_TOKENS, i64::from(max_tokens).into()));
-        }
-        let chat_parameters = crate::otlp::attributes(&parameters);
         let caller = config.trace_parent.as_deref().and_then(SpanContext::parse);
         let (run_trace, first_span) = ids::run_ids(run.run_id);
         let trace_id = caller.map_or(run_trace, |c| c.trace_id);
         let sampled = telemetry.config.sampling.sampled(caller.map(|c| c.sampled), &trace_id);
         let span_id = if run.resumed { telemetry.ids.span_id() } else { first_span };
         let context = SpanContext { trace_id, span_id, sampled };
-        let agent = config.agent.as_deref();
-        let name: &[&str] = match agent {
-            Some(agent) => &["invoke_agent ", agent],
-            None => &["invoke_agent"],
-        };
-        let parent = caller.map(|c| (c.span_id, true));
-        // An unsampled span records nothing: it needs no buffer.
-        let body = if sampled { Vec::with_capacity(SPAN_ROOM) } else { Vec::new() };
-        let mut root = SpanRecord::new(context, name, Kind::Internal, parent, body);
-        root.set_encoded(&model.agent_attributes);
-        root.set(sc::RUN_ID, run.run_id);
-        if let Some(agent) = agent {
-            root.set(sc::AGENT_NAME, agent);
-        }
-        if let Some(context) = &config.context_id {
-            root.set(sc::CONVERSATION_ID, context);
-        }
-        if let Some(parent) = &config.parent_run_id {
-            root.set(sc::PARENT_RUN_ID, parent);
-        }
-        if run.resumed {
-            root.set(sc::RUN_RESUMED, true);
-            // The stretch that began the run (its span id is the run's): the one this
-            // continues.
-            root.link(&SpanContext { trace_id, span_id: first_span, sampled: true });
-        }
+        let mut notes = Notes::for_a_run();
+        notes.start = Some(Start {
+            at: now(),
+            run_id: notes.put(run.run_id),
+            provider: notes.put(sc::provider_name(run.provider)),
+            model: notes.put(run.model),
+            agent: config.agent.as_deref().map(|agent| notes.put(agent)),
+            context_id: config.context_id.as_deref().map(|id| notes.put(id)),
+            parent_run_id: config.parent_run_id.as_deref().map(|id| notes.put(id)),
+            temperature: config.temperature,
+            max_tokens: config.max_tokens,
+            caller: caller.map(|c| c.span_id),
+            resumed_from: run.resumed.then_some(first_span),
+        });
         Self {
             me,
             telemetry,
-            model,
-            chat_parameters,
             sampled,
             state: Mutex::new(State {
-                root,
+                root: SpanRecord::placeholder(context),
+                model: None,
+                chat_parameters: Vec::new(),
                 iteration: None,
                 chat: None,
                 tools: Vec::new(),
@@ -143,8 +126,55 @@ impl RunTrace {
                 clock: 0,
                 next_id: None,
             }),
-            live: Mutex::new(Live::new(context)),
+            live: Mutex::new(Live::new(context, notes)),
         }
+    }
+
+    /// Makes the stretch's `invoke_agent` span from its `start` (strings in `notes`).
+    fn begin(&self, state: &mut State, start: &Start, notes: &Notes) {
+        let model = self.telemetry.model(notes.text(start.provider), notes.text(start.model));
+        let mut parameters: Vec<(&str, Value<'_>)> = Vec::new();
+        if let Some(temperature) = start.temperature {
+            parameters.push((sc::REQUEST_TEMPERATURE, f64::from(temperature).into()));
+        }
+        if let Some(max_tokens) = start.max_tokens {
+            parameters.push((sc::REQUEST_MAX_TOKENS, i64::from(max_tokens).into()));
+        }
+        state.chat_parameters = crate::otlp::attributes(&parameters);
+        let context = state.root.context;
+        let agent = start.agent.map(|agent| notes.text(agent));
+        let name: &[&str] = match agent {
+            Some(agent) => &["invoke_agent ", agent],
+            None => &["invoke_agent"],
+        };
+        let parent = start.caller.map(|span_id| (span_id, true));
+        // An unsampled span records nothing: it needs no buffer.
+        let body = match context.sampled {
+            true => state.spare.pop().unwrap_or_else(|| Vec::with_capacity(SPAN_ROOM)),
+            false => Vec::new(),
+        };
+        let mut root =
+            SpanRecord::started_at(start.at, context, name, Kind::Internal, parent, body);
+        root.set_encoded(&model.agent_attributes);
+        root.set(sc::RUN_ID, notes.text(start.run_id));
+        if let Some(agent) = agent {
+            root.set(sc::AGENT_NAME, agent);
+        }
+        if let Some(id) = start.context_id {
+            root.set(sc::CONVERSATION_ID, notes.text(id));
+        }
+        if let Some(id) = start.parent_run_id {
+            root.set(sc::PARENT_RUN_ID, notes.text(id));
+        }
+        if let Some(first_span) = start.resumed_from {
+            root.set(sc::RUN_RESUMED, true);
+            // The stretch that began the run (its span id is the run's): the one this
+            // continues.
+            let trace_id = context.trace_id;
+            root.link(&SpanContext { trace_id, span_id: first_span, sampled: true });
+        }
+        state.root = root;
+        state.model = Some(model);
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -197,6 +227,9 @@ impl RunTrace {
     /// Handles the notes `notes` (the run's, taken from [`Live`]) in order.
     fn handle_notes(&self, notes: &Notes) {
         let mut state = self.state();
+        if let Some(start) = &notes.start {
+            self.begin(&mut state, start, notes);
+        }
         for note in &notes.list {
             if state.ended {
                 break;
@@ -237,8 +270,9 @@ impl RunTrace {
                 self.end(&mut state.spare, state.iteration.take(), at);
             }
             Noted::ModelRequested { iteration, wind_down } => {
+                let Some(model) = state.model.clone() else { return };
                 let parent = *state.parent();
-                let name = &[&*self.model.chat_name];
+                let name = &[&*model.chat_name];
                 let mut chat = self.child(
                     &mut state.next_id,
                     &mut state.spare,
@@ -247,8 +281,8 @@ impl RunTrace {
                     Kind::Client,
                     at,
                 );
-                chat.set_encoded(&self.model.chat_attributes);
-                chat.set_encoded(&self.chat_parameters);
+                chat.set_encoded(&model.chat_attributes);
+                chat.set_encoded(&state.chat_parameters);
                 chat.set(sc::ITERATION, i64::from(iteration));
                 if wind_down {
                     chat.set(sc::MODEL_PURPOSE, "wind_down");
@@ -283,7 +317,7 @@ impl RunTrace {
                 }
                 span.status = Status::Ok;
                 self.end(&mut state.spare, Some(span), at);
-                if let Some(metrics) = &self.model.metrics {
+                if let Some(metrics) = state.model.as_ref().and_then(|m| m.metrics.as_ref()) {
                     self.telemetry.record_model_call(metrics, Some(usage), duration_ms, None);
                 }
             }
@@ -383,7 +417,7 @@ impl RunTrace {
                     None => Duration::ZERO,
                 };
                 let ms = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
-                if let Some(metrics) = &self.model.metrics {
+                if let Some(metrics) = state.model.as_ref().and_then(|m| m.metrics.as_ref()) {
                     self.telemetry.record_model_call(metrics, None, ms, Some(kind));
                 }
             }

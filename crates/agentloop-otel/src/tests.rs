@@ -73,6 +73,7 @@ fn agent(telemetry: &Telemetry, turns: Vec<ScriptedTurn>) -> Agent {
     Agent::builder(ScriptedModel::new(turns))
         .name("helper")
         .temperature(0.5)
+        .max_tokens(128)
         .dyn_tool(Arc::new(Echo))
         .observer(telemetry.observer())
         .build()
@@ -119,6 +120,7 @@ async fn a_run_with_a_tool_call_is_one_tree() {
         assert_eq!(attr(chat, "gen_ai.provider.name"), Some(json!("scripted")));
         assert_eq!(attr(chat, "gen_ai.request.model"), Some(json!("scripted")));
         assert_eq!(attr(chat, "gen_ai.request.temperature"), Some(json!(0.5)));
+        assert_eq!(attr(chat, "gen_ai.request.max_tokens"), Some(json!(128)));
         assert!(attr(chat, "gen_ai.usage.input_tokens").is_some_and(|v| v.is_i64()));
         assert_eq!(code(chat), StatusCode::Ok);
     }
