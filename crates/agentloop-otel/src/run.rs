@@ -270,6 +270,7 @@ impl RunTrace {
                 self.end(&mut state.spare, state.iteration.take(), at);
             }
             Noted::ModelRequested { iteration, wind_down } => {
+                // Set by `begin`, which handles a stretch's start before its first note.
                 let Some(model) = state.model.clone() else { return };
                 let parent = *state.parent();
                 let name = &[&*model.chat_name];
