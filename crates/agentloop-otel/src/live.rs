@@ -227,7 +227,7 @@ pub(crate) struct Start {
 pub(crate) struct Notes {
     pub(crate) list: Vec<Note>,
     arena: String,
-    /// The stretch's start, in the first notes of a stretch (taken when handled).
+    /// The stretch's start: set in a stretch's first notes only (cleared with them).
     pub(crate) start: Option<Start>,
 }
 

@@ -148,11 +148,7 @@ impl RunTrace {
             None => &["invoke_agent"],
         };
         let parent = start.caller.map(|span_id| (span_id, true));
-        // An unsampled span records nothing: it needs no buffer.
-        let body = match context.sampled {
-            true => state.spare.pop().unwrap_or_else(|| Vec::with_capacity(SPAN_ROOM)),
-            false => Vec::new(),
-        };
+        let body = span_buffer(&mut state.spare, context.sampled);
         let mut root =
             SpanRecord::started_at(start.at, context, name, Kind::Internal, parent, body);
         root.set_encoded(&model.agent_attributes);
@@ -203,10 +199,7 @@ impl RunTrace {
     ) -> SpanRecord {
         let span_id = next_id.take().unwrap_or_else(|| self.telemetry.ids.span_id());
         let context = SpanContext { span_id, ..*parent };
-        let body = match parent.sampled {
-            true => spare.pop().unwrap_or_else(|| Vec::with_capacity(SPAN_ROOM)),
-            false => Vec::new(),
-        };
+        let body = span_buffer(spare, parent.sampled);
         let parent = Some((parent.span_id, false));
         SpanRecord::started_at(start, context, name, kind, parent, body)
     }
@@ -685,6 +678,15 @@ impl RunTrace {
             state.root.fail("interrupted", message);
         }
         self.finish(state, None);
+    }
+}
+
+/// The buffer for a new span: one from `spare`, else a new one; none (an empty `Vec`) for
+/// an unsampled span, which records nothing.
+fn span_buffer(spare: &mut Vec<Vec<u8>>, sampled: bool) -> Vec<u8> {
+    match sampled {
+        true => spare.pop().unwrap_or_else(|| Vec::with_capacity(SPAN_ROOM)),
+        false => Vec::new(),
     }
 }
 
