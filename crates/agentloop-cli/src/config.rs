@@ -122,6 +122,43 @@ pub struct ProviderSection {
     pub top_p: Option<f64>,
     /// `local`: the context window in tokens.
     pub context_size: Option<usize>,
+    /// HTTP providers: seconds a stream may go without a complete event (default 300).
+    pub idle_timeout_secs: Option<u64>,
+    /// HTTP providers: the longest line of a stream, in bytes (default 32 MiB).
+    pub max_line_bytes: Option<usize>,
+    /// HTTP providers: the largest event of a stream, in bytes (default 32 MiB).
+    pub max_event_bytes: Option<usize>,
+    /// HTTP providers: the largest response, in bytes (default 256 MiB).
+    pub max_response_bytes: Option<usize>,
+    /// HTTP providers: seconds one stream may go on in all (default 1800).
+    pub max_stream_secs: Option<u64>,
+}
+
+impl ProviderSection {
+    /// `config` with this section's stream settings (each one unset keeps its default).
+    pub fn stream_settings(
+        &self,
+        config: agentloop::provider::HttpConfig,
+    ) -> agentloop::provider::HttpConfig {
+        let mut limits = agentloop::provider::sse::StreamLimits::default();
+        if let Some(bytes) = self.max_line_bytes {
+            limits.max_line_bytes = bytes;
+        }
+        if let Some(bytes) = self.max_event_bytes {
+            limits.max_event_bytes = bytes;
+        }
+        if let Some(bytes) = self.max_response_bytes {
+            limits.max_response_bytes = bytes;
+        }
+        if let Some(secs) = self.max_stream_secs {
+            limits.max_duration = std::time::Duration::from_secs(secs);
+        }
+        let config = config.stream_limits(limits);
+        match self.idle_timeout_secs {
+            Some(secs) => config.stream_idle_timeout(std::time::Duration::from_secs(secs)),
+            None => config,
+        }
+    }
 }
 
 /// `[limits]`.
@@ -136,8 +173,10 @@ pub struct LimitsSection {
     pub max_total_tokens: Option<u64>,
     /// USD (needs prices).
     pub max_cost_usd: Option<f64>,
-    /// Wall-clock seconds.
+    /// Wall-clock seconds: a deadline that stops the model call or the tools in flight.
     pub max_duration_secs: Option<u64>,
+    /// Seconds the wind-down call (the answer after a limit) may take (default 30).
+    pub wind_down_timeout_secs: Option<u64>,
     /// USD per million input tokens.
     pub input_price_per_mtok: Option<f64>,
     /// USD per million output tokens.

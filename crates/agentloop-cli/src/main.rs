@@ -620,6 +620,9 @@ async fn build_agent(
     if let Some(secs) = limits.max_duration_secs {
         builder = builder.max_duration(Duration::from_secs(secs));
     }
+    if let Some(secs) = limits.wind_down_timeout_secs {
+        builder = builder.wind_down_timeout(Duration::from_secs(secs));
+    }
     if let (Some(input), Some(output)) = (limits.input_price_per_mtok, limits.output_price_per_mtok)
     {
         builder = builder.price(Price::per_million(input, output));

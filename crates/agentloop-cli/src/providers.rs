@@ -36,6 +36,11 @@ pub fn merge(flags: &ProviderSection, file: &ProviderSection) -> anyhow::Result<
         seed: file.seed,
         top_p: file.top_p,
         context_size: file.context_size,
+        idle_timeout_secs: file.idle_timeout_secs,
+        max_line_bytes: file.max_line_bytes,
+        max_event_bytes: file.max_event_bytes,
+        max_response_bytes: file.max_response_bytes,
+        max_stream_secs: file.max_stream_secs,
     };
     if merged.kind.is_none() {
         merged.kind = if merged.base_url.is_some() || merged.preset.is_some() {
@@ -74,9 +79,12 @@ pub fn build(
         return local(section, workspace);
     };
     let model = |default: &str| section.model.clone().unwrap_or_else(|| default.to_owned());
-    let keyed = |config: HttpConfig| match &section.api_key_env {
-        Some(name) => config.api_key_env(name.clone()),
-        None => config,
+    let keyed = |config: HttpConfig| {
+        let config = section.stream_settings(config);
+        match &section.api_key_env {
+            Some(name) => config.api_key_env(name.clone()),
+            None => config,
+        }
     };
     Ok(match kind {
         ProviderKind::Openai => {
@@ -100,7 +108,7 @@ pub fn build(
             if let Some(name) = &section.api_key_env {
                 compat = compat.api_key_env(name.clone());
             }
-            let config = compat.config(model("default"));
+            let config = section.stream_settings(compat.config(model("default")));
             Arc::new(OpenAi::chat_with(config, compat.dialect)?)
         }
         ProviderKind::Anthropic => {

@@ -228,7 +228,7 @@ impl Renderer {
                 self.line(self.paint(YELLOW, &text));
             }
             Event::LimitReached { limit } => self
-                .line(self.paint(YELLOW, &format!("! {limit} reached, writing the final answer"))),
+                .line(self.paint(YELLOW, &format!("! {limit} reached"))),
             Event::StallDetected { tool, count, .. } => {
                 self.line(self.paint(
                     YELLOW,

@@ -231,24 +231,121 @@ fn max_tokens_must_be_positive() {
         .stderr(predicate::str::contains("--max-tokens"));
 }
 
+/// A port nothing listens on.
+fn closed_port() -> std::net::SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
+}
+
 #[test]
-fn a_model_that_cannot_be_reached_is_an_error_with_its_cause_not_an_answer() {
+fn a_model_that_cannot_be_reached_fails_fast_with_its_cause_not_an_answer() {
     let dir = tempfile::tempdir().unwrap();
-    // A port nothing listens on; no retries within a call, so the test is quick.
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-    std::fs::write(dir.path().join("agentloop.toml"), "[limits]\nmodel_retries = 0\n").unwrap();
+    let url = format!("http://{}/v1", closed_port());
     let started = std::time::Instant::now();
     let output = agentloop(dir.path())
-        .args(["run", "--provider", "openai-compatible", "--model", "m", "--base-url"])
-        .arg(format!("http://{closed}/v1"))
+        .args(["run", "--provider", "openai-compatible", "--model", "m", "--base-url", &url])
         .arg("What is 2 + 2?")
         .output()
         .unwrap();
-    assert_eq!(output.status.code(), Some(NO_ANSWER));
+    let elapsed = started.elapsed();
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("no answer: the model could not be reached"), "{stderr}");
+    assert_eq!(output.status.code(), Some(1), "a failure: {stderr}");
+    assert!(stderr.contains("the model's server could not be reached"), "{stderr}");
     assert!(stderr.contains("Connection refused"), "the cause: {stderr}");
+    assert!(stderr.contains("(3 requests in"), "what was tried: {stderr}");
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(!stdout.contains("final answer"), "no canned text as an answer: {stdout}");
-    assert!(started.elapsed() < std::time::Duration::from_secs(20), "{:?}", started.elapsed());
+    assert!(!stdout.contains("limits"), "no canned text as an answer: {stdout}");
+    // The default budget: 3 requests within 10 s (backoff 1-2 s, then 2-4 s).
+    assert!(elapsed < std::time::Duration::from_secs(10), "{elapsed:?}");
+}
+
+#[test]
+fn run_json_of_an_unreachable_model_ends_with_a_failure_whose_answer_is_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("http://{}/v1", closed_port());
+    let output = agentloop(dir.path())
+        .args(["run", "--json", "--provider", "openai-compatible", "--model", "m"])
+        .args(["--base-url", &url, "What is 2 + 2?"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    let events: Vec<Event> = stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let Some(Event::RunFailed { error, outcome }) =
+        events.iter().rev().find(|e| e.outcome().is_some())
+    else {
+        panic!("a run_failed event: {stdout}")
+    };
+    assert_eq!(outcome.answer, "", "no fallback text as the answer");
+    assert!(
+        error.contains("could not be reached") && error.contains("Connection refused"),
+        "{error}"
+    );
+    let retries = events.iter().filter(|e| e.kind() == "model_retrying").count();
+    assert_eq!(retries, 2, "3 requests, not 5 attempts × 3 calls");
+}
+
+/// A server that answers with event-stream headers, then sends one byte a second and never
+/// completes an event (for at most a minute).
+fn trickling_server() -> std::net::SocketAddr {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(8) {
+            let Ok(mut stream) = stream else { return };
+            std::thread::spawn(move || {
+                let mut request = [0u8; 65536];
+                let _ = stream.read(&mut request);
+                let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n";
+                if stream.write_all(head.as_bytes()).is_err() {
+                    return;
+                }
+                for _ in 0..60 {
+                    if stream.write_all(b"d").and_then(|()| stream.flush()).is_err() {
+                        return;
+                    }
+                    std::thread::sleep(std::time::Duration::from_secs(1));
+                }
+            });
+        }
+    });
+    address
+}
+
+#[test]
+fn max_duration_is_a_deadline_even_for_a_server_that_trickles() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("agentloop.toml"), "[limits]\nmax_duration_secs = 3\n").unwrap();
+    let url = format!("http://{}/v1", trickling_server());
+    let started = std::time::Instant::now();
+    let output = agentloop(dir.path())
+        .args(["run", "--provider", "openai-compatible", "--model", "m", "--base-url", &url])
+        .arg("What is 2 + 2?")
+        .output()
+        .unwrap();
+    let elapsed = started.elapsed();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    // Within max_duration + 5 s (the stream's idle timeout is 300 s).
+    assert!(elapsed < std::time::Duration::from_secs(3 + 5), "{elapsed:?}: {stderr}");
+    assert_eq!(output.status.code(), Some(NO_ANSWER), "{stderr}");
+    assert!(stderr.contains("no answer: the run reached its time limit"), "{stderr}");
+}
+
+#[test]
+fn the_stream_idle_timeout_is_set_in_the_provider_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = "[provider]\nidle_timeout_secs = 1\n[limits]\nmodel_retries = 0\n";
+    std::fs::write(dir.path().join("agentloop.toml"), config).unwrap();
+    let url = format!("http://{}/v1", trickling_server());
+    let started = std::time::Instant::now();
+    let output = agentloop(dir.path())
+        .args(["run", "--provider", "openai-compatible", "--model", "m", "--base-url", &url])
+        .arg("What is 2 + 2?")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    // Three calls in a row time out after 1 s each; the run fails with the last error.
+    assert!(started.elapsed() < std::time::Duration::from_secs(10), "{:?}", started.elapsed());
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("3 calls in a row") && stderr.contains("timeout"), "{stderr}");
 }

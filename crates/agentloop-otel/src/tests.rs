@@ -247,6 +247,22 @@ async fn a_failed_model_call_is_an_error_span() {
 }
 
 #[tokio::test]
+async fn a_model_that_cannot_be_reached_fails_the_run_span_with_the_cause() {
+    let (telemetry, exporter) = telemetry(false);
+    let message = "sending the request: tcp connect error: Connection refused".to_owned();
+    let error = agentloop::provider::ProviderError::Unreachable { message };
+    let agent = agent(&telemetry, vec![ScriptedTurn::error(error)]);
+    let _ = agent.run("hi").await;
+    let spans = spans(&telemetry, &exporter);
+    let chat = one(&spans, "chat scripted");
+    assert_eq!(attr(chat, "error.type"), Some(json!("unreachable")));
+    let root = one(&spans, "invoke_agent helper");
+    assert_eq!(code(root), StatusCode::Error);
+    let status = root.status.as_ref().map(|s| s.message.clone()).unwrap_or_default();
+    assert!(status.contains("could not be reached: sending the request"), "{status}");
+}
+
+#[tokio::test]
 async fn a_retried_model_call_carries_its_retries_as_events() {
     use agentloop::provider::{ProviderError, RetryPolicy};
     let (telemetry, exporter) = telemetry(false);

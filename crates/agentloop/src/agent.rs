@@ -612,9 +612,19 @@ impl AgentBuilder {
         self
     }
 
-    /// Wall-clock time of the whole run.
+    /// Wall-clock time of the whole run: a deadline. When it passes, the model call or the
+    /// tools in flight are stopped; after tools the run winds down (under
+    /// [`wind_down_timeout`](Self::wind_down_timeout)), after a model call that was still
+    /// going it ends at once (the model is what stalled).
     pub fn max_duration(mut self, duration: Duration) -> Self {
         self.config.limits.max_duration_ms = Some(crate::run::millis(duration));
+        self
+    }
+
+    /// How long the wind-down call (the tool-less answer after a limit) may take; default 30
+    /// s. Past it the run ends with the fallback answer.
+    pub fn wind_down_timeout(mut self, timeout: Duration) -> Self {
+        self.config.wind_down_timeout_ms = Some(crate::run::millis(timeout));
         self
     }
 

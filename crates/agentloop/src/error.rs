@@ -78,7 +78,9 @@ impl AgentError {
     ) -> Self {
         // A provider error ends a run with its own text as the run's error; any other
         // failure (a hook, a tool in `fail` mode, the runtime) has a text of its own.
-        let provider_error = last_model_error.filter(|model| model.to_string() == error);
+        // (or ends with it, after what led to it: "the model failed 3 calls in a row; the
+        // last: …").
+        let provider_error = last_model_error.filter(|model| error.ends_with(&model.to_string()));
         Self::Failed { error, provider_error, outcome }
     }
 

@@ -507,12 +507,16 @@ async fn a_model_that_keeps_failing_ends_the_run_at_the_error_limit() {
         || ScriptedTurn::error(ProviderError::Server { status: 503, message: "busy".into() });
     let model = model([busy(), busy(), busy(), ScriptedTurn::text("never")]);
     let agent = Agent::builder(model.clone()).wind_down_fallback("Unavailable.").build().unwrap();
-    let outcome = agent.run("hi").await.unwrap();
+    // The run fails with the last error: no answer, and no fallback text made up as one.
+    let error = agent.run("hi").await.unwrap_err();
+    let outcome = error.outcome().unwrap();
     assert_eq!(
         outcome.stop_reason,
         StopReason::LimitReached { limit: LimitKind::ConsecutiveModelErrors }
     );
-    assert_eq!(outcome.answer, "Unavailable.");
+    assert_eq!(outcome.answer, "");
+    assert!(matches!(error.provider_error(), Some(ProviderError::Server { status: 503, .. })));
+    assert!(error.to_string().contains("3 calls in a row"), "{error}");
     assert_eq!(model.request_count(), 3);
 }
 

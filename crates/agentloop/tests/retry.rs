@@ -200,7 +200,13 @@ async fn a_provider_that_keeps_failing_gets_attempts_times_calls_requests_then_t
         outcome.stop_reason,
         StopReason::LimitReached { limit: LimitKind::ConsecutiveModelErrors }
     );
-    assert_eq!(outcome.answer, RunConfig::default().wind_down_fallback);
+    assert_eq!(outcome.answer, "", "no answer is made up");
+    let Some(Event::RunFailed { error, .. }) = events.iter().rev().find(|e| e.outcome().is_some())
+    else {
+        panic!("the run fails: {:?}", kinds(&events))
+    };
+    assert!(error.contains("2 calls in a row") && error.contains("busy"), "{error}");
+    assert_ne!(outcome.answer, RunConfig::default().wind_down_fallback);
     assert_eq!(outcome.iterations, 2, "each re-ask is a new iteration");
     assert_eq!(outcome.metrics.model_errors, 2);
     assert_eq!(outcome.metrics.model_calls, 2);
@@ -282,4 +288,92 @@ async fn over_http_the_transport_adds_no_attempts_of_its_own() {
         outcome(&events).stop_reason,
         StopReason::LimitReached { limit: LimitKind::ConsecutiveModelErrors }
     );
+}
+
+fn unreachable() -> ScriptedTurn {
+    ScriptedTurn::error(ProviderError::Unreachable {
+        message: "sending the request: tcp connect error: Connection refused".into(),
+    })
+}
+
+#[tokio::test]
+async fn an_unreachable_model_gets_a_small_budget_for_the_whole_run_then_the_run_fails() {
+    // 5 attempts a call and 3 failed calls in a row would be 15 requests: an unreachable
+    // server gets 3 requests for the whole run, then the run fails with the cause.
+    let model = Arc::new(ScriptedModel::new((0..20).map(|_| unreachable())));
+    let policy = RetryPolicy::new().without_jitter().with_base(Duration::from_millis(10));
+    let agent = Agent::builder(model.clone()).retry_policy(Some(policy)).build().unwrap();
+    let started = Instant::now();
+    let events = collect(agent.run_stream("hi")).await;
+    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+    assert_eq!(model.request_count(), 3, "the unreachable budget, not attempts × calls");
+    assert_eq!(retries(&events).len(), 2);
+    assert_eq!(count(&kinds(&events), "model_failed"), 1, "one call, never asked again");
+    let Some(Event::RunFailed { error, outcome }) = events.last() else {
+        panic!("the run fails: {:?}", kinds(&events))
+    };
+    assert_eq!(outcome.answer, "", "no fallback text as an answer");
+    assert!(matches!(outcome.stop_reason, StopReason::ModelError { .. }));
+    assert!(error.contains("could not be reached"), "{error}");
+    assert!(error.contains("Connection refused"), "the cause: {error}");
+    assert!(error.contains("(3 requests in"), "how much was tried: {error}");
+}
+
+#[tokio::test]
+async fn the_unreachable_budget_has_a_deadline_and_is_renewed_once_the_server_answers() {
+    // A budget of 10 requests but 50 ms: the backoff (40, 80 ms…) runs past the deadline
+    // after two requests.
+    let model = Arc::new(ScriptedModel::new((0..20).map(|_| unreachable())));
+    let policy = RetryPolicy::new()
+        .without_jitter()
+        .with_base(Duration::from_millis(40))
+        .with_unreachable_budget(10, Duration::from_millis(50));
+    let agent = Agent::builder(model.clone()).retry_policy(Some(policy)).build().unwrap();
+    let events = collect(agent.run_stream("hi")).await;
+    assert_eq!(model.request_count(), 2, "the second retry would start after the deadline");
+    assert!(matches!(events.last(), Some(Event::RunFailed { .. })));
+
+    // Two failures, an answer (a tool call), two failures, an answer: with a budget of 3
+    // requests the run completes, since reaching the server renews the budget.
+    let model = Arc::new(ScriptedModel::new([
+        unreachable(),
+        unreachable(),
+        ScriptedTurn::tool_call("add", serde_json::json!({"a": 1, "b": 2})),
+        unreachable(),
+        unreachable(),
+        ScriptedTurn::text("3"),
+    ]));
+    let policy = RetryPolicy::new().without_jitter().with_base(Duration::from_millis(5));
+    let agent = Agent::builder(model.clone()).tool(Add).retry_policy(Some(policy)).build().unwrap();
+    let events = collect(agent.run_stream("add")).await;
+    assert_eq!(outcome(&events).answer, "3");
+    assert_eq!(model.request_count(), 6);
+}
+
+#[tokio::test]
+async fn a_closed_port_is_unreachable_and_fails_the_run_within_its_budget() {
+    use agentloop::provider::openai::OpenAi;
+    // A port nothing listens on.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let provider = OpenAi::compatible_at(format!("http://{closed}/v1"), None, "m").unwrap();
+    let agent = Agent::builder(provider).build().unwrap();
+    let started = Instant::now();
+    let events = collect(agent.run_stream("hi")).await;
+    let elapsed = started.elapsed();
+    // The default budget: 3 requests, backoff 1-2 s then 2-4 s (with jitter), within 10 s.
+    assert!(elapsed < Duration::from_secs(10), "{elapsed:?}");
+    let failed: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::ModelRetrying { error, .. } => Some(error.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(failed.len(), 2, "3 requests: 2 retries");
+    assert!(failed.iter().all(ProviderError::is_unreachable), "{failed:?}");
+    let Some(Event::RunFailed { error, outcome }) = events.last() else {
+        panic!("the run fails: {:?}", kinds(&events))
+    };
+    assert!(outcome.answer.is_empty());
+    assert!(error.contains("Connection refused") && error.contains("3 requests"), "{error}");
 }

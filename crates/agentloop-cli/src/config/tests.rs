@@ -192,6 +192,24 @@ fn every_bad_value_is_refused_with_its_file_and_line() {
         ("[agent]\nmax_tokens = 0\n", "agentloop.toml:2: [agent] max_tokens: must be"),
         ("\n[limits]\n\nmax_iterations = 0\n", "agentloop.toml:4: [limits] max_iterations"),
         ("[limits]\nmax_duration_secs = 0\n", "agentloop.toml:2: [limits] max_duration_secs"),
+        ("[limits]\nwind_down_timeout_secs = 0\n", "agentloop.toml:2: [limits] wind_down_timeout"),
+        (
+            "[provider]\nmodel = \"m\"\nidle_timeout_secs = 0\n",
+            "agentloop.toml:3: [provider] idle_timeout_secs: must be",
+        ),
+        (
+            "[provider]\nmax_line_bytes = 0\n",
+            "agentloop.toml:2: [provider] max_line_bytes: must be",
+        ),
+        (
+            "[provider]\nmax_event_bytes = 0\n",
+            "agentloop.toml:2: [provider] max_event_bytes: must be",
+        ),
+        ("[provider]\nmax_response_bytes = 0\n", "agentloop.toml:2: [provider] max_response_bytes"),
+        (
+            "[provider]\nmax_stream_secs = 0\n",
+            "agentloop.toml:2: [provider] max_stream_secs: must be",
+        ),
         ("[limits]\nmax_cost_usd = -1.0\n", "agentloop.toml:2: [limits] max_cost_usd: -1"),
         ("[limits]\ninput_price_per_mtok = inf\n", "agentloop.toml:2: [limits] input_price"),
         ("[tools]\ntimeout_secs = 0\n", "agentloop.toml:2: [tools] timeout_secs: must be"),

@@ -65,6 +65,7 @@ pub fn check(config: &Config, text: &str, path: &Path) -> anyhow::Result<()> {
         ("max_iterations", limits.max_iterations.map(u64::from)),
         ("max_total_tokens", limits.max_total_tokens),
         ("max_duration_secs", limits.max_duration_secs),
+        ("wind_down_timeout_secs", limits.wind_down_timeout_secs),
         ("retry_deadline_secs", limits.retry_deadline_secs),
     ] {
         if value == Some(0) {
@@ -107,8 +108,18 @@ pub fn check(config: &Config, text: &str, path: &Path) -> anyhow::Result<()> {
             );
         }
     }
-    if provider.context_size == Some(0) {
-        bail!("{}: [provider] context_size: must be at least 1", at("provider", "context_size"));
+    let as_u64 = |value: Option<usize>| value.map(|v| v as u64);
+    for (key, value) in [
+        ("context_size", as_u64(provider.context_size)),
+        ("idle_timeout_secs", provider.idle_timeout_secs),
+        ("max_line_bytes", as_u64(provider.max_line_bytes)),
+        ("max_event_bytes", as_u64(provider.max_event_bytes)),
+        ("max_response_bytes", as_u64(provider.max_response_bytes)),
+        ("max_stream_secs", provider.max_stream_secs),
+    ] {
+        if value == Some(0) {
+            bail!("{}: [provider] {key}: must be at least 1", at("provider", key));
+        }
     }
     let tools = &config.tools;
     if tools.timeout_secs == Some(0) {

@@ -26,6 +26,7 @@ use crate::tool::ToolExecutor;
 use futures::stream::BoxStream;
 use outbox::{Driven, Outbox};
 use serde_json::{Map, Value};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -79,6 +80,69 @@ struct Scope {
     control: Arc<Control>,
     clock: Instant,
     base_elapsed: Duration,
+    /// When the run's time limit passes (`None`: no limit).
+    deadline: Option<Instant>,
+    /// Requests in a row that could not reach the model's server.
+    unreachable: Unreachable,
+}
+
+/// The run's budget for a model server that cannot be reached
+/// ([`RetryPolicy::with_unreachable_budget`](crate::provider::RetryPolicy::with_unreachable_budget)):
+/// how many requests in a row failed to connect, and when the first of them did.
+#[derive(Default)]
+struct Unreachable {
+    failures: AtomicU32,
+    /// Milliseconds from the scope's clock to the first failure.
+    first_ms: AtomicU64,
+}
+
+impl Scope {
+    /// A request reached the model's server: the unreachable budget is whole again.
+    fn reached(&self) {
+        if self.unreachable.failures.load(Ordering::Relaxed) != 0 {
+            self.unreachable.failures.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// One more request failed to connect: how long to wait before the next one, or `None`
+    /// when the budget is spent. `error` is given the count and the time when it is.
+    fn unreachable_delay(
+        &self,
+        policy: &crate::provider::RetryPolicy,
+        error: &mut crate::provider::ProviderError,
+    ) -> Option<Duration> {
+        let now_ms = crate::run::millis(self.clock.elapsed());
+        let failures = self.unreachable.failures.fetch_add(1, Ordering::Relaxed) + 1;
+        if failures == 1 {
+            self.unreachable.first_ms.store(now_ms, Ordering::Relaxed);
+        }
+        let since = Duration::from_millis(
+            now_ms.saturating_sub(self.unreachable.first_ms.load(Ordering::Relaxed)),
+        );
+        let delay = policy.next_unreachable_delay(failures, since);
+        if delay.is_none() {
+            if let crate::provider::ProviderError::Unreachable { message } = error {
+                let plural = if failures == 1 { "" } else { "s" };
+                message.push_str(&format!(
+                    " ({failures} request{plural} in {:.1} s)",
+                    since.as_secs_f64()
+                ));
+            }
+        }
+        delay
+    }
+
+    /// Resolves when the run is cancelled or `deadline` passes.
+    async fn interrupted(&self, deadline: Option<Instant>) {
+        match deadline {
+            None => self.control.cancel.cancelled().await,
+            Some(_) => tokio::select! {
+                biased;
+                () = self.control.cancel.cancelled() => {}
+                () = sleep_until(deadline) => {}
+            },
+        }
+    }
 }
 
 impl Scope {
@@ -132,12 +196,16 @@ impl Driver {
             run.set_token_counter(counter.clone());
         }
         run.set_quiet(self.quiet);
+        let clock = Instant::now();
+        let base_elapsed = Duration::from_millis(run.elapsed_ms());
         let scope = Scope {
             run_id: Arc::from(run.run_id()),
             metadata: Arc::new(run.config().metadata.clone()),
             control,
-            clock: Instant::now(),
-            base_elapsed: Duration::from_millis(run.elapsed_ms()),
+            clock,
+            base_elapsed,
+            deadline: run.config().deadline(clock, base_elapsed),
+            unreachable: Unreachable::default(),
         };
         out.send(run.drain_events().chain(events.drain(..))).await;
         let mut pauses = scope.control.subscribe();
@@ -206,13 +274,16 @@ impl Driver {
                 Step::Compact(request) => {
                     let summary = tokio::select! {
                         biased;
-                        () = scope.control.cancel.cancelled() => None,
+                        () = scope.interrupted(scope.deadline) => None,
                         summary = crate::provider::collect(self.provider.stream(request)) => Some(summary),
                     };
                     scope.tick(&mut run);
                     let fed = match summary {
                         Some(Ok(response)) => run.compacted(response),
                         Some(Err(error)) => run.compaction_failed(error.to_string()),
+                        None if !scope.control.cancel.is_cancelled() => run.compaction_failed(
+                            "the run's time limit passed during the compaction".to_owned(),
+                        ),
                         None => {
                             run.cancel(scope.control.cancel_reason());
                             Ok(())
@@ -226,6 +297,14 @@ impl Driver {
                 }
             }
         }
+    }
+}
+
+/// Resolves at `at`; never without one.
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
     }
 }
 

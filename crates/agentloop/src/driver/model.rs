@@ -51,9 +51,15 @@ impl Driver {
                 if let Some(observer) = &self.observer {
                     request.trace_parent = observer.trace_parent(None);
                 }
-                // One cancellation waiter for the whole call (registering one per chunk
-                // costs a lock and an unregistration each time).
-                let mut cancelled = std::pin::pin!(scope.control.cancel.cancelled());
+                // One waiter for the whole call (registering one per chunk costs a lock and
+                // an unregistration each time): a cancellation, or the deadline — the run's
+                // time limit, or the wind-down call's own budget.
+                let deadline = if run.is_winding_down() {
+                    Some(started + run.config().wind_down_timeout())
+                } else {
+                    scope.deadline
+                };
+                let mut cancelled = std::pin::pin!(scope.interrupted(deadline));
                 let output = if self.quiet { None } else { run.config().output.as_ref() };
                 let mut attempt = 1u32;
                 let whole = !self.provider.streams();
@@ -128,10 +134,15 @@ impl Driver {
                     // Retry only what nothing was delivered from: a stream that already
                     // streamed content to the caller is not silently re-sent (the run
                     // decides).
-                    let delay = match &ended {
+                    let mut ended = ended;
+                    let delay = match &mut ended {
                         ModelCall::Failed(error) if !delivered => {
                             self.retry.as_ref().and_then(|policy| {
-                                policy.next_delay_within(attempt, error, started.elapsed())
+                                if error.is_unreachable() {
+                                    scope.unreachable_delay(policy, error)
+                                } else {
+                                    policy.next_delay_within(attempt, error, started.elapsed())
+                                }
                             })
                         }
                         _ => None,
@@ -156,6 +167,11 @@ impl Driver {
         };
         let now = Instant::now();
         scope.tick_at(run, now);
+        match &ended {
+            ModelCall::Failed(error) if error.is_unreachable() => {}
+            ModelCall::Cancelled => {}
+            _ => scope.reached(),
+        }
         match ended {
             ModelCall::Responded(response) => {
                 let observed = if self.hooks.is_empty() {
@@ -175,7 +191,14 @@ impl Driver {
                 let fed = run.model_failed(error);
                 fail_on_error(run, fed);
             }
-            ModelCall::Cancelled => run.cancel(scope.control.cancel_reason()),
+            ModelCall::Cancelled if scope.control.cancel.is_cancelled() => {
+                run.cancel(scope.control.cancel_reason());
+            }
+            // The deadline passed while the call was going on.
+            ModelCall::Cancelled => {
+                let fed = run.time_limit_passed();
+                fail_on_error(run, fed);
+            }
         }
         let made = events.drain(..).chain(run.drain_events());
         if self.hooks.is_empty() {

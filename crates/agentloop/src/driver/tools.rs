@@ -105,6 +105,8 @@ impl Driver {
         let mut running = Running::new();
         let mut links = Links::new(!self.quiet);
         let mut cancelled = std::pin::pin!(scope.control.cancel.cancelled());
+        let mut deadline = std::pin::pin!(super::sleep_until(scope.deadline));
+        let mut deadline_passed = false;
         loop {
             if run.is_ending() {
                 break;
@@ -175,6 +177,24 @@ impl Driver {
             let next = tokio::select! {
                 biased;
                 () = &mut cancelled => None,
+                () = &mut deadline, if !deadline_passed => {
+                    // The run's time limit passed: the running calls are stopped and fail;
+                    // the calls left are refused by the limit, and the run winds down.
+                    deadline_passed = true;
+                    out.push(links.take());
+                    running = Running::new();
+                    scope.tick(run);
+                    for call in run.running_calls() {
+                        let error = ToolError::Failed(
+                            "the run's time limit passed while the tool ran: it was stopped"
+                                .to_owned(),
+                        );
+                        let fed = run.tool_finished(&call.id, Err(error), Duration::ZERO);
+                        fail_on_error(run, fed);
+                    }
+                    out.send(run.drain_events()).await;
+                    continue;
+                }
                 next = running.next() => next,
                 () = links.arrived() => {
                     out.send(links.take()).await;

@@ -53,6 +53,17 @@ pub enum ProviderError {
         /// What the provider said.
         message: String,
     },
+    /// The model's server could not be reached at all: the connection was refused, the
+    /// host name did not resolve, the TLS handshake failed, or connecting timed out. Nothing
+    /// was sent, so a retry is safe, but it is not the passing fault other retries are for:
+    /// the driver gives these a small budget of their own for the whole run (see
+    /// [`RetryPolicy::with_unreachable_budget`](super::RetryPolicy::with_unreachable_budget))
+    /// and the run fails when it is spent.
+    #[error("the model's server could not be reached: {message}")]
+    Unreachable {
+        /// What failed, with its causes.
+        message: String,
+    },
     /// The connection failed or dropped.
     #[error("network error: {message}")]
     Network {
@@ -95,7 +106,8 @@ impl ProviderError {
     }
 
     /// Whether retrying the same request may succeed: rate limits (429), overload (529),
-    /// network errors, timeouts (including HTTP 408), and server errors with status 408, 409,
+    /// network errors, an unreachable server (under its own budget), timeouts (including HTTP
+    /// 408), and server errors with status 408, 409,
     /// 500, 502, 503, 504 or 529. [`RetryPolicy`](super::RetryPolicy) retries exactly these
     /// (and the run asks again after them: `docs/PROVIDERS.md`, "Retries").
     pub fn is_retryable(&self) -> bool {
@@ -103,12 +115,38 @@ impl ProviderError {
             Self::RateLimited { .. }
             | Self::Overloaded { .. }
             | Self::Network { .. }
+            | Self::Unreachable { .. }
             | Self::Timeout { .. } => true,
             Self::Server { status, .. } => {
                 matches!(status, 408 | 409 | 500 | 502 | 503 | 504 | 529)
             }
             _ => false,
         }
+    }
+
+    /// The same error with the provider's `message` instead of the one it has (a protocol
+    /// error and a cancellation are kept as they are).
+    pub(crate) fn with_message(self, message: String) -> Self {
+        match self {
+            Self::RateLimited { retry_after_ms, .. } => {
+                Self::RateLimited { message, retry_after_ms }
+            }
+            Self::Auth { status, .. } => Self::Auth { status, message },
+            Self::InvalidRequest { .. } => Self::InvalidRequest { message },
+            Self::ContextLengthExceeded { .. } => Self::ContextLengthExceeded { message },
+            Self::Overloaded { .. } => Self::Overloaded { message },
+            Self::Server { status, .. } => Self::Server { status, message },
+            Self::Unreachable { .. } => Self::Unreachable { message },
+            Self::Network { .. } => Self::Network { message },
+            Self::Timeout { .. } => Self::Timeout { message },
+            Self::Other { .. } => Self::Other { message },
+            other @ (Self::Protocol { .. } | Self::Cancelled) => other,
+        }
+    }
+
+    /// Whether the server could not be reached at all ([`ProviderError::Unreachable`]).
+    pub fn is_unreachable(&self) -> bool {
+        matches!(self, Self::Unreachable { .. })
     }
 
     /// The HTTP status this error stands for, when it has one: the status it carries, 429

@@ -534,8 +534,9 @@ async fn read_body(response: http::Response<ResponseBody>) -> Result<Bytes, Tran
     Ok(response.into_body().collect().await?.to_bytes())
 }
 
-/// A transport error as a [`ProviderError`]: timeouts → `Timeout`, anything else →
-/// `Network` (with the causes, which the errors' own messages leave out).
+/// A transport error as a [`ProviderError`]: a failure to connect (refused, DNS, TLS, a
+/// connect timeout) → `Unreachable`, other timeouts → `Timeout`, anything else → `Network`
+/// (with the causes, which the errors' own messages leave out).
 pub(crate) fn transport_error(
     error: &(dyn std::error::Error + 'static),
     doing: &str,
@@ -547,7 +548,9 @@ pub(crate) fn transport_error(
         message.push_str(&cause.to_string());
         source = cause.source();
     }
-    if transport::is_timeout(error) {
+    if transport::is_connect(error) {
+        ProviderError::Unreachable { message }
+    } else if transport::is_timeout(error) {
         ProviderError::Timeout { message }
     } else {
         ProviderError::Network { message }

@@ -31,6 +31,13 @@ enum Jitter {
 /// first attempt (a deadline, whatever the count). Which errors are retried is [`ProviderError::is_retryable`]:
 /// HTTP 408, 409, 429, 500, 502, 503, 504, 529, network errors and timeouts.
 ///
+/// A server that cannot be reached at all ([`ProviderError::Unreachable`]: connection
+/// refused, DNS, TLS, connect timeout) is not the passing fault these retries are for: it
+/// has a budget of its own for the whole run, not per call — by default at most 3 requests
+/// and 10 s, counted from the first request that could not connect and renewed once a
+/// request reaches the server ([`with_unreachable_budget`](Self::with_unreachable_budget)).
+/// When it is spent the run fails with the cause.
+///
 /// The driver applies it to the attempts of one model call, before any content reached the
 /// caller; each retry is a streamed (not journaled) `model_retrying` event. When the policy
 /// gives up, the call fails (`model_failed`) and the run's
@@ -55,6 +62,8 @@ pub struct RetryPolicy {
     jitter: Jitter,
     max_retry_after: Duration,
     max_elapsed: Duration,
+    unreachable_requests: u32,
+    unreachable_elapsed: Duration,
 }
 
 impl Default for RetryPolicy {
@@ -66,6 +75,8 @@ impl Default for RetryPolicy {
             jitter: Jitter::Random,
             max_retry_after: Duration::from_secs(60),
             max_elapsed: Duration::from_secs(60),
+            unreachable_requests: 3,
+            unreachable_elapsed: Duration::from_secs(10),
         }
     }
 }
@@ -76,9 +87,10 @@ impl RetryPolicy {
         Self::default()
     }
 
-    /// A policy that never retries (one attempt).
+    /// A policy that never retries (one attempt, one request to a server that cannot be
+    /// reached).
     pub fn never() -> Self {
-        Self { max_attempts: 1, ..Self::default() }
+        Self { max_attempts: 1, unreachable_requests: 1, ..Self::default() }
     }
 
     /// The delay before the first retry; each further retry doubles it.
@@ -93,7 +105,9 @@ impl RetryPolicy {
         self
     }
 
-    /// Attempts in all, the first one included (at least 1).
+    /// Attempts in all, the first one included (at least 1). Requests to a server that
+    /// cannot be reached have their own budget
+    /// ([`with_unreachable_budget`](Self::with_unreachable_budget)).
     pub fn with_max_attempts(mut self, attempts: u32) -> Self {
         self.max_attempts = attempts.max(1);
         self
@@ -122,6 +136,27 @@ impl RetryPolicy {
     pub fn with_max_elapsed(mut self, max: Duration) -> Self {
         self.max_elapsed = max;
         self
+    }
+
+    /// The budget for a server that cannot be reached ([`ProviderError::Unreachable`]): at
+    /// most `requests` requests (at least 1) that fail to connect, and no retry starting
+    /// later than `elapsed` after the first of them. It is the run's, not one call's: it runs
+    /// on across calls while the server stays unreachable and is renewed once a request
+    /// reaches it. The delays between the requests are the backoff's.
+    pub fn with_unreachable_budget(mut self, requests: u32, elapsed: Duration) -> Self {
+        self.unreachable_requests = requests.max(1);
+        self.unreachable_elapsed = elapsed;
+        self
+    }
+
+    /// Requests that may fail to connect before the run gives up on the server.
+    pub fn unreachable_requests(&self) -> u32 {
+        self.unreachable_requests
+    }
+
+    /// How long after the first request that failed to connect a retry may still start.
+    pub fn unreachable_elapsed(&self) -> Duration {
+        self.unreachable_elapsed
     }
 
     /// Attempts in all, the first one included.
@@ -182,6 +217,17 @@ impl RetryPolicy {
     ) -> Option<Duration> {
         self.next_delay(attempt, error)
             .filter(|delay| elapsed.saturating_add(*delay) <= self.max_elapsed)
+    }
+
+    /// How long to wait before another request to a server that could not be reached, after
+    /// `failures` requests in a row failed to connect, the first of them `since` ago; `None`
+    /// when the unreachable budget is spent (the run gives up on the server).
+    pub fn next_unreachable_delay(&self, failures: u32, since: Duration) -> Option<Duration> {
+        if failures >= self.unreachable_requests {
+            return None;
+        }
+        let delay = self.backoff(failures);
+        (since.saturating_add(delay) <= self.unreachable_elapsed).then_some(delay)
     }
 }
 

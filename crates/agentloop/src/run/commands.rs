@@ -102,6 +102,34 @@ impl Run {
         Ok(())
     }
 
+    /// Feeds a model call that its deadline cut off: the call fails with a timeout. A
+    /// wind-down call past its budget ends the run with the fallback answer, as any failed
+    /// wind-down does. Any other call was cut by the run's time limit: the run ends at that
+    /// limit at once, without a wind-down call — the model is what stalled, and a wind-down
+    /// would wait on it again.
+    pub fn time_limit_passed(&mut self) -> Result<(), RunError> {
+        self.expect_awaiting_model("time_limit_passed")?;
+        let winding_down = self.is_winding_down();
+        let message = if winding_down {
+            format!(
+                "the wind-down call took longer than its {} s",
+                self.config.wind_down_timeout().as_secs_f64()
+            )
+        } else {
+            "the run's time limit passed during the model call".to_owned()
+        };
+        self.model_failed(ProviderError::Timeout { message })?;
+        if !winding_down && !self.is_ending() {
+            let limit = crate::run::LimitKind::Duration;
+            if self.wind_down.is_none() {
+                self.record(Event::LimitReached { limit: limit.clone() });
+            }
+            let answer = self.config.wind_down_fallback.clone();
+            self.phase = self.finishing(answer, StopReason::LimitReached { limit });
+        }
+        Ok(())
+    }
+
     /// Checks the budget and the stall rule before a tool call. A refused call gets its
     /// error result (or the run ends) here; the driver then skips it.
     pub fn gate_tool(&mut self, call_id: &str) -> Result<Gate, RunError> {

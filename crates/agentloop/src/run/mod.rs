@@ -402,6 +402,24 @@ impl Run {
         matches!(self.phase, Phase::Finishing { .. } | Phase::Finished { .. })
     }
 
+    /// Whether the model call the run waits for is the wind-down (the tool-less answer after
+    /// a limit).
+    pub fn is_winding_down(&self) -> bool {
+        matches!(self.phase, Phase::AwaitingModel { purpose: ModelPurpose::WindDown { .. } })
+    }
+
+    /// The tool calls of the iteration that started and have no result yet.
+    pub fn running_calls(&self) -> Vec<Arc<ToolCall>> {
+        match &self.phase {
+            Phase::AwaitingTools { calls, .. } => calls
+                .iter()
+                .filter(|c| c.started && c.result.is_none())
+                .map(|c| Arc::clone(&c.call))
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
     /// Whether the next step starts an iteration (a safe point for pausing).
     pub fn is_between_iterations(&self) -> bool {
         matches!(self.phase, Phase::NeedModel)

@@ -195,8 +195,9 @@ impl Run {
         self.can_compact_in(&self.history[..len])
     }
 
-    /// What follows a failed model call: a non-retryable error fails the run; a retryable
-    /// one is tried again in a new iteration until `max_consecutive_model_errors`. This is the
+    /// What follows a failed model call: a non-retryable error, or a server that could not be
+    /// reached, fails the run; a retryable one is tried again in a new iteration until
+    /// `max_consecutive_model_errors`, where the run fails with the last error. This is the
     /// outer retry tier; the driver's attempts under the `RetryPolicy` ran before the call
     /// failed (`docs/PROVIDERS.md`, "Retries").
     pub(super) fn after_model_failure(
@@ -204,6 +205,11 @@ impl Run {
         purpose: &ModelPurpose,
         error: &ProviderError,
     ) -> Phase {
+        // The driver gives up on a server it cannot reach only once the run's budget for it
+        // is spent (`RetryPolicy::with_unreachable_budget`): asking again would not help.
+        if error.is_unreachable() {
+            return self.failing(error.to_string());
+        }
         if let ModelPurpose::WindDown { limit } = purpose {
             return self.finishing(
                 self.config.wind_down_fallback.clone(),
@@ -223,8 +229,10 @@ impl Run {
             return self.failing(error.to_string());
         }
         if self.spent.consecutive_model_errors >= self.config.limits.max_consecutive_model_errors {
-            return self.finishing(
-                self.config.wind_down_fallback.clone(),
+            // No answer was written, and none is made up: the run fails with the last error.
+            let calls = self.spent.consecutive_model_errors;
+            return self.failing_with(
+                format!("the model failed {calls} calls in a row; the last: {error}"),
                 StopReason::LimitReached { limit: LimitKind::ConsecutiveModelErrors },
             );
         }

@@ -23,6 +23,9 @@ you did, what you found, and what is left undone.";
 pub const DEFAULT_WIND_DOWN_FALLBACK: &str = "The run stopped at one of its limits before it \
 could write a final answer.";
 
+/// Default time the wind-down call may take.
+pub const DEFAULT_WIND_DOWN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// How a run behaves.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
@@ -76,6 +79,11 @@ pub struct RunConfig {
     pub wind_down_prompt: String,
     /// The answer when the wind-down call fails.
     pub wind_down_fallback: String,
+    /// How long the wind-down call may take, in milliseconds (`None`:
+    /// [`DEFAULT_WIND_DOWN_TIMEOUT`], 30 s); past it the call is dropped and the run ends with
+    /// the fallback answer. Left out of the journal when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wind_down_timeout_ms: Option<u64>,
     /// The typed final answer the run must end with (`None`: free text). Its mode is
     /// resolved (never `auto`) when the run starts. Left out of the journal when `None`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -84,6 +92,25 @@ pub struct RunConfig {
     /// agent of another identity is refused (`ResumeError::IdentityChanged`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub identity: Option<RunIdentity>,
+}
+
+impl RunConfig {
+    /// How long the wind-down call may take.
+    pub fn wind_down_timeout(&self) -> std::time::Duration {
+        self.wind_down_timeout_ms
+            .map_or(DEFAULT_WIND_DOWN_TIMEOUT, std::time::Duration::from_millis)
+    }
+
+    /// When the run's time limit (`limits.max_duration_ms`) passes, for a run that has been
+    /// going for `elapsed`, as seen from `now` (`None`: no time limit).
+    pub fn deadline(
+        &self,
+        now: std::time::Instant,
+        elapsed: std::time::Duration,
+    ) -> Option<std::time::Instant> {
+        let max = std::time::Duration::from_millis(self.limits.max_duration_ms?);
+        Some(now + max.saturating_sub(elapsed))
+    }
 }
 
 /// Who runs a run: the model, how tools are called, the per-step tool-choice policy, and a
@@ -132,6 +159,7 @@ impl Default for RunConfig {
             done_tool_nudge: Some(DEFAULT_DONE_TOOL_NUDGE.to_owned()),
             wind_down_prompt: DEFAULT_WIND_DOWN_PROMPT.to_owned(),
             wind_down_fallback: DEFAULT_WIND_DOWN_FALLBACK.to_owned(),
+            wind_down_timeout_ms: None,
             output: None,
             identity: None,
         }

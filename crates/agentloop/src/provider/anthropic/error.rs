@@ -82,7 +82,8 @@ pub(super) fn classify(status: u16, body: &str, generic: ProviderError) -> Provi
         None if mentions_context_overflow(&error.message) => {
             ProviderError::ContextLengthExceeded { message: error.message }
         }
-        None => with_message(generic, error.message),
+        None if error.message.is_empty() => generic,
+        None => generic.with_message(error.message),
     }
 }
 
@@ -90,28 +91,5 @@ fn retry_after_ms(error: &ProviderError) -> Option<u64> {
     match error {
         ProviderError::RateLimited { retry_after_ms, .. } => *retry_after_ms,
         _ => None,
-    }
-}
-
-/// `error` with the provider's message instead of the transport's.
-fn with_message(error: ProviderError, message: String) -> ProviderError {
-    if message.is_empty() {
-        return error;
-    }
-    match error {
-        ProviderError::RateLimited { retry_after_ms, .. } => {
-            ProviderError::RateLimited { message, retry_after_ms }
-        }
-        ProviderError::Auth { status, .. } => ProviderError::Auth { status, message },
-        ProviderError::InvalidRequest { .. } => ProviderError::InvalidRequest { message },
-        ProviderError::ContextLengthExceeded { .. } => {
-            ProviderError::ContextLengthExceeded { message }
-        }
-        ProviderError::Overloaded { .. } => ProviderError::Overloaded { message },
-        ProviderError::Server { status, .. } => ProviderError::Server { status, message },
-        ProviderError::Network { .. } => ProviderError::Network { message },
-        ProviderError::Timeout { .. } => ProviderError::Timeout { message },
-        ProviderError::Other { .. } => ProviderError::Other { message },
-        other @ (ProviderError::Protocol { .. } | ProviderError::Cancelled) => other,
     }
 }

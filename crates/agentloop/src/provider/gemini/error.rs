@@ -116,28 +116,8 @@ pub(super) fn classify(status: u16, body: &str, generic: ProviderError) -> Provi
         },
         // A status this module does not know: the transport's class, Google's message.
         ProviderError::Other { .. } if !error.message.is_empty() => {
-            with_message(generic, error.message)
+            generic.with_message(error.message)
         }
         specific => specific,
-    }
-}
-
-/// `error` with the provider's message instead of the transport's.
-fn with_message(error: ProviderError, message: String) -> ProviderError {
-    match error {
-        ProviderError::RateLimited { retry_after_ms, .. } => {
-            ProviderError::RateLimited { message, retry_after_ms }
-        }
-        ProviderError::Auth { status, .. } => ProviderError::Auth { status, message },
-        ProviderError::InvalidRequest { .. } => ProviderError::InvalidRequest { message },
-        ProviderError::ContextLengthExceeded { .. } => {
-            ProviderError::ContextLengthExceeded { message }
-        }
-        ProviderError::Overloaded { .. } => ProviderError::Overloaded { message },
-        ProviderError::Server { status, .. } => ProviderError::Server { status, message },
-        ProviderError::Network { .. } => ProviderError::Network { message },
-        ProviderError::Timeout { .. } => ProviderError::Timeout { message },
-        ProviderError::Other { .. } => ProviderError::Other { message },
-        other @ (ProviderError::Protocol { .. } | ProviderError::Cancelled) => other,
     }
 }

@@ -175,6 +175,22 @@ impl Body for ResponseBody {
     }
 }
 
+/// Whether `error` (or one of its causes) is a failure to connect: the connection refused, a
+/// name that did not resolve, a TLS handshake that failed, a connect timeout — nothing of the
+/// request was sent.
+pub(crate) fn is_connect(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(error);
+    while let Some(error) = next {
+        if error.downcast_ref::<hyper_util::client::legacy::Error>().is_some_and(|e| e.is_connect())
+            || error.downcast_ref::<reqwest::Error>().is_some_and(reqwest::Error::is_connect)
+        {
+            return true;
+        }
+        next = error.source();
+    }
+    false
+}
+
 /// Whether `error` (or one of its causes) is a timeout.
 pub(crate) fn is_timeout(error: &(dyn std::error::Error + 'static)) -> bool {
     let mut next = Some(error);
