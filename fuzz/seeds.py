@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Writes each fuzz target's seed corpus into OUT/<target>/, from the repository's own test
-fixtures (real recorded provider streams, golden journals, the documented config examples),
-a few hand-written inputs, and the inputs that once failed (fuzz/regressions/). Usage: fuzz/seeds.py OUT"""
+fixtures (wire fixtures, golden journals, the documented config examples), the real provider
+streams other projects recorded (read from ../shared/fixtures/recorded/ beside the repository:
+such data is never committed to it), a few hand-written inputs, and the inputs that once
+failed (fuzz/regressions/). Usage: fuzz/seeds.py OUT"""
 import json
 import pathlib
 import re
@@ -9,6 +11,8 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "crates/agentloop/tests/fixtures"
+# Data other projects recorded: beside the repository, never in it.
+RECORDED = ROOT.parent / "shared/fixtures/recorded"
 # The wire formats, as the targets number them (fuzz/src/lib.rs).
 FORMATS = {"openai": 0, "chat": 0, "openai_responses": 1, "responses": 1, "anthropic": 2, "gemini": 3}
 SIZES = bytes([3, 7, 13, 64])
@@ -22,7 +26,11 @@ def write(out, target, name, data):
 
 def main():
     out = pathlib.Path(sys.argv[1])
-    # SSE streams: the fixtures as recorded, and the public corpus (one event's JSON a line)
+    corpus = RECORDED / "corpus"
+    if not (corpus / "INDEX.tsv").is_file():
+        sys.exit(f"seeds.py: missing {corpus / 'INDEX.tsv'}: the recorded streams are read from "
+                 "../shared/fixtures/recorded/ relative to the repository root")
+    # SSE streams: the fixtures as written, and the recorded corpus (one event's JSON a line)
     # framed as SSE; whole responses and error bodies.
     for folder, selector in FORMATS.items():
         for path in sorted((FIXTURES / folder).glob("*")) if (FIXTURES / folder).is_dir() else []:
@@ -31,7 +39,6 @@ def main():
                 write(out, "sse_stream", f"{folder}-{path.stem}", data)
             elif path.suffix == ".json":
                 write(out, "whole_response", f"{folder}-{path.stem}", bytes([selector, 0]) + path.read_bytes())
-    corpus = FIXTURES / "recorded/corpus"
     for row in (corpus / "INDEX.tsv").read_text().splitlines():
         fields = row.split("\t")
         if len(fields) < 2 or fields[1] not in FORMATS:

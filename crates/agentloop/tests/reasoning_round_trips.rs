@@ -1,13 +1,13 @@
-//! Reasoning goes back as each API requires, on real recordings (vercel/ai's fixtures,
-//! recorded from the providers' APIs; sources and commits in
-//! `fixtures/recorded/corpus/INDEX.tsv`): the OpenAI Responses API's encrypted reasoning item
+//! Reasoning goes back as each API requires, on real recordings (vercel/ai's fixtures, recorded
+//! from the providers' APIs, read from `../shared/fixtures/recorded/corpus/`; its `INDEX.tsv` gives
+//! the sources and commits): the OpenAI Responses API's encrypted reasoning item
 //! (`encrypted_content`) through a real four-request tool conversation (OpenAI's and Azure's
 //! recordings of it), Gemini's `thoughtSignature` on the function call it came with, and
-//! Anthropic's signed `thinking` block. DeepSeek's `reasoning_content` is tested in
-//! `recorded.rs`.
+//! Anthropic's signed `thinking` block. DeepSeek's `reasoning_content` is tested in `recorded.rs`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod http_support;
+mod shared_fixtures;
 
 use agentloop::message::{Message, Part};
 use agentloop::prelude::*;
@@ -18,10 +18,11 @@ use agentloop::provider::openai::{Dialect, OpenAi};
 use agentloop::provider::ModelRequest;
 use http_support::*;
 use serde_json::{json, Value};
+use shared_fixtures::recorded;
 use wiremock::matchers::{method, path_regex};
 use wiremock::{Mock, MockServer};
 
-const DIR: &str = "recorded/corpus";
+const DIR: &str = "corpus";
 
 /// Runs an arithmetic operation.
 #[tool]
@@ -37,7 +38,7 @@ async fn calculator(a: i64, b: i64, op: String) -> Result<i64, String> {
 /// split where each response ends.
 fn responses_of(file: &str) -> Vec<String> {
     let mut streams = vec![String::new()];
-    for line in fixture(DIR, file).lines().filter(|l| !l.trim().is_empty()) {
+    for line in recorded(DIR, file).lines().filter(|l| !l.trim().is_empty()) {
         streams.last_mut().unwrap().push_str(&format!("{line}\n"));
         if line.contains(r#""type":"response.completed""#) {
             streams.push(String::new());
@@ -138,12 +139,12 @@ async fn gemini_thought_signatures_go_back_on_their_function_call() {
     // Gemini 3 signs its function call (`thoughtSignature` on the part); the request with the
     // call's result must send the call back with that signature, on the same part (the API
     // answers 400 without it).
-    let first = fixture(DIR, "google__google-tool-call-gemini3.chunks.txt");
-    let recorded: Value = serde_json::from_str(first.lines().next().unwrap()).unwrap();
-    let recorded_part = recorded["candidates"][0]["content"]["parts"][0].clone();
+    let first = recorded(DIR, "google__google-tool-call-gemini3.chunks.txt");
+    let first_chunk: Value = serde_json::from_str(first.lines().next().unwrap()).unwrap();
+    let recorded_part = first_chunk["candidates"][0]["content"]["parts"][0].clone();
     let signature = recorded_part["thoughtSignature"].as_str().unwrap().to_owned();
     let server = MockServer::start().await;
-    let streams = [first, fixture(DIR, "google__google-text.chunks.txt")];
+    let streams = [first, recorded(DIR, "google__google-text.chunks.txt")];
     serve_in_turn(&server, ":streamGenerateContent$", &streams).await;
     let config = Gemini::config("gemini-3-pro-preview").base_url(server.uri()).api_key("AIza-k");
     let provider = Gemini::with_config(config, Gemini::new("gemini-3-pro-preview")).unwrap();
@@ -177,7 +178,7 @@ async fn anthropic_signed_thinking_goes_back_whole_on_the_next_turn() {
     // The next request sends the block back exactly (text and signature): the API checks
     // the signature, and needs the block in a tool loop.
     let file = "anthropic__anthropic-clear-thinking.1.chunks.txt";
-    let events: Vec<Value> = fixture(DIR, file)
+    let events: Vec<Value> = recorded(DIR, file)
         .lines()
         .filter(|l| !l.trim().is_empty())
         .map(|l| serde_json::from_str(l).unwrap())
@@ -187,7 +188,7 @@ async fn anthropic_signed_thinking_goes_back_whole_on_the_next_turn() {
         events.iter().filter_map(|e| e["delta"]["signature"].as_str()).collect();
     assert!(!thinking.is_empty() && signature.len() > 100);
     let server = MockServer::start().await;
-    let streams = [fixture(DIR, file), fixture(DIR, "anthropic__anthropic-text.chunks.txt")];
+    let streams = [recorded(DIR, file), recorded(DIR, "anthropic__anthropic-text.chunks.txt")];
     serve_in_turn(&server, "^/v1/messages$", &streams).await;
     let config = Anthropic::config("claude-sonnet-4-5").base_url(server.uri()).api_key("k");
     let model = Anthropic::messages("claude-sonnet-4-5").with_thinking(2048);

@@ -1,11 +1,13 @@
 //! Real recorded provider responses (public SDK repositories' fixtures, recorded from the
-//! providers' APIs; each file's source and commit are in `fixtures/recorded/README.md`),
-//! replayed through the providers twice: streamed (the recorded chunks, one SSE event each)
-//! and whole (`stream: false`, the recorded completion). Both must give the same message,
-//! usage and finish reason, and what the recording holds.
+//! providers' APIs, read from `../shared/fixtures/recorded/` beside the repository; its
+//! `README.md` gives each file's source and commit), replayed through the providers twice:
+//! streamed (the recorded chunks, one SSE event each) and whole (`stream: false`, the recorded
+//! completion). Both must give the same message, usage and finish reason, and what the
+//! recording holds.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod http_support;
+mod shared_fixtures;
 
 use agentloop::message::{FinishReason, Message, Part, ToolCall, ToolResult, Usage};
 use agentloop::provider::anthropic::Anthropic;
@@ -13,10 +15,12 @@ use agentloop::provider::gemini::Gemini;
 use agentloop::provider::openai::{Compat, Dialect, OpenAi};
 use agentloop::provider::{HttpConfig, ModelResponse, Provider, ProviderError, StreamChunk};
 use http_support::*;
+use shared_fixtures::recorded;
 use wiremock::matchers::{body_partial_json, method, path};
 use wiremock::{Mock, MockServer};
 
-const DIR: &str = "recorded";
+/// The recorded responses' folder: `../shared/fixtures/recorded/` itself.
+const DIR: &str = "";
 
 /// What one request gave: its chunks, and the error that ended it, if any.
 type Replayed = (Vec<StreamChunk>, Option<ProviderError>);
@@ -38,11 +42,15 @@ async fn replay<P: Provider>(
         Some(_) => streamed.and(body_partial_json(serde_json::json!({"stream": true}))),
         None => streamed,
     };
-    streamed.respond_with(sse(as_sse(&fixture(DIR, chunks)))).with_priority(1).mount(&server).await;
+    streamed
+        .respond_with(sse(as_sse(&recorded(DIR, chunks))))
+        .with_priority(1)
+        .mount(&server)
+        .await;
     if let Some(whole) = whole {
         Mock::given(method("POST"))
             .and(path(api))
-            .respond_with(json_response(200, fixture(DIR, whole)))
+            .respond_with(json_response(200, recorded(DIR, whole)))
             .with_priority(5)
             .mount(&server)
             .await;
@@ -227,13 +235,13 @@ async fn deepseek_thinking_mode_gets_its_reasoning_back_within_a_tool_loop() {
     let server = MockServer::start().await;
     Mock::given(method("POST"))
         .and(path("/v1/chat/completions"))
-        .respond_with(sse(as_sse(&fixture(DIR, "deepseek/deepseek-tool-call.chunks.txt"))))
+        .respond_with(sse(as_sse(&recorded(DIR, "deepseek/deepseek-tool-call.chunks.txt"))))
         .up_to_n_times(1)
         .mount(&server)
         .await;
     Mock::given(method("POST"))
         .and(path("/v1/chat/completions"))
-        .respond_with(sse(as_sse(&fixture(DIR, "deepseek/deepseek-text.chunks.txt"))))
+        .respond_with(sse(as_sse(&recorded(DIR, "deepseek/deepseek-text.chunks.txt"))))
         .mount(&server)
         .await;
     let preset = Compat::deepseek().base_url(format!("{}/v1", server.uri())).api_key("k");

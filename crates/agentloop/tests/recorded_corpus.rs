@@ -1,7 +1,8 @@
-//! Every recorded stream of the corpus (`fixtures/recorded/corpus/`: 110 real streams of 12
-//! providers' APIs, from vercel/ai's fixtures; `INDEX.tsv` names each file's source and
-//! commit) decoded by the wire format it is in: no panic on any of them, and no fewer decoding
-//! cleanly than today (a ratchet: raise `CLEAN_AT_LEAST` when a fix makes more of them pass).
+//! Every recorded stream of the corpus (110 real streams of 12 providers' APIs, from
+//! vercel/ai's fixtures, read from `../shared/fixtures/recorded/corpus/` beside the repository;
+//! its `INDEX.tsv` names each file's source and commit) decoded by the wire format it is in: no
+//! panic on any of them, and no fewer decoding cleanly than today (a ratchet: raise
+//! `CLEAN_AT_LEAST` when a fix makes more of them pass).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use agentloop::provider::anthropic::Anthropic;
@@ -14,6 +15,7 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+mod shared_fixtures;
 #[path = "recorded_corpus/whole.rs"]
 mod whole;
 
@@ -53,8 +55,7 @@ fn replay(format: &dyn WireFormat, text: &str) -> Result<ModelResponse, Provider
 
 #[test]
 fn every_recorded_stream_decodes_without_a_panic() {
-    let dir = format!("{}/tests/fixtures/recorded/corpus", env!("CARGO_MANIFEST_DIR"));
-    let index = std::fs::read_to_string(format!("{dir}/INDEX.tsv")).unwrap();
+    let index = shared_fixtures::recorded("corpus", "INDEX.tsv");
     let mut panics = Vec::new();
     let mut clean = 0;
     let mut by_format: BTreeMap<String, (usize, usize)> = BTreeMap::new();
@@ -62,7 +63,7 @@ fn every_recorded_stream_decodes_without_a_panic() {
     for row in index.lines().skip(1) {
         let fields: Vec<&str> = row.split('\t').collect();
         let (file, kind) = (fields[0], fields[1]);
-        let text = std::fs::read_to_string(format!("{dir}/{file}")).unwrap();
+        let text = shared_fixtures::recorded("corpus", file);
         let format = format(kind);
         let entry = by_format.entry(kind.to_owned()).or_default();
         entry.0 += 1;
@@ -94,14 +95,13 @@ fn every_recorded_stream_decodes_without_a_panic() {
 
 /// The corpus's rows: (file, format, text).
 fn corpus() -> Vec<(String, String, String)> {
-    let dir = format!("{}/tests/fixtures/recorded/corpus", env!("CARGO_MANIFEST_DIR"));
-    let index = std::fs::read_to_string(format!("{dir}/INDEX.tsv")).unwrap();
+    let index = shared_fixtures::recorded("corpus", "INDEX.tsv");
     index
         .lines()
         .skip(1)
         .map(|row| {
             let fields: Vec<&str> = row.split('\t').collect();
-            let text = std::fs::read_to_string(format!("{dir}/{}", fields[0])).unwrap();
+            let text = shared_fixtures::recorded("corpus", fields[0]);
             (fields[0].to_owned(), fields[1].to_owned(), text)
         })
         .collect()

@@ -1,11 +1,12 @@
-//! Nothing silently dropped, on real recordings (vercel/ai's fixtures, recorded from the
-//! providers' APIs; sources and commits in `fixtures/recorded/corpus/INDEX.tsv`): server-side
-//! tools' calls and results and compaction items become `Part::Opaque` parts, reported as
-//! `opaque_content` events, and go back verbatim to the same API on the next turn; texts of
-//! several messages (Responses `phase`: commentary, then the final answer) stay apart.
+//! Nothing silently dropped, on real recordings (vercel/ai's fixtures, recorded from the providers'
+//! APIs, read from `../shared/fixtures/recorded/corpus/`; its `INDEX.tsv` gives the sources and
+//! commits): server-side tools' calls and results and compaction items become `Part::Opaque` parts,
+//! reported as `opaque_content` events, and go back verbatim to the same API on the next turn;
+//! texts of several messages (Responses `phase`: commentary, then the final answer) stay apart.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod http_support;
+mod shared_fixtures;
 
 use agentloop::event::Event;
 use agentloop::message::{Message, Opaque, Part};
@@ -18,17 +19,18 @@ use agentloop::provider::{ModelRequest, ModelResponse};
 use futures::StreamExt;
 use http_support::*;
 use serde_json::Value;
+use shared_fixtures::recorded;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer};
 
-const DIR: &str = "recorded/corpus";
+const DIR: &str = "corpus";
 
 /// A server that plays a recorded stream to every request at `api`.
 async fn serve(api: &str, file: &str) -> MockServer {
     let server = MockServer::start().await;
     Mock::given(method("POST"))
         .and(path(api))
-        .respond_with(sse(as_sse(&fixture(DIR, file))))
+        .respond_with(sse(as_sse(&recorded(DIR, file))))
         .mount(&server)
         .await;
     server

@@ -1,11 +1,12 @@
 //! Structured output end to end: an agent asked for a typed answer, against HTTP servers that
 //! play real recorded provider streams (Anthropic's structured-output mode and a final-answer
-//! tool call, from public SDK fixtures: `fixtures/recorded/README.md`) and scripted chat
-//! completions. The schema on the wire, the validated output, the retry after a wrong answer,
-//! and the partial-object events.
+//! tool call, from public SDK fixtures: `../shared/fixtures/recorded/corpus/INDEX.tsv`) and
+//! scripted chat completions. The schema on the wire, the validated output, the retry after a
+//! wrong answer, and the partial-object events.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod http_support;
+mod shared_fixtures;
 
 use agentloop::event::Event;
 use agentloop::prelude::*;
@@ -16,10 +17,11 @@ use futures::StreamExt;
 use http_support::*;
 use serde::Deserialize;
 use serde_json::{json, Value};
+use shared_fixtures::recorded;
 use wiremock::matchers::{body_partial_json, method, path};
 use wiremock::{Mock, MockServer};
 
-const DIR: &str = "recorded/corpus";
+const DIR: &str = "corpus";
 
 fn anthropic(base: &str) -> impl Provider {
     let config = Anthropic::config("claude-sonnet-4-5").base_url(base).api_key("k");
@@ -61,7 +63,7 @@ async fn anthropic_native_structured_output_on_a_real_recording() {
     Mock::given(method("POST"))
         .and(path("/v1/messages"))
         .and(body_partial_json(json!({"output_config": {"format": {"type": "json_schema"}}})))
-        .respond_with(sse(as_sse(&fixture(
+        .respond_with(sse(as_sse(&recorded(
             DIR,
             "anthropic__anthropic-json-output-format.1.chunks.txt",
         ))))
@@ -110,11 +112,11 @@ struct Weather {
 async fn the_final_answer_tool_on_a_real_recorded_tool_call() {
     let server = MockServer::start().await;
     // The recording's tool is named `json` (the SDK's answer tool); ours is `final_answer`.
-    let recorded = fixture(DIR, "anthropic__anthropic-json-tool.1.chunks.txt")
+    let stream = recorded(DIR, "anthropic__anthropic-json-tool.1.chunks.txt")
         .replace(r#""name":"json""#, &format!(r#""name":"{OUTPUT_TOOL}""#));
     Mock::given(method("POST"))
         .and(path("/v1/messages"))
-        .respond_with(sse(as_sse(&recorded)))
+        .respond_with(sse(as_sse(&stream)))
         .mount(&server)
         .await;
     let spec = OutputSpec::of::<Report>().with_mode(OutputMode::Tool);

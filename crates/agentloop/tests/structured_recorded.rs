@@ -1,11 +1,13 @@
 //! Typed answers (`run_as`) on real recorded structured-output responses of OpenAI chat
 //! completions, the OpenAI Responses API and Gemini (pydantic-ai's VCR cassettes, their
-//! response bodies kept as JSON: `fixtures/recorded/README.md`). OpenAI's recordings are a
-//! tool call first and the typed answer after the tool's result — tools first, answer last —
-//! and Gemini's include an answer that leaves optional fields out.
+//! response bodies kept as JSON, read from `../shared/fixtures/recorded/structured/`; sources in
+//! `../shared/fixtures/recorded/README.md`). OpenAI's recordings are a tool call first and the
+//! typed answer after the tool's result — tools first, answer last — and Gemini's include an
+//! answer that leaves optional fields out.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod http_support;
+mod shared_fixtures;
 
 use agentloop::prelude::*;
 use agentloop::provider::gemini::Gemini;
@@ -13,10 +15,11 @@ use agentloop::provider::openai::{Compat, OpenAi};
 use http_support::*;
 use serde::Deserialize;
 use serde_json::{json, Value};
+use shared_fixtures::recorded;
 use wiremock::matchers::method;
 use wiremock::{Mock, MockServer};
 
-const DIR: &str = "recorded/structured";
+const DIR: &str = "structured";
 
 /// A city and its country.
 #[derive(Debug, Deserialize, schemars::JsonSchema, PartialEq)]
@@ -36,7 +39,7 @@ async fn get_user_country() -> String {
 async fn serve_in_turn(name: &str, count: usize) -> MockServer {
     let server = MockServer::start().await;
     for turn in 1..=count {
-        let body = fixture(DIR, &format!("{name}.{turn}.json"));
+        let body = recorded(DIR, &format!("{name}.{turn}.json"));
         let mock = Mock::given(method("POST")).respond_with(json_response(200, body));
         let mock = if turn < count { mock.up_to_n_times(1) } else { mock };
         mock.with_priority(turn as u8).mount(&server).await;
