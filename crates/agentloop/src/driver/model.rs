@@ -44,10 +44,6 @@ impl Driver {
         };
         out.send(events.drain(..)).await;
         let started = Instant::now();
-        // Needless work: the history serialized once more per round (the cost gate's check).
-        if let Ok(request) = &request {
-            std::hint::black_box(serde_json::to_vec(&*request.messages).ok());
-        }
         let ended = match request {
             // A hook answered instead of the model.
             Err(response) => ModelCall::Responded(response),
