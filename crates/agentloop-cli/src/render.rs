@@ -227,8 +227,9 @@ impl Renderer {
                 );
                 self.line(self.paint(YELLOW, &text));
             }
-            Event::LimitReached { limit } => self
-                .line(self.paint(YELLOW, &format!("! {limit} reached"))),
+            Event::LimitReached { limit } => {
+                self.line(self.paint(YELLOW, &format!("! {limit} reached")))
+            }
             Event::StallDetected { tool, count, .. } => {
                 self.line(self.paint(
                     YELLOW,
