@@ -377,3 +377,29 @@ async fn a_closed_port_is_unreachable_and_fails_the_run_within_its_budget() {
     assert!(outcome.answer.is_empty());
     assert!(error.contains("Connection refused") && error.contains("3 requests"), "{error}");
 }
+
+#[tokio::test]
+async fn a_failed_tls_handshake_is_unreachable_too() {
+    use agentloop::provider::openai::{Dialect, OpenAi};
+    use agentloop::provider::HttpConfig;
+    use std::io::Write;
+    // A plain-text server where the client expects TLS.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(4) {
+            let Ok(mut stream) = stream else { return };
+            let _ = stream.write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n");
+        }
+    });
+    let config =
+        HttpConfig::new(format!("https://{address}/v1"), "m").retry_policy(RetryPolicy::never());
+    let provider = OpenAi::chat_with(config, Dialect::openai()).unwrap();
+    let agent = Agent::builder(provider).build().unwrap();
+    let events = collect(agent.run_stream("hi")).await;
+    let Some(Event::RunFailed { error, .. }) = events.last() else {
+        panic!("the run fails: {:?}", kinds(&events))
+    };
+    assert!(error.contains("could not be reached"), "{error}");
+    assert_eq!(count(&kinds(&events), "model_failed"), 1, "not asked again");
+}

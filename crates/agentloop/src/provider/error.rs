@@ -107,9 +107,9 @@ impl ProviderError {
 
     /// Whether retrying the same request may succeed: rate limits (429), overload (529),
     /// network errors, an unreachable server (under its own budget), timeouts (including HTTP
-    /// 408), and server errors with status 408, 409,
-    /// 500, 502, 503, 504 or 529. [`RetryPolicy`](super::RetryPolicy) retries exactly these
-    /// (and the run asks again after them: `docs/PROVIDERS.md`, "Retries").
+    /// 408), and server errors with status 408, 409, 500, 502, 503, 504 or 529.
+    /// [`RetryPolicy`](super::RetryPolicy) retries exactly these (and the run asks again
+    /// after them, but not after an unreachable server: `docs/PROVIDERS.md`, "Retries").
     pub fn is_retryable(&self) -> bool {
         match self {
             Self::RateLimited { .. }

@@ -147,3 +147,23 @@ fn no_retry_starts_after_the_deadline() {
     // The default deadline is 60 s.
     assert_eq!(RetryPolicy::default().next_delay_within(1, &error, Duration::from_secs(60)), None);
 }
+
+#[test]
+fn an_unreachable_server_has_a_budget_of_requests_and_time() {
+    let policy = RetryPolicy::default().without_jitter();
+    let secs = Duration::from_secs;
+    assert_eq!(policy.next_unreachable_delay(1, Duration::ZERO), Some(secs(1)));
+    assert_eq!(policy.next_unreachable_delay(2, secs(1)), Some(secs(2)));
+    assert_eq!(policy.next_unreachable_delay(3, secs(3)), None, "3 requests by default");
+    assert_eq!(policy.next_unreachable_delay(2, secs(9)), None, "no retry past 10 s");
+    assert_eq!(RetryPolicy::never().next_unreachable_delay(1, Duration::ZERO), None);
+    let wide = RetryPolicy::default().without_jitter().with_unreachable_budget(5, secs(60));
+    assert_eq!(wide.next_unreachable_delay(4, secs(7)), Some(secs(8)));
+    assert_eq!(wide.unreachable_requests(), 5);
+    assert_eq!(wide.unreachable_elapsed(), secs(60));
+    // The attempts of one call do not change it.
+    assert_eq!(
+        policy.clone().with_max_attempts(1).next_unreachable_delay(1, Duration::ZERO),
+        Some(secs(1))
+    );
+}
