@@ -20,8 +20,15 @@ use std::future::Future;
 use std::sync::Arc;
 
 /// Every store kind at once.
-trait AllStores: RunStore + SessionStore + ArtifactStore {}
-impl<T: RunStore + SessionStore + ArtifactStore> AllStores for T {}
+trait AllStores: RunStore + SessionStore + ArtifactStore {
+    /// The store as a run store (for a `RunService`).
+    fn runs(self: Arc<Self>) -> Arc<dyn RunStore>;
+}
+impl<T: RunStore + SessionStore + ArtifactStore + 'static> AllStores for T {
+    fn runs(self: Arc<Self>) -> Arc<dyn RunStore> {
+        self
+    }
+}
 
 type Stores = Arc<dyn AllStores>;
 
@@ -34,6 +41,13 @@ mod outputs_suite;
 
 #[path = "store_conformance/batching.rs"]
 mod batching;
+
+#[path = "store_conformance/removal.rs"]
+mod removal_suite;
+use removal_suite::{
+    check_finds_nothing_on_a_healthy_store, delete_refuses_a_live_lease,
+    delete_removes_everything_a_run_owns, prune_by_age_and_state, prune_racing_a_running_run,
+};
 
 fn run_id() -> String {
     format!("run-{}", uuid::Uuid::new_v4().simple())
@@ -646,6 +660,11 @@ conformance!(
     list_pages,
     registry,
     many_runs_at_once,
+    delete_removes_everything_a_run_owns,
+    delete_refuses_a_live_lease,
+    prune_by_age_and_state,
+    prune_racing_a_running_run,
+    check_finds_nothing_on_a_healthy_store,
 );
 
 /// 200 runs append their journals an event at a time, all at once (on SQLite, through one

@@ -1,7 +1,7 @@
 //! The Lua scripts of the Redis store: each is one atomic step on the server; and how they
 //! are called (by their hash, loaded again when the server lost them).
 
-use super::{artifacts, backend, lease, RedisStore};
+use super::{admin, artifacts, backend, lease, RedisStore};
 use crate::store::StoreError;
 use ::redis::Script;
 
@@ -13,6 +13,8 @@ pub(super) struct Scripts {
     pub(super) begin_turn: Script,
     pub(super) end_turn: Script,
     pub(super) append_chunk: Script,
+    pub(super) remove: Script,
+    pub(super) rebuild: Script,
     pub(super) lease: lease::Scripts,
 }
 
@@ -25,6 +27,8 @@ impl Scripts {
             begin_turn: Script::new(BEGIN_TURN),
             end_turn: Script::new(END_TURN),
             append_chunk: Script::new(artifacts::APPEND_CHUNK),
+            remove: Script::new(admin::REMOVE),
+            rebuild: Script::new(admin::REBUILD),
             lease: lease::Scripts::new(),
         }
     }
