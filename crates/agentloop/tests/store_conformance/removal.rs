@@ -187,7 +187,9 @@ pub(super) async fn prune_racing_a_running_run(store: Stores) {
         let (store, done, running) = (store.clone(), done.clone(), running.clone());
         tokio::spawn(async move {
             let mut reads = 0;
-            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+            // At least one pass, however soon the prune ends.
+            loop {
+                let last = done.load(std::sync::atomic::Ordering::SeqCst);
                 for run in store.list_runs(&RunFilter::all().limit(15)).await.unwrap() {
                     let loaded = store.load(&run.run_id).await.unwrap();
                     let n = loaded.len() as u64;
@@ -197,8 +199,11 @@ pub(super) async fn prune_racing_a_running_run(store: Stores) {
                     }
                     reads += 1;
                 }
+                if last {
+                    break reads;
+                }
+                tokio::task::yield_now().await;
             }
-            reads
         })
     };
     let service = service(&store);

@@ -114,8 +114,16 @@ for i, field in ipairs(tokens) do
 end
 local ttl = tonumber(ARGV[2])
 if ttl > 0 then
-  redis.call('PEXPIRE', KEYS[1], ttl)
-  redis.call('PEXPIRE', KEYS[2], ttl)
+  -- Every key of the run gets the TTL alike: its journal, meta, lease, controls, artifacts.
+  local run = string.sub(KEYS[1], 1, -9)
+  local prefix = string.sub(KEYS[3], 1, -5)
+  for _, k in ipairs({KEYS[1], KEYS[2], KEYS[4], run .. ':control', run .. ':artifacts'}) do
+    redis.call('PEXPIRE', k, ttl)
+  end
+  for _, a in ipairs(redis.call('ZRANGE', run .. ':artifacts', 0, -1)) do
+    redis.call('PEXPIRE', prefix .. 'artifact:' .. a, ttl)
+    redis.call('PEXPIRE', prefix .. 'artifact:' .. a .. ':chunks', ttl)
+  end
 end
 redis.call('PUBLISH', KEYS[5], tostring(len + n))
 return {'ok', tostring(len + n)}
