@@ -268,6 +268,8 @@ enum RunsCommand {
         #[arg(long)]
         json: bool,
     },
+    #[command(flatten)]
+    Admin(runs::admin::AdminCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -424,6 +426,9 @@ async fn dispatch_command(cli: Cli, config: Config) -> anyhow::Result<i32> {
                     runs::list(store.as_ref(), state.as_deref(), parent.as_deref(), limit)
                         .await
                         .map(|()| 0)
+                }
+                RunsCommand::Admin(command) => {
+                    runs::admin::run(command, &stores, &config.store).await
                 }
                 RunsCommand::Show { run_id } => {
                     runs::show(store.as_ref(), &run_id).await.map(|()| 0)

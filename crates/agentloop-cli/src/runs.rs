@@ -10,6 +10,8 @@ use agentloop::{Event, EventStream};
 use anyhow::{bail, Context};
 use std::sync::Arc;
 
+pub mod admin;
+
 /// The configured store, as a run journal and as a session store.
 pub struct Stores {
     /// Where runs are journaled.

@@ -33,7 +33,7 @@ pub struct ServeOptions {
 
 /// Where push configs and their delivery cursors are kept: beside the runs (the SQLite
 /// file, or Redis under `agentloop:a2a-push:`), so deliveries resume after a restart.
-async fn push_store(store: &StoreSection) -> anyhow::Result<Option<Arc<dyn PushStore>>> {
+pub(crate) async fn push_store(store: &StoreSection) -> anyhow::Result<Option<Arc<dyn PushStore>>> {
     Ok(match store.kind.as_deref().unwrap_or("sqlite") {
         "sqlite" => {
             let path = store.path.clone().unwrap_or_else(|| DEFAULT_PATH.into());

@@ -200,3 +200,159 @@ fn a_store_file_that_is_not_a_store_is_named_in_a_clear_error() {
         .stderr(predicate::str::contains("move it aside"))
         .stderr(predicate::str::contains("file is not a database"));
 }
+
+/// The run id of a `run --json` output.
+fn run_id_of(stdout: &[u8]) -> String {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .find_map(|line| match serde_json::from_str::<Event>(line).ok()? {
+            Event::RunStarted { run_id, .. } => Some(run_id),
+            _ => None,
+        })
+        .unwrap()
+}
+
+/// `runs delete | prune | check`: a run is deleted (and then is no run), a run an executor
+/// holds is refused by delete and skipped by prune, ages parse with clear errors, and a
+/// registry row whose journal was removed by hand is reported by `check` (exit 1) and
+/// removed by `check --fix`.
+#[test]
+fn runs_are_deleted_pruned_and_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("script.json");
+    std::fs::write(&script, json!([{"text": "Done."}]).to_string()).unwrap();
+    let run = || {
+        let output = agentloop(dir.path())
+            .args(["--provider", "scripted", "--script"])
+            .arg(&script)
+            .args(["run", "--json", "Say done."])
+            .output()
+            .unwrap();
+        assert!(output.status.success());
+        run_id_of(&output.stdout)
+    };
+    let (first, second, damaged) = (run(), run(), run());
+
+    agentloop(dir.path())
+        .args(["runs", "delete", &first])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(format!("deleted run {first}")));
+    agentloop(dir.path())
+        .args(["runs", "show", &first])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(format!("no run '{first}'")));
+    agentloop(dir.path())
+        .args(["runs", "delete", &first])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(format!("no run '{first}'")));
+
+    // A run its executor holds: killed mid-stream, its lease is live for a while.
+    let slow = dir.path().join("slow.json");
+    std::fs::write(
+        &slow,
+        json!([{"text": "This answer streams slowly and is cut by the kill.", "chunk_delay_ms": 300}])
+            .to_string(),
+    )
+    .unwrap();
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("agentloop"))
+        .current_dir(dir.path())
+        .env("HOME", dir.path())
+        .env("XDG_CONFIG_HOME", dir.path())
+        .env_remove("AGENTLOOP_CONFIG")
+        .args(["--provider", "scripted", "--script"])
+        .arg(&slow)
+        .args(["run", "--json", "Stream."])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut held = String::new();
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let event: Event = serde_json::from_str(&line.unwrap()).unwrap();
+        if let Event::RunStarted { run_id, .. } = &event {
+            held.clone_from(run_id);
+        }
+        if event.kind() == "text_delta" {
+            break;
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    agentloop(dir.path())
+        .args(["runs", "delete", &held])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(format!("run '{held}' cannot be deleted")))
+        .stderr(predicate::str::contains(format!("is being executed by 'pid{}-", child.id())))
+        .stderr(predicate::str::contains("lease expires in"));
+
+    for (age, says) in [("30x", "no unit"), ("d", "is not a duration"), ("1.5h", "not a duration")]
+    {
+        agentloop(dir.path())
+            .args(["runs", "prune", "--older-than", age])
+            .assert()
+            .failure()
+            .stderr(predicate::str::contains(says))
+            .stderr(predicate::str::contains("e.g. 30d, 12h, 90m, 45s"));
+    }
+    agentloop(dir.path())
+        .args(["runs", "prune", "--older-than", "0s", "--state", "running,nope"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("unknown state 'nope'"));
+    agentloop(dir.path())
+        .args(["runs", "prune", "--older-than", "30d"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("pruned 0 runs (finished, failed, cancelled)"));
+
+    // The journal of `damaged` removed by hand: not listed, reported, repaired.
+    let db = dir.path().join(".agentloop/agentloop.db");
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.execute(
+        "DELETE FROM journal WHERE run_key = (SELECT run_key FROM runs WHERE run_id = ?1)",
+        [&damaged],
+    )
+    .unwrap();
+    drop(conn);
+    agentloop(dir.path())
+        .args(["runs", "list"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(&second))
+        .stdout(predicate::str::contains(&damaged).not());
+    agentloop(dir.path())
+        .args(["runs", "check"])
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains(format!(
+            "problem: {damaged}: a registry row without a journal"
+        )))
+        .stdout(predicate::str::contains("`agentloop runs check --fix` repairs them"));
+    agentloop(dir.path())
+        .args(["runs", "check", "--fix"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(format!("removed the registry row of {damaged}")));
+    agentloop(dir.path())
+        .args(["runs", "check"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("the registry agrees with the journals"));
+
+    // Every ended run is older than 0 s; the held one is skipped (and counted) when asked for.
+    agentloop(dir.path())
+        .args(["runs", "prune", "--older-than", "0s", "--state", "finished,running"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("pruned 1 runs (finished, running)"))
+        .stdout(predicate::str::contains("skipped 1 held by an executor"));
+    agentloop(dir.path())
+        .args(["runs", "list"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(&second).not())
+        .stdout(predicate::str::contains(&held));
+}

@@ -40,7 +40,9 @@ pub mod sqlite;
 mod store;
 
 pub use allow::{is_public, AllowError, AllowResolver, Denied, PushAllow};
-pub use store::{Cursor, MemoryPushStore, PushRecord, PushStore, PushStoreError};
+pub use store::{
+    Cursor, DeletePushConfigs, MemoryPushStore, PushRecord, PushStore, PushStoreError,
+};
 
 /// The most configs one task may have.
 pub const MAX_CONFIGS_PER_TASK: usize = 10;

@@ -34,6 +34,12 @@ use futures::StreamExt;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod check;
+mod removal;
+
+pub use check::{CheckReport, Disagreement, Problem, Repair};
+pub use removal::{PruneOptions, PruneReport, RunsDeleted, DEFAULT_PRUNE_BATCH};
+
 /// Why the run service refused a request.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -55,6 +61,32 @@ pub enum ServiceError {
     /// The run did not stop to ask a question (or it was answered).
     #[error("run '{0}' is not waiting for an answer")]
     NotAwaitingInput(String),
+    /// The run, or one of its sub-agent runs (`held`), has a live lease: an executor runs it.
+    #[error(
+        "run '{run_id}' cannot be deleted: run '{held}' is being executed by '{owner}' (its \
+         lease expires in {expires_in_ms} ms unless renewed; if that process died, try again \
+         then)"
+    )]
+    LeaseLive {
+        /// The run asked for.
+        run_id: String,
+        /// The run whose lease is live (the run itself or a sub-agent run of it).
+        held: String,
+        /// The lease's holder.
+        owner: String,
+        /// How long the lease lasts unless renewed.
+        expires_in_ms: u64,
+    },
+    /// The runs were deleted, but a [`RunsDeleted`] listener failed.
+    #[error(
+        "runs {run_ids:?} were deleted, but what they own outside the run store was not: {error}"
+    )]
+    Listener {
+        /// The runs deleted.
+        run_ids: Vec<String>,
+        /// What the listener said.
+        error: String,
+    },
     /// The run's journal does not fold into a run.
     #[error("run '{run_id}': {error}")]
     Journal {
@@ -77,6 +109,8 @@ pub const DEFAULT_POLL: Duration = Duration::from_millis(25);
 pub struct RunService {
     store: Arc<dyn RunStore>,
     poll: Duration,
+    /// Told of the runs [`delete`](Self::delete) and [`prune`](Self::prune) removed.
+    deleted: Vec<Arc<dyn RunsDeleted>>,
 }
 
 impl std::fmt::Debug for RunService {
@@ -88,7 +122,15 @@ impl std::fmt::Debug for RunService {
 impl RunService {
     /// The service over `store`.
     pub fn new(store: Arc<dyn RunStore>) -> Self {
-        Self { store, poll: DEFAULT_POLL }
+        Self { store, poll: DEFAULT_POLL, deleted: Vec::new() }
+    }
+
+    /// Tells `listener` of every run this service deletes (after the store removed it): for
+    /// what a higher layer keeps per run outside the run store, such as the A2A server's push
+    /// notification configs.
+    pub fn on_deleted(mut self, listener: Arc<dyn RunsDeleted>) -> Self {
+        self.deleted.push(listener);
+        self
     }
 
     /// How often a subscription looks for new entries (default [`DEFAULT_POLL`]).

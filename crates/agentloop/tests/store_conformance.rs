@@ -20,8 +20,15 @@ use std::future::Future;
 use std::sync::Arc;
 
 /// Every store kind at once.
-trait AllStores: RunStore + SessionStore + ArtifactStore {}
-impl<T: RunStore + SessionStore + ArtifactStore> AllStores for T {}
+trait AllStores: RunStore + SessionStore + ArtifactStore {
+    /// The store as a run store (for a `RunService`).
+    fn runs(self: Arc<Self>) -> Arc<dyn RunStore>;
+}
+impl<T: RunStore + SessionStore + ArtifactStore + 'static> AllStores for T {
+    fn runs(self: Arc<Self>) -> Arc<dyn RunStore> {
+        self
+    }
+}
 
 type Stores = Arc<dyn AllStores>;
 
@@ -34,6 +41,10 @@ mod outputs_suite;
 
 #[path = "store_conformance/batching.rs"]
 mod batching;
+
+#[path = "store_conformance/removal.rs"]
+mod removal_suite;
+use removal_suite::*;
 
 fn run_id() -> String {
     format!("run-{}", uuid::Uuid::new_v4().simple())
@@ -646,6 +657,11 @@ conformance!(
     list_pages,
     registry,
     many_runs_at_once,
+    delete_removes_everything_a_run_owns,
+    delete_refuses_a_live_lease,
+    prune_by_age_and_state,
+    prune_racing_a_running_run,
+    check_finds_nothing_on_a_healthy_store,
 );
 
 /// 200 runs append their journals an event at a time, all at once (on SQLite, through one
@@ -752,37 +768,5 @@ where
 {
 }
 
-#[cfg(feature = "redis")]
-#[tokio::test]
-async fn redis_keys_expire_with_a_ttl() {
-    use agentloop::store::redis::{RedisOptions, RedisStore};
-    let Ok(url) = std::env::var("AGENTLOOP_REDIS_URL") else {
-        eprintln!("skipped: AGENTLOOP_REDIS_URL is not set (the Redis store is not tested)");
-        return;
-    };
-    let prefix = format!("agentloop-test:{}:", uuid::Uuid::new_v4().simple());
-    let options =
-        RedisOptions::default().prefix(prefix.clone()).ttl(std::time::Duration::from_millis(300));
-    let store = RedisStore::connect_with(&url, options).await.unwrap();
-    let id = run_id();
-    store.append(&id, 0, &journal(&id)).await.unwrap();
-    store.begin_turn("ctx", "r").await.unwrap();
-    let client = ::redis::Client::open(url.as_str()).unwrap();
-    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    let ttl: i64 = ::redis::cmd("PTTL")
-        .arg(format!("{prefix}run:{id}:journal"))
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    assert!((1..=300).contains(&ttl), "the journal expires: {ttl} ms");
-    tokio::time::sleep(std::time::Duration::from_millis(450)).await;
-    assert!(store.load(&id).await.unwrap().is_empty(), "the journal expired");
-    assert!(store.list_runs(&RunFilter::all()).await.unwrap().is_empty(), "the index forgot it");
-    // The agent's and the session's indexes forget it when a listing reads them.
-    assert!(store.list_runs(&RunFilter::all().agent("agent-a")).await.unwrap().is_empty());
-    assert!(store.list_runs(&RunFilter::all().context_id("ctx-1")).await.unwrap().is_empty());
-    assert!(store.get_session("ctx").await.unwrap().is_none(), "the session expired");
-    let left: Vec<String> =
-        ::redis::cmd("KEYS").arg(format!("{prefix}*")).query_async(&mut conn).await.unwrap();
-    assert!(left.is_empty(), "{left:?}");
-}
+#[path = "store_conformance/ttl.rs"]
+mod ttl;

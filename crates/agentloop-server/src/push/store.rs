@@ -154,3 +154,23 @@ impl PushStore for MemoryPushStore {
         Ok(oldest_first(records))
     }
 }
+
+/// Deletes the push configs of deleted runs (a task is a run: its id is the run's), for
+/// [`RunService::on_deleted`](agentloop::service::RunService::on_deleted): `agentloop runs
+/// delete | prune` and any program that deletes runs of a served agent give it the server's
+/// push store, so no config is left for a task that is gone.
+#[derive(Debug, Clone)]
+pub struct DeletePushConfigs(pub std::sync::Arc<dyn PushStore>);
+
+#[async_trait]
+impl agentloop::service::RunsDeleted for DeletePushConfigs {
+    async fn runs_deleted(&self, run_ids: &[String]) -> Result<(), String> {
+        for run_id in run_ids {
+            let configs = self.0.list(run_id).await.map_err(|e| e.to_string())?;
+            for config in configs {
+                self.0.delete(run_id, config.id()).await.map_err(|e| e.to_string())?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -16,6 +16,8 @@ use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+mod admin;
+
 /// A stored entry: its header and its event as JSON.
 struct Stored {
     seq: u64,
@@ -250,6 +252,39 @@ impl RunStore for MemoryStore {
         let mut inner = self.lock();
         inner.controls.remove(run_id);
         Ok(inner.runs.remove(run_id).is_some())
+    }
+
+    async fn remove_runs(
+        &self,
+        run_ids: &[String],
+        rule: &super::RemovalRule,
+    ) -> Result<Vec<super::Removal>, StoreError> {
+        Ok(self.remove(run_ids, rule))
+    }
+
+    async fn registry_rows(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<super::RegistryPage, StoreError> {
+        let rows = self.rows(after, limit);
+        let next = rows.last().filter(|_| rows.len() == limit).map(|r| r.summary.run_id.clone());
+        Ok(super::RegistryPage::new(rows, next))
+    }
+
+    async fn orphan_journals(&self) -> Result<Vec<super::OrphanJournal>, StoreError> {
+        Ok(Vec::new())
+    }
+
+    async fn rebuild_registry(&self, run_id: &str) -> Result<bool, StoreError> {
+        self.rebuild(run_id)
+    }
+
+    async fn adopt_journal(
+        &self,
+        _orphan: &super::OrphanJournal,
+    ) -> Result<Option<String>, StoreError> {
+        Ok(None)
     }
 
     fn write_stats(&self) -> Option<super::WriteStats> {

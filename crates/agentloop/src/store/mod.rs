@@ -22,6 +22,8 @@
 //! [`AgentBuilder::store`](crate::AgentBuilder::store) journals every run through
 //! [`journaled`].
 
+mod admin;
+mod codec;
 pub(crate) mod control_watch;
 pub(crate) mod journal;
 pub mod lease;
@@ -35,6 +37,7 @@ mod registry;
 pub mod sqlite;
 mod stats;
 
+pub use admin::{OrphanJournal, RegistryPage, RegistryRow, Removal, RemovalRule};
 pub use journal::{journaled, journaled_with_lease, Durability, REMOTE_CONTROL_POLL};
 pub use lease::{Lease, DEFAULT_LEASE_TTL};
 pub use memory::MemoryStore;
@@ -43,6 +46,12 @@ pub use outputs::DEFAULT_LARGE_OUTPUT_BYTES;
 pub(crate) use registry::{cost_of, SummaryUpdate};
 pub use registry::{RunCursor, RunFilter, RunSummary};
 pub use stats::WriteStats;
+
+#[cfg(any(test, feature = "redis"))]
+pub(crate) use codec::decode_entry_json;
+pub(crate) use codec::{check_batch, check_dense, check_dense_from, decode_parts};
+#[cfg(any(feature = "sqlite", feature = "redis"))]
+pub(crate) use codec::{from_json, to_json, write_json, JSON_PER_ENTRY};
 
 use crate::event::{Event, JournalEvent};
 use crate::message::Message;
@@ -180,6 +189,9 @@ pub enum StoreError {
     /// Stored data that cannot be read (bad JSON, a journal with gaps).
     #[error("corrupt store data: {0}")]
     Corrupt(String),
+    /// The store does not do this (a store of the user's own that left the trait's default).
+    #[error("this store does not support {0}")]
+    Unsupported(&'static str),
     /// The backend failed (I/O, connection, SQL).
     #[error("{backend} store error: {message}")]
     Backend {
@@ -368,6 +380,47 @@ pub trait RunStore: Send + Sync {
         expected_seq: u64,
         entries: &[JournalEntry],
     ) -> Result<u64, StoreError>;
+
+    /// Removes each of `run_ids` with everything it owns, its sub-agent runs included (see
+    /// [`Removal`] and the [`admin`](RemovalRule) notes), all together — one transaction, one
+    /// script — unless it, or a descendant, has a live lease or it no longer matches `rule`.
+    /// One answer per run id, in order.
+    async fn remove_runs(
+        &self,
+        _run_ids: &[String],
+        _rule: &RemovalRule,
+    ) -> Result<Vec<Removal>, StoreError> {
+        Err(StoreError::Unsupported("removing runs"))
+    }
+
+    /// A page of about `limit` registry rows from `cursor` (`None`: the first page; then the
+    /// page's `next`), each with its journal's stored length — every row, whatever its
+    /// journal holds (a listing leaves out a row whose journal is damaged).
+    async fn registry_rows(
+        &self,
+        _cursor: Option<&str>,
+        _limit: usize,
+    ) -> Result<RegistryPage, StoreError> {
+        Err(StoreError::Unsupported("reading the registry rows"))
+    }
+
+    /// The journals that have no registry row.
+    async fn orphan_journals(&self) -> Result<Vec<OrphanJournal>, StoreError> {
+        Err(StoreError::Unsupported("finding journals without a registry row"))
+    }
+
+    /// Writes the run's registry row again from its journal (state, length, times, names,
+    /// usage and cost); `false` when the run has no journal.
+    async fn rebuild_registry(&self, _run_id: &str) -> Result<bool, StoreError> {
+        Err(StoreError::Unsupported("rebuilding a registry row"))
+    }
+
+    /// Gives an orphan journal the registry row its entries describe, or removes it when
+    /// that cannot be (it names no run, or a run that has another journal). The run id it
+    /// was adopted under, if it was.
+    async fn adopt_journal(&self, _orphan: &OrphanJournal) -> Result<Option<String>, StoreError> {
+        Err(StoreError::Unsupported("adopting a journal"))
+    }
 
     /// What this store has written since it was opened (appends, entries, commits), where it
     /// counts them (the memory, SQLite and Redis stores do); the default is `None`.
@@ -631,118 +684,6 @@ pub trait ArtifactStore: Send + Sync {
 /// A new artifact id.
 pub(crate) fn new_artifact_id() -> String {
     format!("art_{}", uuid::Uuid::now_v7().simple())
-}
-
-/// Checks that entries continue the journal at `expected`, without gaps.
-pub(crate) fn check_batch(expected: u64, entries: &[JournalEntry]) -> Result<(), StoreError> {
-    for (offset, entry) in (0u64..).zip(entries) {
-        if entry.seq != expected + offset {
-            return Err(StoreError::Invalid(format!(
-                "entry {offset} of the batch has seq {} but must have {}",
-                entry.seq,
-                expected + offset
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// An entry as stored: its version is checked before its event is parsed (a newer format's
-/// event may not parse at all).
-#[cfg(any(test, feature = "redis"))]
-#[derive(Deserialize)]
-pub(crate) struct StoredEntry {
-    seq: u64,
-    at_ms: u64,
-    schema_version: u32,
-    event: serde_json::Value,
-}
-
-/// Decodes one stored entry (the whole entry as JSON), checking its version.
-#[cfg(any(test, feature = "redis"))]
-pub(crate) fn decode_entry_json(run_id: &str, json: &[u8]) -> Result<JournalEntry, StoreError> {
-    let stored: StoredEntry = serde_json::from_slice(json).map_err(|e| {
-        StoreError::Corrupt(format!("run '{run_id}': a journal entry is not valid JSON: {e}"))
-    })?;
-    decode_parts(run_id, stored.seq, stored.at_ms, stored.schema_version, stored.event)
-}
-
-/// Decodes an entry from its parts, checking its version.
-pub(crate) fn decode_parts(
-    run_id: &str,
-    seq: u64,
-    at_ms: u64,
-    schema_version: u32,
-    event: serde_json::Value,
-) -> Result<JournalEntry, StoreError> {
-    if schema_version != SCHEMA_VERSION {
-        return Err(StoreError::UnsupportedSchema {
-            run_id: run_id.to_owned(),
-            seq,
-            found: schema_version,
-            supported: SCHEMA_VERSION,
-        });
-    }
-    let event = serde_json::from_value(event).map_err(|e| {
-        StoreError::Corrupt(format!("run '{run_id}', entry {seq}: not a journal event: {e}"))
-    })?;
-    Ok(JournalEntry { seq, at_ms, schema_version, event })
-}
-
-/// Checks that a loaded journal has dense sequence numbers from 0.
-pub(crate) fn check_dense(run_id: &str, entries: &[JournalEntry]) -> Result<(), StoreError> {
-    check_dense_from(run_id, 0, entries)
-}
-
-/// [`check_dense`] for a journal's tail that starts at `first`.
-pub(crate) fn check_dense_from(
-    run_id: &str,
-    first: u64,
-    entries: &[JournalEntry],
-) -> Result<(), StoreError> {
-    for (expected, entry) in (first..).zip(entries) {
-        if entry.seq != expected {
-            return Err(StoreError::Corrupt(format!(
-                "run '{run_id}': journal entry {expected} has seq {}",
-                entry.seq
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// Serializes to JSON, as a store error on failure.
-#[cfg(any(feature = "sqlite", feature = "redis"))]
-pub(crate) fn to_json<T: Serialize + ?Sized>(value: &T) -> Result<String, StoreError> {
-    serde_json::to_string(value).map_err(not_serializable)
-}
-
-/// Bytes of JSON reserved per journal entry when an append encodes its entries (a journaled
-/// event averages about 280).
-#[cfg(any(feature = "sqlite", feature = "redis"))]
-pub(crate) const JSON_PER_ENTRY: usize = 512;
-
-/// Serializes to JSON into `writer` (an append's buffer), as a store error on failure.
-#[cfg(any(feature = "sqlite", feature = "redis"))]
-pub(crate) fn write_json<W: std::io::Write, T: Serialize + ?Sized>(
-    writer: W,
-    value: &T,
-) -> Result<(), StoreError> {
-    serde_json::to_writer(writer, value).map_err(not_serializable)
-}
-
-#[cfg(any(feature = "sqlite", feature = "redis"))]
-fn not_serializable(error: serde_json::Error) -> StoreError {
-    StoreError::Invalid(format!("not serializable: {error}"))
-}
-
-/// Parses stored JSON, as a store error on failure.
-#[cfg(any(feature = "sqlite", feature = "redis"))]
-pub(crate) fn from_json<T: serde::de::DeserializeOwned>(
-    json: &str,
-    what: &str,
-) -> Result<T, StoreError> {
-    serde_json::from_str(json).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
 }
 
 #[cfg(test)]

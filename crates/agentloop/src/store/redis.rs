@@ -25,11 +25,11 @@
 use super::registry::Started;
 use super::stats::WriteCounters;
 use super::{
-    check_batch, check_dense_from, cost_of, decode_entry_json, from_json, now_ms, outputs, to_json,
+    check_batch, check_dense_from, cost_of, decode_entry_json, from_json, outputs, to_json,
     write_json, ControlRequest, JournalEntry, Lease, RemoteControl, RunFilter, RunState, RunStore,
-    RunSummary, SessionInfo, SessionState, SessionStore, StoreError, SummaryUpdate, JSON_PER_ENTRY,
+    RunSummary, StoreError, SummaryUpdate, JSON_PER_ENTRY,
 };
-use crate::message::{Message, Usage};
+use crate::message::Usage;
 use crate::run::Price;
 use ::redis::aio::ConnectionManager;
 use ::redis::Client;
@@ -125,6 +125,9 @@ fn backend(error: impl std::fmt::Display) -> StoreError {
 fn corrupt(what: &str) -> StoreError {
     StoreError::Corrupt(what.to_owned())
 }
+
+/// A hash as read.
+type Hash = HashMap<String, String>;
 
 /// A number field of a hash.
 fn number(hash: &HashMap<String, String>, field: &str) -> u64 {
@@ -567,20 +570,27 @@ impl RunStore for RedisStore {
                 break;
             }
             offset += ids.len();
+            // The journal's length after the meta hash: an append in between only makes it
+            // longer (the script writes both at once).
             let mut pipe = ::redis::pipe();
             for id in &ids {
                 pipe.cmd("HGETALL").arg(self.key(&["run:", id, ":meta"]));
                 pipe.cmd("HGETALL").arg(self.key(&["run:", id, ":lease"]));
+                pipe.cmd("LLEN").arg(self.key(&["run:", id, ":journal"]));
             }
-            let hashes: Vec<HashMap<String, String>> =
+            let read: Vec<(Hash, Hash, u64)> =
                 pipe.query_async(&mut self.conn()).await.map_err(backend)?;
-            for (id, pair) in ids.iter().zip(hashes.chunks(2)) {
-                let (Some(meta), Some(lease)) = (pair.first(), pair.get(1)) else { break };
+            for (id, (meta, lease, length)) in ids.iter().zip(read) {
                 if meta.is_empty() {
                     expired.push(id.clone());
                     continue;
                 }
-                let summary = summary_of(id, meta, lease)?;
+                let summary = summary_of(id, &meta, &lease)?;
+                // A journal shorter than its registry entry says (a damaged store, keys
+                // deleted by hand) is no run `load` can read: left out, as `check` reports.
+                if length < summary.entries.max(1) {
+                    continue;
+                }
                 if filter.matches(&summary) {
                     runs.push(summary);
                 }
@@ -636,134 +646,44 @@ impl RunStore for RedisStore {
         Ok(existed > 0)
     }
 
+    async fn remove_runs(
+        &self,
+        run_ids: &[String],
+        rule: &super::RemovalRule,
+    ) -> Result<Vec<super::Removal>, StoreError> {
+        self.remove(run_ids, rule).await
+    }
+
+    async fn registry_rows(
+        &self,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<super::RegistryPage, StoreError> {
+        self.rows(cursor, limit).await
+    }
+
+    async fn orphan_journals(&self) -> Result<Vec<super::OrphanJournal>, StoreError> {
+        self.orphans().await
+    }
+
+    async fn rebuild_registry(&self, run_id: &str) -> Result<bool, StoreError> {
+        self.rebuild(run_id).await
+    }
+
+    async fn adopt_journal(
+        &self,
+        orphan: &super::OrphanJournal,
+    ) -> Result<Option<String>, StoreError> {
+        Ok(self.rebuild(&orphan.locator).await?.then(|| orphan.locator.clone()))
+    }
+
     fn write_stats(&self) -> Option<super::WriteStats> {
         Some(self.counters.snapshot())
     }
 }
 
-fn session_of(context_id: &str, hash: &HashMap<String, String>) -> Result<SessionInfo, StoreError> {
-    let state = hash.get("state").map(String::as_str).unwrap_or_default();
-    Ok(SessionInfo {
-        context_id: context_id.to_owned(),
-        state: SessionState::parse(state)
-            .ok_or_else(|| corrupt(&format!("session '{context_id}': unknown state '{state}'")))?,
-        run_id: hash.get("run_id").cloned(),
-        turns: number(hash, "turns"),
-        messages: number(hash, "messages"),
-        created_ms: number(hash, "created_ms"),
-        updated_ms: number(hash, "updated_ms"),
-    })
-}
-
-#[async_trait]
-impl SessionStore for RedisStore {
-    async fn open_session(&self, context_id: &str) -> Result<SessionInfo, StoreError> {
-        let hash: HashMap<String, String> = self
-            .invoke(
-                self.scripts
-                    .open_session
-                    .key(self.key(&["session:", context_id]))
-                    .arg(now_ms())
-                    .arg(self.ttl_ms()),
-            )
-            .await?;
-        session_of(context_id, &hash)
-    }
-
-    async fn get_session(&self, context_id: &str) -> Result<Option<SessionInfo>, StoreError> {
-        let hash = self.hash(&self.key(&["session:", context_id])).await?;
-        if hash.is_empty() {
-            return Ok(None);
-        }
-        session_of(context_id, &hash).map(Some)
-    }
-
-    async fn begin_turn(&self, context_id: &str, run_id: &str) -> Result<Vec<Message>, StoreError> {
-        let reply: Vec<String> = self
-            .invoke(
-                self.scripts
-                    .begin_turn
-                    .key(self.key(&["session:", context_id]))
-                    .arg(run_id)
-                    .arg(now_ms())
-                    .arg(self.ttl_ms()),
-            )
-            .await?;
-        match reply.first().map(String::as_str) {
-            Some("ok") => self.session_messages(context_id).await,
-            Some("busy") => Err(StoreError::SessionBusy {
-                context_id: context_id.to_owned(),
-                run_id: reply.get(1).cloned().unwrap_or_default(),
-            }),
-            _ => Err(corrupt(&format!("unexpected reply of the begin-turn script: {reply:?}"))),
-        }
-    }
-
-    async fn end_turn(
-        &self,
-        context_id: &str,
-        run_id: &str,
-        new_messages: &[Message],
-    ) -> Result<SessionInfo, StoreError> {
-        let key = self.key(&["session:", context_id]);
-        let mut invocation = self.scripts.end_turn.prepare_invoke();
-        invocation
-            .key(&key)
-            .key(self.key(&["session:", context_id, ":messages"]))
-            .arg(run_id)
-            .arg(now_ms())
-            .arg(self.ttl_ms());
-        for message in new_messages {
-            invocation.arg(to_json(message)?);
-        }
-        let reply: Vec<String> = self.invoke(&invocation).await?;
-        match reply.first().map(String::as_str) {
-            Some("ok") => {
-                let hash = self.hash(&key).await?;
-                session_of(context_id, &hash)
-            }
-            Some("missing") => {
-                Err(StoreError::NotFound { what: "session", id: context_id.to_owned() })
-            }
-            Some("not_in_turn") => Err(StoreError::NotInTurn {
-                context_id: context_id.to_owned(),
-                run_id: run_id.to_owned(),
-                state: reply
-                    .get(1)
-                    .and_then(|s| SessionState::parse(s))
-                    .unwrap_or(SessionState::Ready),
-            }),
-            _ => Err(corrupt(&format!("unexpected reply of the end-turn script: {reply:?}"))),
-        }
-    }
-
-    async fn session_messages(&self, context_id: &str) -> Result<Vec<Message>, StoreError> {
-        let raw: Vec<Vec<u8>> = ::redis::cmd("LRANGE")
-            .arg(self.key(&["session:", context_id, ":messages"]))
-            .arg(0)
-            .arg(-1)
-            .query_async(&mut self.conn())
-            .await
-            .map_err(backend)?;
-        raw.iter()
-            .map(|json| {
-                serde_json::from_slice(json)
-                    .map_err(|e| corrupt(&format!("session '{context_id}': a message: {e}")))
-            })
-            .collect()
-    }
-
-    async fn delete_session(&self, context_id: &str) -> Result<bool, StoreError> {
-        let deleted: i64 = ::redis::cmd("DEL")
-            .arg(self.key(&["session:", context_id]))
-            .arg(self.key(&["session:", context_id, ":messages"]))
-            .query_async(&mut self.conn())
-            .await
-            .map_err(backend)?;
-        Ok(deleted > 0)
-    }
-}
-
+mod admin;
 mod artifacts;
 mod lease;
 mod scripts;
+mod sessions;

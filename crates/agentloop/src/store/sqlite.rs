@@ -30,6 +30,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
+mod admin;
 mod artifacts;
 mod checkpointer;
 mod lease;
@@ -479,6 +480,43 @@ impl RunStore for SqliteStore {
             Ok(deleted > 0)
         })
         .await
+    }
+
+    async fn remove_runs(
+        &self,
+        run_ids: &[String],
+        rule: &super::RemovalRule,
+    ) -> Result<Vec<super::Removal>, StoreError> {
+        let (run_ids, rule) = (run_ids.to_vec(), rule.clone());
+        self.call(move |conn| admin::remove(conn, &run_ids, &rule)).await
+    }
+
+    async fn registry_rows(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<super::RegistryPage, StoreError> {
+        let after = after.map(str::to_owned);
+        let rows = self.call(move |conn| admin::rows(conn, after.as_deref(), limit)).await?;
+        let next = rows.last().filter(|_| rows.len() == limit).map(|r| r.summary.run_id.clone());
+        Ok(super::RegistryPage::new(rows, next))
+    }
+
+    async fn orphan_journals(&self) -> Result<Vec<super::OrphanJournal>, StoreError> {
+        self.call(|conn| admin::orphans(conn)).await
+    }
+
+    async fn rebuild_registry(&self, run_id: &str) -> Result<bool, StoreError> {
+        let run_id = run_id.to_owned();
+        self.call(move |conn| admin::rebuild(conn, &run_id)).await
+    }
+
+    async fn adopt_journal(
+        &self,
+        orphan: &super::OrphanJournal,
+    ) -> Result<Option<String>, StoreError> {
+        let orphan = orphan.clone();
+        self.call(move |conn| admin::adopt(conn, &orphan)).await
     }
 
     fn write_stats(&self) -> Option<super::WriteStats> {

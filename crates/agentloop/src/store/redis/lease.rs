@@ -24,6 +24,7 @@ if owner ~= '' and expires > now then return {'held', owner, tostring(expires - 
 local until_ms = now + tonumber(ARGV[2])
 redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'epoch', tostring(epoch + 1),
   'expires_at_ms', tostring(until_ms))
+if tonumber(ARGV[3]) > 0 then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
 return {'ok', tostring(epoch + 1), tostring(until_ms)}
 ";
 
@@ -34,6 +35,7 @@ local epoch = redis.call('HGET', KEYS[1], 'epoch') or '0'
 if owner ~= ARGV[1] or epoch ~= ARGV[2] then return {'lost', owner, epoch} end
 local until_ms = now + tonumber(ARGV[3])
 redis.call('HSET', KEYS[1], 'expires_at_ms', tostring(until_ms))
+if tonumber(ARGV[4]) > 0 then redis.call('PEXPIRE', KEYS[1], ARGV[4]) end
 return {'ok', tostring(until_ms)}
 ";
 
@@ -98,7 +100,16 @@ pub(super) async fn claim(
     ttl: Duration,
 ) -> Result<Lease, StoreError> {
     let reply: Vec<String> = store
-        .invoke(store.scripts.lease.claim.key(key(store, run_id)).arg(owner).arg(ttl_ms(ttl)))
+        .invoke(
+            store
+                .scripts
+                .lease
+                .claim
+                .key(key(store, run_id))
+                .arg(owner)
+                .arg(ttl_ms(ttl))
+                .arg(store.ttl_ms()),
+        )
         .await?;
     match reply.first().map(String::as_str) {
         Some("ok") => Ok(Lease {
@@ -122,7 +133,8 @@ pub(super) async fn renew(
     ttl: Duration,
 ) -> Result<Lease, StoreError> {
     let renew = &store.scripts.lease.renew;
-    let reply: Vec<String> = store.invoke(held(store, renew, lease).arg(ttl_ms(ttl))).await?;
+    let reply: Vec<String> =
+        store.invoke(held(store, renew, lease).arg(ttl_ms(ttl)).arg(store.ttl_ms())).await?;
     match reply.first().map(String::as_str) {
         Some("ok") => Ok(Lease { expires_at_ms: parse(reply.get(1), "expiry")?, ..lease.clone() }),
         Some("lost") => Err(lost_reply(lease, &reply)),

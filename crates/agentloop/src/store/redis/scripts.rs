@@ -1,7 +1,7 @@
 //! The Lua scripts of the Redis store: each is one atomic step on the server; and how they
 //! are called (by their hash, loaded again when the server lost them).
 
-use super::{artifacts, backend, lease, RedisStore};
+use super::{admin, artifacts, backend, lease, RedisStore};
 use crate::store::StoreError;
 use ::redis::Script;
 
@@ -13,6 +13,8 @@ pub(super) struct Scripts {
     pub(super) begin_turn: Script,
     pub(super) end_turn: Script,
     pub(super) append_chunk: Script,
+    pub(super) remove: Script,
+    pub(super) rebuild: Script,
     pub(super) lease: lease::Scripts,
 }
 
@@ -25,6 +27,8 @@ impl Scripts {
             begin_turn: Script::new(BEGIN_TURN),
             end_turn: Script::new(END_TURN),
             append_chunk: Script::new(artifacts::APPEND_CHUNK),
+            remove: Script::new(admin::REMOVE),
+            rebuild: Script::new(admin::REBUILD),
             lease: lease::Scripts::new(),
         }
     }
@@ -110,8 +114,16 @@ for i, field in ipairs(tokens) do
 end
 local ttl = tonumber(ARGV[2])
 if ttl > 0 then
-  redis.call('PEXPIRE', KEYS[1], ttl)
-  redis.call('PEXPIRE', KEYS[2], ttl)
+  -- Every key of the run gets the TTL alike: its journal, meta, lease, controls, artifacts.
+  local run = string.sub(KEYS[1], 1, -9)
+  local prefix = string.sub(KEYS[3], 1, -5)
+  for _, k in ipairs({KEYS[1], KEYS[2], KEYS[4], run .. ':control', run .. ':artifacts'}) do
+    redis.call('PEXPIRE', k, ttl)
+  end
+  for _, a in ipairs(redis.call('ZRANGE', run .. ':artifacts', 0, -1)) do
+    redis.call('PEXPIRE', prefix .. 'artifact:' .. a, ttl)
+    redis.call('PEXPIRE', prefix .. 'artifact:' .. a .. ':chunks', ttl)
+  end
 end
 redis.call('PUBLISH', KEYS[5], tostring(len + n))
 return {'ok', tostring(len + n)}

@@ -271,7 +271,7 @@ pub(super) fn apply(
 }
 
 /// One listed row: the summary, and its state as stored.
-fn summary_of(row: &rusqlite::Row<'_>) -> rusqlite::Result<(RunSummary, String)> {
+pub(super) fn summary_of(row: &rusqlite::Row<'_>) -> rusqlite::Result<(RunSummary, String)> {
     let mut summary = RunSummary {
         run_id: row.get(0)?,
         agent: row.get(1)?,
@@ -291,13 +291,18 @@ fn summary_of(row: &rusqlite::Row<'_>) -> rusqlite::Result<(RunSummary, String)>
     Ok((summary, row.get(4)?))
 }
 
-/// The runs matching `filter`, newest first, each with its lease.
+/// The runs matching `filter`, newest first, each with its lease. A row whose journal does not
+/// hold its first and last entries (a damaged store: rows deleted by hand) is left out, as
+/// `load` finds no such run; `RunService::check` reports it.
 pub(super) fn list(conn: &Connection, filter: &RunFilter) -> Result<Vec<RunSummary>, StoreError> {
     let mut sql = String::from(
         "SELECT r.run_id, r.agent, r.context_id, r.parent_run_id, r.state, r.created_ms, \
          r.updated_ms, r.next_seq, r.input_tokens, r.output_tokens, r.cached_input_tokens, \
          r.reasoning_tokens, r.cost_usd, l.owner, l.expires_at_ms \
-         FROM runs r LEFT JOIN leases l ON l.run_id = r.run_id WHERE 1 = 1",
+         FROM runs r LEFT JOIN leases l ON l.run_id = r.run_id \
+         WHERE EXISTS (SELECT 1 FROM journal j WHERE j.run_key = r.run_key AND j.seq = 0) \
+         AND EXISTS (SELECT 1 FROM journal j WHERE j.run_key = r.run_key \
+         AND j.seq = r.next_seq - 1)",
     );
     let mut args: Vec<SqlValue> = Vec::new();
     let mut text = |sql: &mut String, clause: &str, value: &Option<String>| {
