@@ -368,7 +368,7 @@ async fn dropping_a_stream_aborts_the_request() {
 }
 
 #[tokio::test]
-async fn a_slow_server_hits_the_request_timeout_and_a_closed_port_is_a_network_error() {
+async fn a_slow_server_hits_the_request_timeout_and_a_closed_port_is_unreachable() {
     let server = MockServer::start().await;
     Mock::given(method("POST"))
         .respond_with(ResponseTemplate::new(200).set_delay(Duration::from_secs(3)))
@@ -385,7 +385,7 @@ async fn a_slow_server_hits_the_request_timeout_and_a_closed_port_is_a_network_e
     drop(listener);
     let nowhere = OpenAi::chat_with(HttpConfig::new(closed, "m"), Dialect::openai()).unwrap();
     let (_, error) = stream_all(&nowhere, simple_request("x")).await;
-    assert!(matches!(error, Some(ProviderError::Network { .. })), "{error:?}");
+    assert!(matches!(error, Some(ProviderError::Unreachable { .. })), "{error:?}");
 }
 
 #[tokio::test]

@@ -77,6 +77,13 @@ fn the_migration_fills_the_registry_of_older_runs_from_their_journals() {
     let entries = [crate::store::JournalEntry::of(4, responded(second)).unwrap()];
     let update = SummaryUpdate::of(&entries).unwrap();
     apply(&tx, "priced", &current, 5, &update).unwrap();
+    // The entry itself, as the append writes it (a run is listed only with its journal).
+    tx.execute(
+        "INSERT INTO journal (run_key, seq, at_ms, schema_version, event) \
+         SELECT run_key, 4, 14, 1, ?1 FROM runs WHERE run_id = 'priced'",
+        [to_json(&responded(second)).unwrap()],
+    )
+    .unwrap();
     tx.commit().unwrap();
     let runs = list(&conn, &RunFilter::all().agent("old").limit(1)).unwrap();
     let mut more = total;
