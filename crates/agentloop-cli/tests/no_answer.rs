@@ -236,17 +236,30 @@ fn closed_port() -> std::net::SocketAddr {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
 }
 
-#[test]
-fn a_model_that_cannot_be_reached_fails_fast_with_its_cause_not_an_answer() {
+/// `run "What is 2 + 2?"` (with `extra` flags) against the OpenAI-compatible server at
+/// `address`, in a fresh directory holding `config` as its agentloop.toml: the output and how
+/// long it took.
+fn ask(
+    address: std::net::SocketAddr,
+    config: &str,
+    extra: &[&str],
+) -> (std::process::Output, std::time::Duration) {
     let dir = tempfile::tempdir().unwrap();
-    let url = format!("http://{}/v1", closed_port());
+    std::fs::write(dir.path().join("agentloop.toml"), config).unwrap();
+    let url = format!("http://{address}/v1");
     let started = std::time::Instant::now();
     let output = agentloop(dir.path())
         .args(["run", "--provider", "openai-compatible", "--model", "m", "--base-url", &url])
+        .args(extra)
         .arg("What is 2 + 2?")
         .output()
         .unwrap();
-    let elapsed = started.elapsed();
+    (output, started.elapsed())
+}
+
+#[test]
+fn a_model_that_cannot_be_reached_fails_fast_with_its_cause_not_an_answer() {
+    let (output, elapsed) = ask(closed_port(), "", &[]);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "a failure: {stderr}");
     assert!(stderr.contains("the model's server could not be reached"), "{stderr}");
@@ -260,13 +273,7 @@ fn a_model_that_cannot_be_reached_fails_fast_with_its_cause_not_an_answer() {
 
 #[test]
 fn run_json_of_an_unreachable_model_ends_with_a_failure_whose_answer_is_empty() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("http://{}/v1", closed_port());
-    let output = agentloop(dir.path())
-        .args(["run", "--json", "--provider", "openai-compatible", "--model", "m"])
-        .args(["--base-url", &url, "What is 2 + 2?"])
-        .output()
-        .unwrap();
+    let (output, _) = ask(closed_port(), "", &["--json"]);
     assert_eq!(output.status.code(), Some(1));
     let stdout = String::from_utf8(output.stdout).unwrap();
     let events: Vec<Event> = stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
@@ -314,16 +321,7 @@ fn trickling_server() -> std::net::SocketAddr {
 
 #[test]
 fn max_duration_is_a_deadline_even_for_a_server_that_trickles() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("agentloop.toml"), "[limits]\nmax_duration_secs = 3\n").unwrap();
-    let url = format!("http://{}/v1", trickling_server());
-    let started = std::time::Instant::now();
-    let output = agentloop(dir.path())
-        .args(["run", "--provider", "openai-compatible", "--model", "m", "--base-url", &url])
-        .arg("What is 2 + 2?")
-        .output()
-        .unwrap();
-    let elapsed = started.elapsed();
+    let (output, elapsed) = ask(trickling_server(), "[limits]\nmax_duration_secs = 3\n", &[]);
     let stderr = String::from_utf8_lossy(&output.stderr);
     // Within max_duration + 5 s (the stream's idle timeout is 300 s).
     assert!(elapsed < std::time::Duration::from_secs(3 + 5), "{elapsed:?}: {stderr}");
@@ -333,19 +331,11 @@ fn max_duration_is_a_deadline_even_for_a_server_that_trickles() {
 
 #[test]
 fn the_stream_idle_timeout_is_set_in_the_provider_table() {
-    let dir = tempfile::tempdir().unwrap();
     let config = "[provider]\nidle_timeout_secs = 1\n[limits]\nmodel_retries = 0\n";
-    std::fs::write(dir.path().join("agentloop.toml"), config).unwrap();
-    let url = format!("http://{}/v1", trickling_server());
-    let started = std::time::Instant::now();
-    let output = agentloop(dir.path())
-        .args(["run", "--provider", "openai-compatible", "--model", "m", "--base-url", &url])
-        .arg("What is 2 + 2?")
-        .output()
-        .unwrap();
+    let (output, elapsed) = ask(trickling_server(), config, &[]);
     let stderr = String::from_utf8_lossy(&output.stderr);
     // Three calls in a row time out after 1 s each; the run fails with the last error.
-    assert!(started.elapsed() < std::time::Duration::from_secs(10), "{:?}", started.elapsed());
+    assert!(elapsed < std::time::Duration::from_secs(10), "{elapsed:?}");
     assert_eq!(output.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("3 calls in a row") && stderr.contains("timeout"), "{stderr}");
 }
