@@ -306,7 +306,8 @@ pub async fn drive(plan: &Plan) -> Result<DriverReport, String> {
     });
     let job = Arc::new(match plan.kind {
         Kind::Floor => {
-            let client = reqwest::Client::builder()
+            let client = agentloop::tls::http_client_builder()
+                .map_err(|e| e.to_string())?
                 .connect_timeout(Duration::from_secs(10))
                 .build()
                 .map_err(|e| e.to_string())?;
@@ -327,7 +328,10 @@ pub async fn drive(plan: &Plan) -> Result<DriverReport, String> {
             Job::Agent(Box::new(agent), None)
         }
         Kind::Trivial => {
-            let client = reqwest::Client::builder().build().map_err(|e| e.to_string())?;
+            let client = agentloop::tls::http_client_builder()
+                .map_err(|e| e.to_string())?
+                .build()
+                .map_err(|e| e.to_string())?;
             let body = serde_json::json!({
                 "model": Script::new(0, 1, plan.script.latency.as_millis() as u64).model_name(),
                 "messages": [{"role": "user", "content": "go"}],

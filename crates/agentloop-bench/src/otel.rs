@@ -388,7 +388,7 @@ pub async fn run(
     if plan.variants.contains(&Variant::Otlp) && plan.endpoint.is_none() {
         return Err("the otlp variant needs an endpoint".into());
     }
-    let client = reqwest::Client::builder().timeout(Duration::from_secs(10)).build()?;
+    let client = agentloop::tls::http_client_builder()?.timeout(Duration::from_secs(10)).build()?;
     if let Some(block) = plan.block {
         if plan.export_cpu.is_some() {
             return Err("--export-cpu moves every other thread: not with --block".into());

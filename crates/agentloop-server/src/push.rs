@@ -138,18 +138,21 @@ impl Pusher {
     /// with an error logged, if the HTTP client cannot be built.)
     pub fn new(allow: PushAllow, store: Arc<dyn PushStore>, options: DeliveryOptions) -> Self {
         let allow = Arc::new(allow);
-        let client = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .no_proxy()
-            .timeout(options.timeout)
-            .connect_timeout(options.timeout)
-            .dns_resolver(Arc::new(AllowResolver::new(allow.clone())))
-            .user_agent(concat!("agentloop/", env!("CARGO_PKG_VERSION")))
-            .build();
+        let client =
+            agentloop::tls::http_client_builder().map_err(|e| e.to_string()).and_then(|builder| {
+                builder
+                    .no_proxy()
+                    .timeout(options.timeout)
+                    .connect_timeout(options.timeout)
+                    .dns_resolver(Arc::new(AllowResolver::new(allow.clone())))
+                    .user_agent(concat!("agentloop/", env!("CARGO_PKG_VERSION")))
+                    .build()
+                    .map_err(|e| e.without_url().to_string())
+            });
         let (allow, client) = match client {
             Ok(client) => (allow, Some(client)),
             Err(error) => {
-                tracing::error!(error = %error.without_url(), "push: no HTTP client, push is off");
+                tracing::error!(%error, "push: no HTTP client, push is off");
                 (Arc::new(PushAllow::none()), None)
             }
         };

@@ -394,7 +394,7 @@ async fn delivery_resumes_after_a_restart_from_where_it_stopped() {
     // The first server's webhook takes the first update, then fails until the server stops.
     let hook = Hook::start(|n| if n == 0 { 200 } else { 503 }).await;
     let (url, stop) = serve(dir.path(), fast(10_000)).await;
-    let client = reqwest::Client::new();
+    let client = agentloop::tls::http_client_builder().unwrap().build().unwrap();
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
         "message": message("slow 0.3", None),
         "configuration": {"taskPushNotificationConfig": {"url": hook.url, "token": "t"}}}});

@@ -51,6 +51,7 @@ pub mod service;
 pub mod session;
 pub mod store;
 mod terms;
+pub mod tls;
 pub mod tool;
 
 pub use agent::{Agent, AgentBuilder, ResumeOptions, RunAsError, RunInput, RunOptions};

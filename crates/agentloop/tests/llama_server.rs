@@ -271,7 +271,11 @@ async fn a_wrong_key_is_an_auth_error() {
 
 /// The server's context size, from `/v1/models`.
 async fn context_size(url: &str, key: Option<&str>) -> u64 {
-    let mut request = reqwest::Client::new().get(format!("{url}/v1/models"));
+    let mut request = agentloop::tls::http_client_builder()
+        .unwrap()
+        .build()
+        .unwrap()
+        .get(format!("{url}/v1/models"));
     if let Some(key) = key {
         request = request.bearer_auth(key);
     }

@@ -169,7 +169,8 @@ impl A2aClientBuilder {
     fn http_client_or_new(&self) -> Result<reqwest::Client, A2aClientError> {
         match &self.http {
             Some(client) => Ok(client.clone()),
-            None => reqwest::Client::builder()
+            None => agentloop::tls::http_client_builder()
+                .map_err(|e| A2aClientError::Transport(format!("TLS setup failed: {e}")))?
                 .connect_timeout(self.connect_timeout)
                 .build()
                 .map_err(|e| A2aClientError::from_reqwest(e, self.timeout)),

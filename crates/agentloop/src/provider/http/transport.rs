@@ -19,7 +19,6 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::proxy::matcher::Matcher;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -96,7 +95,7 @@ fn direct(connect_timeout: Duration) -> Result<Direct, String> {
     http.set_nodelay(true);
     http.set_connect_timeout(Some(connect_timeout));
     let https = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_tls_config(tls_config(false)?)
+        .with_tls_config(crate::tls::client_config().map_err(|e| format!("TLS setup failed: {e}"))?)
         .https_or_http()
         .enable_http1()
         .enable_http2()
@@ -111,33 +110,14 @@ fn direct(connect_timeout: Duration) -> Result<Direct, String> {
 
 /// reqwest for requests through a proxy: the environment's, or `proxy`.
 fn proxied(connect_timeout: Duration, proxy: Option<&str>) -> Result<reqwest::Client, String> {
-    let mut builder = reqwest::Client::builder()
-        .connect_timeout(connect_timeout)
-        .redirect(reqwest::redirect::Policy::none())
-        .use_preconfigured_tls(tls_config(true)?);
+    let mut builder = crate::tls::http_client_builder()
+        .map_err(|e| format!("TLS setup failed: {e}"))?
+        .connect_timeout(connect_timeout);
     if let Some(proxy) = proxy {
         let proxy = reqwest::Proxy::all(proxy).map_err(|e| format!("invalid proxy: {e}"))?;
         builder = builder.proxy(proxy);
     }
     builder.build().map_err(|e| e.to_string())
-}
-
-/// rustls with the ring provider and the webpki roots; with `alpn`, HTTP/2 and HTTP/1.1
-/// offered by ALPN (hyper's HTTPS connector sets ALPN itself, reqwest leaves a preconfigured
-/// config as it is).
-fn tls_config(alpn: bool) -> Result<rustls::ClientConfig, String> {
-    let roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
-    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .map_err(|e| format!("TLS setup failed: {e}"))?
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    if alpn {
-        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    }
-    Ok(config)
 }
 
 /// The body of a response, from either client.

@@ -8,7 +8,8 @@ use std::time::Duration;
 /// GETs URLs of allowed hosts only.
 #[derive(Debug, Clone)]
 pub struct HttpGet {
-    client: reqwest::Client,
+    /// `Err` with the reason when the client could not be built (each call reports it).
+    client: Result<reqwest::Client, String>,
     allowed_hosts: Vec<String>,
     max_bytes: usize,
 }
@@ -23,11 +24,12 @@ pub struct HttpGetArgs {
 impl HttpGet {
     /// Allows these hosts (exact names; an entry starting with `.` allows its subdomains).
     pub fn new(allowed_hosts: impl IntoIterator<Item = impl Into<String>>) -> Self {
-        let client = reqwest::Client::builder()
-            .timeout(Duration::from_secs(20))
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .unwrap_or_default();
+        let client = crate::tls::http_client_builder()
+            .map_err(|e| e.to_string())
+            .and_then(|builder| {
+                builder.timeout(Duration::from_secs(20)).build().map_err(|e| e.to_string())
+            })
+            .map_err(|e| format!("the HTTP client could not be built: {e}"));
         Self {
             client,
             allowed_hosts: allowed_hosts.into_iter().map(Into::into).collect(),
@@ -79,8 +81,9 @@ impl Tool for HttpGet {
                 self.allowed_hosts.join(", ")
             ));
         }
+        let client = self.client.as_ref().map_err(Clone::clone)?;
         let mut response =
-            self.client.get(url).send().await.map_err(|e| format!("request failed: {e}"))?;
+            client.get(url).send().await.map_err(|e| format!("request failed: {e}"))?;
         let status = response.status();
         let mut body = Vec::new();
         let mut cut = false;

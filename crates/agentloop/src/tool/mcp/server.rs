@@ -484,8 +484,8 @@ async fn collect_stderr(server: Weak<Server>, stderr: tokio::process::ChildStder
 fn http_transport(
     url: &str,
     headers: &std::collections::BTreeMap<String, secrecy::SecretString>,
-) -> Result<StreamableHttpClientTransport<reqwest_mcp::Client>, String> {
-    use reqwest_mcp::header::{HeaderName, HeaderValue};
+) -> Result<StreamableHttpClientTransport<reqwest::Client>, String> {
+    use reqwest::header::{HeaderName, HeaderValue};
     use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
     let mut custom = HashMap::new();
     for (name, value) in headers {
@@ -496,18 +496,9 @@ fn http_transport(
         value.set_sensitive(true);
         custom.insert(name, value);
     }
-    let roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
-    let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .map_err(|e| format!("TLS setup failed: {e}"))?
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    let client = reqwest_mcp::Client::builder()
+    let client = crate::tls::http_client_builder()
+        .map_err(|e| format!("TLS setup failed: {e}"))?
         .pool_max_idle_per_host(0)
-        .redirect(reqwest_mcp::redirect::Policy::none())
-        .tls_backend_preconfigured(tls)
         .build()
         .map_err(|e| format!("the HTTP client could not be built: {e}"))?;
     let config = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(custom);
