@@ -4,27 +4,29 @@
 # and timed: downloading the crates, building (cargo --timings), fetching the model, the first
 # answer. docs/DEVELOPMENT.md ("First contact") keeps today's figures.
 #
-#   bash scripts/first-contact.sh [--warm-registry] [--question Q] [--dir DIR] [--keep]
+#   bash scripts/first-contact.sh [--warm-registry] [--question Q] [--dir DIR] [--commit REV] [--keep]
 #
 # --warm-registry  reuse the cargo home (registry, crate sources) of an earlier run in DIR:
 #                  the "warm registry, cold target" case. Without it everything starts empty.
 # --question Q     what to ask (default: a question that is not the README's example).
 # --dir DIR        where the clone, cargo home, home and target live (default: a temp dir).
+# --commit REV     measure that commit instead of HEAD (an earlier one, to compare).
 # --keep           leave the target directory (default: removed at the end; the report and
 #                  cargo's timing page stay in DIR).
 #
-# Clones the repository's HEAD (commit first what you want measured). Needs the network (the
+# Clones the repository's HEAD, or REV (commit first what you want measured). Needs the network (the
 # crate registry and the Python package index), as a new user has it.
 set -euo pipefail
 
 repo=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
 question="How many legs do 3 spiders have in total?"
-dir="" warm=0 keep=0
+dir="" warm=0 keep=0 rev=""
 while [[ $# -gt 0 ]]; do
   case $1 in
     --warm-registry) warm=1 ;;
     --question) question=$2; shift ;;
     --dir) dir=$2; shift ;;
+    --commit) rev=$2; shift ;;
     --keep) keep=1 ;;
     *) echo "first-contact: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -54,6 +56,7 @@ elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
 
 git clone --quiet "$repo" "$dir/agentloop"
 cd "$dir/agentloop"
+if [[ -n "$rev" ]]; then git checkout --quiet "$rev"; fi
 commit=$(git rev-parse --short HEAD)
 say "first contact: $commit, $(nproc) cores, $(rustc -V), registry $([[ $warm -eq 1 ]] && echo warm || echo cold), target cold"
 say "question: $question"

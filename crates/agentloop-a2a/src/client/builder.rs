@@ -171,6 +171,8 @@ impl A2aClientBuilder {
             Some(client) => Ok(client.clone()),
             None => agentloop::tls::http_client_builder()
                 .map_err(|e| A2aClientError::Transport(format!("TLS setup failed: {e}")))?
+                // reqwest's own policy (up to 10, credentials dropped across hosts).
+                .redirect(reqwest::redirect::Policy::default())
                 .connect_timeout(self.connect_timeout)
                 .build()
                 .map_err(|e| A2aClientError::from_reqwest(e, self.timeout)),
