@@ -27,8 +27,8 @@ use syn::visit::Visit;
 /// modules of the layers below its own, never one of its own layer or above.
 const LAYERS: &[&[&str]] = &[
     // values: canonical JSON; the cancel / pause cell of a run; the external crates that
-    // `#[tool]`'s expansions name (`__private`)
-    &["__private", "canonical", "control"],
+    // `#[tool]`'s expansions name (`__private`); the HTTP clients' TLS
+    &["__private", "canonical", "control", "tls"],
     // messages and their parts
     &["message"],
     // the `Tool` trait, schemas, the executor, MCP
