@@ -110,7 +110,8 @@ print("\n| the 20 slowest units | seconds | front end | code generation |\n|---|
 for u in sorted(units, key=lambda u: -u["duration"])[:20]:
     target = u.get("target", "").strip()
     name = f"{u['name']} {u['version']}{(' ' + target) if target else ''}"
-    print(f"| {name} | {u['duration']:.1f} | {part(u, 'frontend'):.1f} | {part(u, 'codegen'):.1f} |")
+    split = [f"{part(u, n):.1f}" if u.get("sections") else "–" for n in ("frontend", "codegen")]
+    print(f"| {name} | {u['duration']:.1f} | {split[0]} | {split[1]} |")
 PY
 fi
 say ""

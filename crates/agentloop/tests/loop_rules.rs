@@ -533,3 +533,42 @@ async fn tools_get_the_idempotency_key_run_id_colon_call_id() {
     assert_eq!(outcome(&events).run_id, "run_42");
     assert_eq!(*probe.keys.lock().unwrap(), ["run_42:abc"]);
 }
+
+#[tokio::test]
+async fn repeated_call_ids_are_made_unique_before_they_are_journaled() {
+    // A server that sends no ids gets `call_0` in every response (and two in one response
+    // here): each call still gets its own id, key and result.
+    let probe_call = |tag: &str| json!({"ms": 0, "tag": tag});
+    let model = model([
+        ScriptedTurn::tool_call("probe", probe_call("a")).with_call_id("call_0"),
+        ScriptedTurn::tool_call("probe", probe_call("b"))
+            .with_call_id("call_0")
+            .with_tool_call("probe", probe_call("c"))
+            .with_call_id("call_0"),
+        ScriptedTurn::text("ok"),
+    ]);
+    let probe = Probe::default();
+    let agent = Agent::builder(model.clone()).tool(probe.clone()).build().unwrap();
+    let options = RunOptions { run_id: Some("run_7".into()), ..RunOptions::default() };
+    let events = collect(agent.run_stream_with("go", options)).await;
+    assert_eq!(outcome(&events).answer, "ok");
+    let mut keys = probe.keys.lock().unwrap().clone();
+    keys.sort();
+    assert_eq!(keys, ["run_7:call_0", "run_7:call_0.2", "run_7:call_0.3"]);
+    // The journaled responses carry the new ids, and the model sees each call answered once.
+    let started: Vec<String> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::ToolStarted { call, .. } => Some(call.id.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(started, ["call_0", "call_0.2", "call_0.3"]);
+    let history = &model.requests()[2].messages;
+    let calls: Vec<&str> =
+        history.iter().flat_map(|m| m.tool_calls()).map(|c| c.id.as_str()).collect();
+    let results: Vec<&str> =
+        history.iter().flat_map(|m| m.tool_results_iter()).map(|r| r.call_id.as_str()).collect();
+    assert_eq!(calls, ["call_0", "call_0.2", "call_0.3"]);
+    assert_eq!(results, calls);
+}

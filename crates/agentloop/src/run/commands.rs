@@ -5,7 +5,7 @@ use super::{
     millis, CallApproval, Decision, Outcome, PendingCall, Phase, Run, RunError, StopReason,
 };
 use crate::event::{Event, StepStatus};
-use crate::message::{Message, ToolResult, Usage};
+use crate::message::{Message, Part, ToolResult, Usage};
 use crate::provider::{ModelResponse, ProviderError};
 use crate::run::breaker::Verdict;
 use crate::run::StallAction;
@@ -34,7 +34,8 @@ impl Run {
     ) -> Result<(), RunError> {
         self.expect_awaiting_model("model_responded")?;
         self.calibrate(response.usage.input);
-        let message = response.message;
+        let mut message = response.message;
+        self.make_call_ids_unique(&mut message);
         let notices = (!self.quiet).then(|| (message.reasoning_text(), message.text()));
         self.record(Event::ModelResponded {
             iteration: self.iteration,
@@ -60,6 +61,40 @@ impl Run {
         }
         self.close_iteration();
         Ok(())
+    }
+
+    /// Gives each tool call of `message` an id no other call of the run has. A server that
+    /// sends no ids gets `call_0`, `call_1`, … in every response (and some servers repeat
+    /// their own): a repeated id would give two calls one idempotency key (`run_id:call_id`)
+    /// and the model two results under one id. A repeated id gets a suffix (`call_0.2`),
+    /// before the response is journaled, so the journal, the history and a resumed run all
+    /// have the new one. Ids that are already unique (every real provider's) stay as they are.
+    fn make_call_ids_unique(&self, message: &mut Message) {
+        if !message.has_tool_calls() {
+            return;
+        }
+        let mut fresh: Vec<String> = Vec::new();
+        for part in &mut message.content {
+            let Part::ToolCall(call) = part else { continue };
+            let taken = |id: &str| fresh.iter().any(|f| f == id) || self.call_id_taken(id);
+            if taken(&call.id) {
+                let mut n = 2_u32;
+                let mut candidate = format!("{}.{n}", call.id);
+                while taken(&candidate) {
+                    n += 1;
+                    candidate = format!("{}.{n}", call.id);
+                }
+                call.id = candidate;
+            }
+            fresh.push(call.id.clone());
+        }
+    }
+
+    /// Whether a call of the run (in its history, or in its audit trail, which outlives
+    /// compaction) has the id `id`.
+    fn call_id_taken(&self, id: &str) -> bool {
+        self.history.iter().flat_map(Message::tool_calls).any(|call| call.id == id)
+            || self.metrics.audit.iter().any(|entry| entry.call_id == id)
     }
 
     /// Feeds the summary of a compaction (see [`Step::Compact`](super::Step::Compact)).

@@ -482,9 +482,10 @@ fn the_whole_history_plan_is_the_window_plan() {
                 ..calls_response(calls)
             };
             if round % 3 == 2 {
-                let calls = [(id.as_str(), "add", "{}"), ("other", "add", "{\"a\":1}")];
+                let other = format!("other{round}");
+                let calls = [(id.as_str(), "add", "{}"), (other.as_str(), "add", "{\"a\":1}")];
                 run.model_responded(uncalibrated(&calls), ms(1)).unwrap();
-                run.tool_finished("other", Ok(ToolOutput::Value(json!(2))), ms(1)).unwrap();
+                run.tool_finished(&other, Ok(ToolOutput::Value(json!(2))), ms(1)).unwrap();
             } else {
                 run.model_responded(uncalibrated(&[(id.as_str(), "add", "{}")]), ms(1)).unwrap();
             }
