@@ -69,14 +69,21 @@ impl Run {
     /// and the model two results under one id. A repeated id gets a suffix (`call_0.2`),
     /// before the response is journaled, so the journal, the history and a resumed run all
     /// have the new one. Ids that are already unique (every real provider's) stay as they are.
+    /// The run's calls are its audit trail (every call that started, was deferred or was
+    /// refused; rebuilt when the run is folded from its journal, kept through compaction).
     fn make_call_ids_unique(&self, message: &mut Message) {
         if !message.has_tool_calls() {
             return;
         }
-        let mut fresh: Vec<String> = Vec::new();
-        for part in &mut message.content {
-            let Part::ToolCall(call) = part else { continue };
-            let taken = |id: &str| fresh.iter().any(|f| f == id) || self.call_id_taken(id);
+        let audit = &self.metrics.audit;
+        let content = &mut message.content;
+        for index in 0..content.len() {
+            let (earlier, rest) = content.split_at_mut(index);
+            let Some(Part::ToolCall(call)) = rest.first_mut() else { continue };
+            let taken = |id: &str| {
+                earlier.iter().any(|part| matches!(part, Part::ToolCall(c) if c.id == id))
+                    || audit.iter().any(|entry| entry.call_id == id)
+            };
             if taken(&call.id) {
                 let mut n = 2_u32;
                 let mut candidate = format!("{}.{n}", call.id);
@@ -86,15 +93,7 @@ impl Run {
                 }
                 call.id = candidate;
             }
-            fresh.push(call.id.clone());
         }
-    }
-
-    /// Whether a call of the run (in its history, or in its audit trail, which outlives
-    /// compaction) has the id `id`.
-    fn call_id_taken(&self, id: &str) -> bool {
-        self.history.iter().flat_map(Message::tool_calls).any(|call| call.id == id)
-            || self.metrics.audit.iter().any(|entry| entry.call_id == id)
     }
 
     /// Feeds the summary of a compaction (see [`Step::Compact`](super::Step::Compact)).

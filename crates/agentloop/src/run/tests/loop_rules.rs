@@ -503,3 +503,30 @@ fn the_whole_history_plan_is_the_window_plan() {
         }
     }
 }
+
+#[test]
+fn a_repeated_call_id_is_suffixed_also_after_the_run_is_folded_from_its_journal() {
+    let mut run = Run::new("r", config(), vec![Message::user("x")]);
+    let _ = expect_model(&mut run);
+    run.model_responded(calls_response(&[("call_0", "add", "{}")]), ms(1)).unwrap();
+    run.tool_started("call_0", Some(json!({}))).unwrap();
+    run.tool_finished("call_0", Ok(ToolOutput::Value(json!(1))), ms(1)).unwrap();
+    let _ = expect_model(&mut run);
+    let journal: Vec<Event> = run.drain_events().filter(Event::is_durable).collect();
+    // A process that picks the run up from its journal: the next response repeats the id.
+    let mut run = Run::from_journal(&journal).unwrap();
+    let calls = [("call_0", "add", "{}"), ("call_0", "add", "{\"a\":1}")];
+    run.model_responded(calls_response(&calls), ms(1)).unwrap();
+    let Step::CallTools(invocations) = run.next_step() else { panic!("expected the calls") };
+    let ids: Vec<&str> = invocations.iter().map(|i| i.call.id.as_str()).collect();
+    assert_eq!(ids, ["call_0.2", "call_0.3"]);
+    // And again on the next response.
+    for id in ids.clone() {
+        run.tool_started(id, Some(json!({}))).unwrap();
+        run.tool_finished(id, Ok(ToolOutput::Value(json!(2))), ms(1)).unwrap();
+    }
+    let _ = expect_model(&mut run);
+    run.model_responded(calls_response(&[("call_0.2", "add", "{}")]), ms(1)).unwrap();
+    let Step::CallTools(invocations) = run.next_step() else { panic!("expected the call") };
+    assert_eq!(invocations[0].call.id, "call_0.2.2");
+}
