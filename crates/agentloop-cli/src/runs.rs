@@ -223,7 +223,14 @@ pub async fn show(store: &dyn RunStore, run_id: &str) -> anyhow::Result<()> {
             Event::ApprovalDecided { call_id, decision } => match decision {
                 Decision::Approve => format!("  approved {call_id}"),
                 Decision::Reject { reason } => format!("  rejected {call_id}: {reason}"),
+                Decision::SetResult { result } => {
+                    format!("  result set for {call_id}: {}", one_line(&result.to_string(), 100))
+                }
+                other => format!("  decided {call_id}: {other:?}"),
             },
+            Event::AttentionNeeded { call_id, reason } => {
+                format!("  ! {call_id} needs attention: {}", one_line(reason, 140))
+            }
             Event::InputProvided { message } => {
                 format!("answered: {}", one_line(&message.text(), 100))
             }

@@ -10,6 +10,8 @@
 //!
 //! - The doc comment is the description (or `#[tool(description = "…")]`).
 //! - The name is the function's (or `#[tool(name = "…")]`).
+//! - `#[tool(safe_to_retry)]` declares it idempotent: a call a crash left in flight runs
+//!   again when the run is taken over (`Tool::safe_to_retry`).
 //! - Parameters become the argument struct; their attributes (`#[serde(default)]`,
 //!   `#[schemars(description = "…")]`, …) move to its fields. A parameter of type
 //!   `ToolContext` receives the call's context instead.
@@ -36,8 +38,11 @@ pub fn tool(attr: TokenStream, item: TokenStream) -> TokenStream {
         } else if meta.path.is_ident("description") {
             options.description = Some(meta.value()?.parse::<LitStr>()?);
             Ok(())
+        } else if meta.path.is_ident("safe_to_retry") {
+            options.safe_to_retry = true;
+            Ok(())
         } else {
-            Err(meta.error("expected `name = \"…\"` or `description = \"…\"`"))
+            Err(meta.error("expected `name = \"…\"`, `description = \"…\"` or `safe_to_retry`"))
         }
     });
     parse_macro_input!(attr with parser);
@@ -49,6 +54,7 @@ pub fn tool(attr: TokenStream, item: TokenStream) -> TokenStream {
 struct Options {
     name: Option<LitStr>,
     description: Option<LitStr>,
+    safe_to_retry: bool,
 }
 
 fn doc_text(attrs: &[Attribute]) -> String {
@@ -130,6 +136,7 @@ fn expand(options: Options, mut function: ItemFn) -> syn::Result<TokenStream2> {
     }
     let fn_name = sig.ident.clone();
     let vis = function.vis.clone();
+    let safe_to_retry = options.safe_to_retry;
     let tool_name = options.name.map_or_else(|| fn_name.to_string(), |n| n.value());
     let description = match options.description {
         Some(text) => text.value(),
@@ -201,6 +208,10 @@ fn expand(options: Options, mut function: ItemFn) -> syn::Result<TokenStream2> {
 
             fn description(&self) -> ::std::string::String {
                 ::std::string::String::from(#description)
+            }
+
+            fn safe_to_retry(&self) -> bool {
+                #safe_to_retry
             }
 
             #[allow(unused_variables)]

@@ -175,6 +175,40 @@ impl Agent {
         (handle, crate::observe::observed(events, observer))
     }
 
+    /// Journals the start of a run in the agent's store without executing it — `run_started`
+    /// with the run's configuration (after the `before_run` hooks) and input — and returns
+    /// its id. Any process with this agent continues it ([`resume`](Self::resume)); a worker
+    /// pool does (`agentloop::worker`). Fails with [`StoreError::Conflict`] (through
+    /// [`ResumeError::Store`]) when the store already has a run of that id.
+    ///
+    /// [`StoreError::Conflict`]: crate::store::StoreError::Conflict
+    pub async fn create_run(
+        &self,
+        input: impl Into<RunInput>,
+        options: RunOptions,
+    ) -> Result<String, crate::error::ResumeError> {
+        let store = self.store.as_ref().ok_or(crate::error::ResumeError::NoStore)?;
+        let run_id = options.run_id.unwrap_or_else(new_run_id);
+        self.refresh_tools();
+        let mut config = self.run_config(options.parent_run_id);
+        config.trace_parent = options.trace_parent;
+        if let Some(spec) = options.output {
+            config.output = Some(self.resolve_output(spec, &config.tools));
+        }
+        let mut notices = Vec::new();
+        let mut run = match self.driver.hooks.before_run(config.clone(), &mut notices).await {
+            Ok(config) => Run::new(run_id.clone(), config, input.into().0),
+            Err(failure) => {
+                let mut run = Run::new(run_id.clone(), config, input.into().0);
+                run.fail_hook(failure.hook, failure.error);
+                run
+            }
+        };
+        let events: Vec<Event> = run.drain_events().filter(Event::is_durable).collect();
+        store.append(&run_id, 0, &events).await?;
+        Ok(run_id)
+    }
+
     /// Journals `events` when the agent has a store, by the holder of the run's lease
     /// (`lease`: already claimed; `None`: claimed first); `checkpoints`: with a
     /// `checkpointed` event after each journaled one.
@@ -248,6 +282,12 @@ impl Agent {
             run.decide(&call_id, decision)?;
         }
         Ok(self.drive_existing(run, None, None, Some(journal.len() as u64)).1)
+    }
+
+    /// How long the lease of a run this agent executes lasts unless renewed
+    /// ([`AgentBuilder::lease_ttl`]).
+    pub fn lease_ttl(&self) -> Duration {
+        self.lease_ttl
     }
 
     /// The store runs are journaled in, if any.

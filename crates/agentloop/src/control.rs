@@ -11,11 +11,19 @@ pub(crate) struct Control {
     reason: Mutex<Option<String>>,
     /// `Some(reason)` while a pause is requested.
     pause: watch::Sender<Option<String>>,
+    /// Cancelled when the run is to stop at its next safe point without ending
+    /// ([`RunHandle::stop_at_safe_point`]).
+    pub(crate) stop: CancellationToken,
 }
 
 impl Control {
     pub(crate) fn new(cancel: CancellationToken) -> Arc<Self> {
-        Arc::new(Self { cancel, reason: Mutex::new(None), pause: watch::Sender::new(None) })
+        Arc::new(Self {
+            cancel,
+            reason: Mutex::new(None),
+            pause: watch::Sender::new(None),
+            stop: CancellationToken::new(),
+        })
     }
 
     pub(crate) fn cancel(&self, reason: String) {
@@ -93,5 +101,15 @@ impl RunHandle {
     /// Whether the run was cancelled.
     pub fn is_cancelled(&self) -> bool {
         self.control.cancel.is_cancelled()
+    }
+
+    /// Stops the run at its next safe point without ending it — between two steps, with no
+    /// tool running and no model call in flight (a paused run stops at once): nothing more is
+    /// started, nothing is journaled for the stop, and the event stream ends without a
+    /// terminal event (with a store, the lease is released as the stream ends). The run is
+    /// continued later from its journal ([`Agent::resume`](crate::Agent::resume)) as if it had
+    /// never stopped: a worker that drains hands its runs over this way.
+    pub fn stop_at_safe_point(&self) {
+        self.control.stop.cancel();
     }
 }

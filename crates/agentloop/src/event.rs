@@ -112,6 +112,18 @@ pub enum Event {
         #[serde(serialize_with = "crate::canonical::serialize")]
         arguments: Arc<Value>,
     },
+    /// A call a crash left in flight (started, no result journaled) is not run again: its
+    /// tool is not declared safe to retry ([`Tool::safe_to_retry`](crate::tool::Tool)). The
+    /// call waits for an operator, as a deferred call waits for approval: retry it
+    /// ([`Decision::Approve`](crate::terms::Decision)), supply its result
+    /// (`Decision::SetResult`) or fail it (`Decision::Reject`); once every other call of the
+    /// iteration is done the run suspends with the stop reason `needs_attention`.
+    AttentionNeeded {
+        /// The call.
+        call_id: String,
+        /// Why it was not run again.
+        reason: String,
+    },
     /// A human decided on a deferred call.
     ApprovalDecided {
         /// The call.
@@ -415,6 +427,7 @@ impl Event {
                 | Self::LimitReached { .. }
                 | Self::ApprovalRequested { .. }
                 | Self::ApprovalDecided { .. }
+                | Self::AttentionNeeded { .. }
                 | Self::StallDetected { .. }
                 | Self::Paused { .. }
                 | Self::Resumed
@@ -460,6 +473,7 @@ impl Event {
             Self::LimitReached { .. } => "limit_reached",
             Self::ApprovalRequested { .. } => "approval_requested",
             Self::ApprovalDecided { .. } => "approval_decided",
+            Self::AttentionNeeded { .. } => "attention_needed",
             Self::StallDetected { .. } => "stall_detected",
             Self::Paused { .. } => "paused",
             Self::Resumed => "resumed",

@@ -53,6 +53,8 @@ pub mod store;
 mod terms;
 pub mod tls;
 pub mod tool;
+#[cfg(feature = "redis")]
+pub mod worker;
 
 pub use agent::{Agent, AgentBuilder, ResumeOptions, RunAsError, RunInput, RunOptions};
 pub use control::RunHandle;

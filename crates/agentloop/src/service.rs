@@ -87,6 +87,14 @@ pub enum ServiceError {
         /// What the listener said.
         error: String,
     },
+    /// The request was recorded, but the run could not be given to a worker to continue.
+    #[error("recorded for run '{run_id}', but it could not be queued to continue: {error}")]
+    Continuation {
+        /// The run.
+        run_id: String,
+        /// What the queue said.
+        error: String,
+    },
     /// The run's journal does not fold into a run.
     #[error("run '{run_id}': {error}")]
     Journal {
@@ -111,6 +119,18 @@ pub struct RunService {
     poll: Duration,
     /// Told of the runs [`delete`](Self::delete) and [`prune`](Self::prune) removed.
     deleted: Vec<Arc<dyn RunsDeleted>>,
+    /// Told of the runs a decision, an answer or a cancel was recorded for.
+    continuations: Option<Arc<dyn ContinueRun>>,
+}
+
+/// Continues runs that something was requested of (a decision on a call, an answer, a
+/// cancel): with a worker pool, a job for the run (`agentloop::worker::Queue`), so that a
+/// run suspended for a human goes on by itself once the human decided.
+#[async_trait::async_trait]
+pub trait ContinueRun: Send + Sync {
+    /// A request for `run_id` was recorded: have it continued. An error is reported by the
+    /// request ([`ServiceError::Continuation`]); the request stays recorded.
+    async fn continue_run(&self, run_id: &str) -> Result<(), String>;
 }
 
 impl std::fmt::Debug for RunService {
@@ -122,7 +142,7 @@ impl std::fmt::Debug for RunService {
 impl RunService {
     /// The service over `store`.
     pub fn new(store: Arc<dyn RunStore>) -> Self {
-        Self { store, poll: DEFAULT_POLL, deleted: Vec::new() }
+        Self { store, poll: DEFAULT_POLL, deleted: Vec::new(), continuations: None }
     }
 
     /// Tells `listener` of every run this service deletes (after the store removed it): for
@@ -131,6 +151,28 @@ impl RunService {
     pub fn on_deleted(mut self, listener: Arc<dyn RunsDeleted>) -> Self {
         self.deleted.push(listener);
         self
+    }
+
+    /// Has every run that a decision, an answer or a cancel is recorded for continued by
+    /// `continuation` (a worker pool's queue).
+    pub fn continue_with(mut self, continuation: Arc<dyn ContinueRun>) -> Self {
+        self.continuations = Some(continuation);
+        self
+    }
+
+    /// Has the run continued, when the service continues runs.
+    async fn continued(
+        &self,
+        run_id: &str,
+        recorded: RemoteControl,
+    ) -> Result<RemoteControl, ServiceError> {
+        if let Some(continuation) = &self.continuations {
+            continuation
+                .continue_run(run_id)
+                .await
+                .map_err(|error| ServiceError::Continuation { run_id: run_id.to_owned(), error })?;
+        }
+        Ok(recorded)
     }
 
     /// How often a subscription looks for new entries (default [`DEFAULT_POLL`]).
@@ -227,8 +269,10 @@ impl RunService {
         &self,
         run_id: &str,
         reason: impl Into<String>,
-    ) -> Result<RemoteControl, StoreError> {
-        self.store.request_control(run_id, ControlRequest::Cancel(reason.into())).await
+    ) -> Result<RemoteControl, ServiceError> {
+        let recorded =
+            self.store.request_control(run_id, ControlRequest::Cancel(reason.into())).await?;
+        self.continued(run_id, recorded).await
     }
 
     /// Asks the run's executor to pause at its next safe point (as
@@ -267,6 +311,40 @@ impl RunService {
         self.decide(run_id, call_id, Decision::Reject { reason: reason.into() }).await
     }
 
+    /// Runs again a call that waits for an operator (the run's state is `needs_attention`: a
+    /// crash left the call in flight and its tool is not safe to retry), with the same
+    /// idempotency key, when the run is continued. The same as [`approve`](Self::approve).
+    pub async fn retry_call(
+        &self,
+        run_id: &str,
+        call_id: &str,
+    ) -> Result<RemoteControl, ServiceError> {
+        self.decide(run_id, call_id, Decision::Approve).await
+    }
+
+    /// Supplies the result of a call that waits for a decision (an operator who checked what
+    /// a call left in flight by a crash did): the model sees `result` as the call's result
+    /// when the run is continued, and the call does not run.
+    pub async fn set_result(
+        &self,
+        run_id: &str,
+        call_id: &str,
+        result: serde_json::Value,
+    ) -> Result<RemoteControl, ServiceError> {
+        self.decide(run_id, call_id, Decision::SetResult { result }).await
+    }
+
+    /// Fails a call that waits for a decision: the model sees `reason` as its error result
+    /// when the run is continued (as [`reject`](Self::reject)).
+    pub async fn fail_call(
+        &self,
+        run_id: &str,
+        call_id: &str,
+        reason: impl Into<String>,
+    ) -> Result<RemoteControl, ServiceError> {
+        self.reject(run_id, call_id, reason).await
+    }
+
     /// Records a decision on a call the run deferred for approval (refused unless the call
     /// waits for one). A later decision on the same call, before the run takes it, wins.
     pub async fn decide(
@@ -283,7 +361,8 @@ impl RunService {
             });
         }
         let request = ControlRequest::Decide { call_id: call_id.to_owned(), decision };
-        Ok(self.store.request_control(run_id, request).await?)
+        let recorded = self.store.request_control(run_id, request).await?;
+        self.continued(run_id, recorded).await
     }
 
     /// Answers the question the run stopped to ask (an ask-user tool; the run finished with
@@ -301,7 +380,8 @@ impl RunService {
             return Err(ServiceError::NotAwaitingInput(run_id.to_owned()));
         }
         let answer = InputAnswer { for_seq: last_seq, text: text.into() };
-        Ok(self.store.request_control(run_id, ControlRequest::Input(answer)).await?)
+        let recorded = self.store.request_control(run_id, ControlRequest::Input(answer)).await?;
+        self.continued(run_id, recorded).await
     }
 
     /// The run folded from its journal, and the sequence number of its last entry.

@@ -54,6 +54,8 @@ const LAYERS: &[&[&str]] = &[
     &["error", "schema", "service"],
     &["agent"],
     &["session"],
+    // the worker pool: a queue in Redis Streams, workers that execute runs from it
+    &["worker"],
     // the names most programs import
     &["prelude"],
 ];

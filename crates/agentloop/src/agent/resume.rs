@@ -23,6 +23,13 @@ pub struct ResumeOptions {
     pub allow_identity_change: bool,
     /// Cancels the resumed run when cancelled.
     pub cancel: Option<CancellationToken>,
+    /// A call the journal shows in flight (started, no result: its executor stopped during
+    /// it) runs again only if its tool is declared safe to retry
+    /// ([`Tool::safe_to_retry`](crate::tool::Tool::safe_to_retry)); any other is held for an
+    /// operator (`attention_needed`) and the run suspends with the stop reason
+    /// `needs_attention`. Workers resume runs they take over this way. Off: every call in
+    /// flight runs again, with the same idempotency key.
+    pub hold_unsafe_in_flight: bool,
 }
 
 impl Agent {
@@ -60,7 +67,8 @@ impl Agent {
     ) -> Result<(RunHandle, EventStream), ResumeError> {
         let (mut run, next_seq, last, lease) =
             self.load_run(run_id, !options.allow_identity_change).await?;
-        match self.take_requested(&mut run, next_seq).await {
+        let held = if options.hold_unsafe_in_flight { self.hold_unsafe(&mut run) } else { false };
+        match self.take_requested(&mut run, next_seq).await.map(|applied| applied || held) {
             Ok(true) => Ok(self.drive_existing(run, options.cancel, Some(lease), Some(next_seq))),
             Ok(false) => Ok(self.continue_loaded(run, next_seq, last, lease, options.cancel).await),
             Err(error) => {
@@ -81,6 +89,25 @@ impl Agent {
             return Err(error.into());
         }
         Ok(self.drive_existing(run, None, Some(lease), Some(next_seq)).1)
+    }
+
+    /// Holds for an operator each call of a loaded run that is in flight and whose tool is
+    /// not safe to retry ([`ResumeOptions::hold_unsafe_in_flight`]); whether any was.
+    fn hold_unsafe(&self, run: &mut Run) -> bool {
+        let mut held = false;
+        for call in run.running_calls() {
+            if self.driver.tools.safe_to_retry(&call.name) {
+                continue;
+            }
+            let reason = format!(
+                "the run's executor stopped while '{}' ran, and the tool is not declared safe \
+                 to retry: it may have had its effect; retry the call, supply its result or \
+                 fail it",
+                call.name
+            );
+            held |= run.hold_for_attention(&call.id, reason).is_ok();
+        }
+        held
     }
 
     /// Applies what was requested of a loaded run from outside while it waited (see

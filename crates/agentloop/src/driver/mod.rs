@@ -214,6 +214,10 @@ impl Driver {
             if scope.control.cancel.is_cancelled() {
                 run.cancel(scope.control.cancel_reason());
             }
+            // Between two steps: a safe point to stop at (`RunHandle::stop_at_safe_point`).
+            if scope.control.stop.is_cancelled() && !run.is_ending() && !run.has_events() {
+                return;
+            }
             if run.is_between_iterations() && !self.hooks.is_empty() {
                 let ctx = scope.hook_context(&run);
                 match self.hooks.pause_check(&ctx, &mut events).await {
@@ -310,9 +314,13 @@ async fn sleep_until(at: Option<Instant>) {
 
 /// Waits until the pause is lifted or the run is cancelled.
 async fn wait_for_resume(scope: &Scope, pauses: &mut tokio::sync::watch::Receiver<Option<String>>) {
-    while scope.control.pause_reason().is_some() && !scope.control.cancel.is_cancelled() {
+    while scope.control.pause_reason().is_some()
+        && !scope.control.cancel.is_cancelled()
+        && !scope.control.stop.is_cancelled()
+    {
         tokio::select! {
             () = scope.control.cancel.cancelled() => {}
+            () = scope.control.stop.cancelled() => {}
             changed = pauses.changed() => if changed.is_err() { break },
         }
     }

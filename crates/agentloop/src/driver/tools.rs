@@ -113,7 +113,12 @@ impl Driver {
             }
             // Start calls up to the limit, unless a pause is requested (a safe point).
             run.request_pause(scope.control.pause_reason());
-            while running.len() < self.concurrency && !run.pause_requested() && !run.is_ending() {
+            let stopping = scope.control.stop.is_cancelled();
+            while running.len() < self.concurrency
+                && !run.pause_requested()
+                && !run.is_ending()
+                && !stopping
+            {
                 let Some(ToolInvocation { call, approved }) = queue.pop_front() else { break };
                 scope.tick(run);
                 let parsed = parse_arguments(&call.arguments);
@@ -155,7 +160,7 @@ impl Driver {
                 out.send(events.drain(..).chain(run.drain_events())).await;
             }
             if running.is_empty() {
-                if queue.is_empty() || run.is_ending() {
+                if queue.is_empty() || run.is_ending() || stopping {
                     break;
                 }
                 // A pause requested with calls left to start: this is a safe point.

@@ -250,6 +250,23 @@ impl Run {
         Ok(())
     }
 
+    /// Holds a call a crash left in flight (started, no result) for an operator instead of
+    /// running it again (`attention_needed`): its tool is not safe to retry. The run then
+    /// suspends with [`StopReason::NeedsAttention`] once its other calls are done.
+    pub fn hold_for_attention(
+        &mut self,
+        call_id: &str,
+        reason: impl Into<String>,
+    ) -> Result<(), RunError> {
+        let pending = self.pending(call_id)?;
+        if !pending.started || pending.result.is_some() || pending.is_waiting() {
+            return Err(RunError::UnknownCall(call_id.to_owned()));
+        }
+        let (call_id, reason) = (call_id.to_owned(), reason.into());
+        self.record(Event::AttentionNeeded { call_id, reason });
+        Ok(())
+    }
+
     /// Records a human's decision on a deferred call. After the decisions, the driver
     /// continues the run: approved calls run, rejected ones have their error result.
     pub fn decide(&mut self, call_id: &str, decision: Decision) -> Result<(), RunError> {

@@ -82,8 +82,17 @@ impl Run {
                 let entry = self.audit_entry(&call.id, &call.name, || Arc::clone(arguments));
                 entry.approval = ApprovalRecord::Pending;
             }
+            Event::AttentionNeeded { call_id, reason } => {
+                let pending = self.pending_mut(call_id)?;
+                if !pending.started || pending.result.is_some() {
+                    return Err(RunError::UnknownCall(call_id.clone()));
+                }
+                pending.approval = CallApproval::Deferred;
+                pending.attention = Some(reason.clone());
+            }
             Event::ApprovalDecided { call_id, decision } => {
                 let pending = self.pending_mut(call_id)?;
+                pending.attention = None;
                 let name = pending.call.name.clone();
                 match decision {
                     Decision::Approve => {
@@ -95,6 +104,12 @@ impl Run {
                         let error = ToolError::Rejected(reason.clone());
                         let result = ToolResult::error(call_id, error.to_model_text());
                         self.on_tool_result(&name, &result, 0, Some(&error), None)?;
+                    }
+                    Decision::SetResult { result } => {
+                        let output = crate::tool::ToolOutput::Value(result.clone());
+                        let (content, _) = super::stop::tool_output(output);
+                        let result = ToolResult::ok(call_id, content);
+                        self.on_tool_result(&name, &result, 0, None, None)?;
                     }
                 }
                 if let Phase::AwaitingTools { suspended, .. } = &mut self.phase {

@@ -137,6 +137,10 @@ struct PendingCall {
     result: Option<ToolResult>,
     signal: Option<Signal>,
     approval: CallApproval,
+    /// Why the call waits for an operator (`attention_needed`: a crash left it in flight and
+    /// its tool is not safe to retry), until a decision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    attention: Option<String>,
 }
 
 impl PartialEq for PendingCall {
@@ -147,6 +151,7 @@ impl PartialEq for PendingCall {
             && self.result == other.result
             && self.signal == other.signal
             && self.approval == other.approval
+            && self.attention == other.attention
     }
 }
 
@@ -159,6 +164,7 @@ impl PendingCall {
             result: None,
             signal: None,
             approval: CallApproval::Automatic,
+            attention: None,
         }
     }
 
@@ -415,6 +421,19 @@ impl Run {
                 .iter()
                 .filter(|c| c.started && c.result.is_none())
                 .map(|c| Arc::clone(&c.call))
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The calls that wait for an operator because a crash left them in flight
+    /// (`attention_needed`), with why.
+    pub fn needing_attention(&self) -> Vec<(&ToolCall, &str)> {
+        match &self.phase {
+            Phase::AwaitingTools { calls, .. } => calls
+                .iter()
+                .filter(|c| c.is_waiting())
+                .filter_map(|c| Some((&*c.call, c.attention.as_deref()?)))
                 .collect(),
             _ => Vec::new(),
         }

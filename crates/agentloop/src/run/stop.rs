@@ -270,13 +270,29 @@ impl Run {
         }
     }
 
-    /// The outcome of a run suspended for approvals.
+    /// The outcome of a run suspended for approvals — or for an operator, when a call waits
+    /// because a crash left it in flight (`needs_attention`, which comes first).
     pub(super) fn suspended_outcome(&self) -> Option<Outcome> {
         let Phase::AwaitingTools { calls, .. } = &self.phase else { return None };
-        let deferred: Vec<ToolCall> =
-            calls.iter().filter(|c| c.is_waiting()).map(|c| ToolCall::clone(&c.call)).collect();
-        (!deferred.is_empty() && calls.iter().all(|c| c.result.is_some() || c.is_waiting())).then(
-            || self.outcome_with(String::new(), StopReason::AwaitingApproval { calls: deferred }),
-        )
+        if !calls.iter().all(|c| c.result.is_some() || c.is_waiting()) {
+            return None;
+        }
+        let waiting = calls.iter().filter(|c| c.is_waiting());
+        let attention: Vec<&PendingCall> =
+            waiting.clone().filter(|c| c.attention.is_some()).collect();
+        let stop_reason = match attention.first().and_then(|c| c.attention.clone()) {
+            Some(reason) => {
+                let calls = attention.iter().map(|c| ToolCall::clone(&c.call)).collect();
+                StopReason::NeedsAttention { calls, reason }
+            }
+            None => {
+                let calls: Vec<ToolCall> = waiting.map(|c| ToolCall::clone(&c.call)).collect();
+                if calls.is_empty() {
+                    return None;
+                }
+                StopReason::AwaitingApproval { calls }
+            }
+        };
+        Some(self.outcome_with(String::new(), stop_reason))
     }
 }

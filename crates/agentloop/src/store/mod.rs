@@ -217,6 +217,9 @@ pub enum RunState {
     /// Waiting for a human: `run_suspended` (approval decisions), or `run_finished` with
     /// the stop reason `awaiting_input` (the answer to an ask-user question).
     Suspended,
+    /// Waiting for an operator: `run_suspended` with the stop reason `needs_attention` (a
+    /// crash left a call in flight whose tool is not safe to run twice).
+    NeedsAttention,
 }
 
 impl RunState {
@@ -231,6 +234,11 @@ impl RunState {
             Event::RunFinished { .. } => Self::Finished,
             Event::RunFailed { .. } => Self::Failed,
             Event::RunCancelled { .. } => Self::Cancelled,
+            Event::RunSuspended { outcome }
+                if matches!(outcome.stop_reason, crate::run::StopReason::NeedsAttention { .. }) =>
+            {
+                Self::NeedsAttention
+            }
             Event::RunSuspended { .. } => Self::Suspended,
             _ => Self::Running,
         }
@@ -244,6 +252,7 @@ impl RunState {
             Self::Failed => "failed",
             Self::Cancelled => "cancelled",
             Self::Suspended => "suspended",
+            Self::NeedsAttention => "needs_attention",
         }
     }
 
@@ -255,6 +264,7 @@ impl RunState {
             "failed" => Self::Failed,
             "cancelled" => Self::Cancelled,
             "suspended" => Self::Suspended,
+            "needs_attention" => Self::NeedsAttention,
             _ => return None,
         })
     }

@@ -31,6 +31,7 @@ pub enum Signal {
 /// A human's decision on a deferred tool call.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Decision {
     /// Run the call.
     Approve,
@@ -38,6 +39,12 @@ pub enum Decision {
     Reject {
         /// Why.
         reason: String,
+    },
+    /// Do not run it; this is its result (an operator supplies what a call left in flight by
+    /// a crash returned: see `needs_attention`).
+    SetResult {
+        /// The result the model sees (a JSON string is a text result).
+        result: serde_json::Value,
     },
 }
 
@@ -62,6 +69,15 @@ pub enum StopReason {
     AwaitingApproval {
         /// The deferred calls.
         calls: Vec<ToolCall>,
+    },
+    /// Calls a crash left in flight wait for an operator: their tools are not safe to run
+    /// twice (`attention_needed`). Resolve each with a decision — retry (`approve`), supply
+    /// its result (`set_result`) or fail it (`reject`) — and continue the run.
+    NeedsAttention {
+        /// The calls.
+        calls: Vec<ToolCall>,
+        /// Why (the first call's reason).
+        reason: String,
     },
     /// A limit was reached; the answer was written by the wind-down call (or is the fallback).
     LimitReached {

@@ -34,6 +34,7 @@ struct Entry {
     set: usize,
     validator: jsonschema::Validator,
     timeout: Option<Duration>,
+    safe_to_retry: bool,
 }
 
 /// The outcome of one tool call.
@@ -70,7 +71,9 @@ impl Index {
                     }
                 })?;
                 let timeout = set.timeout(&spec.name);
-                entries.insert(spec.name.clone(), Entry { set: set_index, validator, timeout });
+                let safe_to_retry = set.safe_to_retry(&spec.name);
+                let entry = Entry { set: set_index, validator, timeout, safe_to_retry };
+                entries.insert(spec.name.clone(), entry);
                 specs.push(spec);
             }
         }
@@ -133,6 +136,12 @@ impl ToolExecutor {
     /// The timeout that applies to a tool.
     pub fn timeout_for(&self, name: &str) -> Duration {
         self.current().entries.get(name).and_then(|e| e.timeout).unwrap_or(self.default_timeout)
+    }
+
+    /// Whether a call of this tool left in flight by a crash may run again
+    /// ([`Tool::safe_to_retry`](super::Tool::safe_to_retry)); `false` for an unknown tool.
+    pub fn safe_to_retry(&self, name: &str) -> bool {
+        self.current().entries.get(name).is_some_and(|e| e.safe_to_retry)
     }
 
     /// Runs one call. `arguments` is the parsed argument text (or the parse error). Never

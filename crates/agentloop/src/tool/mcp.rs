@@ -433,6 +433,10 @@ impl ToolSet for McpToolSet {
         server.call_timeout().map(|timeout| timeout + TIMEOUT_GRACE)
     }
 
+    fn safe_to_retry(&self, name: &str) -> bool {
+        self.owner(name).is_some_and(|(server, _)| server.safe_to_retry(name))
+    }
+
     fn revision(&self) -> u64 {
         self.servers.iter().map(|server| server.revision()).sum()
     }

@@ -256,6 +256,15 @@ pub trait Tool: Send + Sync + 'static {
         None
     }
 
+    /// Whether a call may run again after a crash left it in flight (started, no result
+    /// journaled): the tool is idempotent, or honours the call's idempotency key
+    /// ([`ToolContext::idempotency_key`]). Default `false`: a run taken over by another
+    /// worker stops in `needs_attention` instead of running such a call twice (see
+    /// `docs/DURABILITY.md`).
+    fn safe_to_retry(&self) -> bool {
+        false
+    }
+
     /// Runs the tool.
     fn call(
         &self,
@@ -282,6 +291,11 @@ pub trait DynTool: Send + Sync {
         None
     }
 
+    /// Whether a call left in flight by a crash may run again ([`Tool::safe_to_retry`]).
+    fn safe_to_retry(&self) -> bool {
+        false
+    }
+
     /// Runs the tool on JSON arguments (already validated against the schema).
     async fn call_json(&self, args: Value, ctx: ToolContext) -> Result<ToolOutput, ToolError>;
 
@@ -304,6 +318,10 @@ impl<T: Tool> DynTool for T {
 
     fn timeout(&self) -> Option<Duration> {
         Tool::timeout(self)
+    }
+
+    fn safe_to_retry(&self) -> bool {
+        Tool::safe_to_retry(self)
     }
 
     async fn call_json(&self, args: Value, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
@@ -342,6 +360,12 @@ pub trait ToolSet: Send + Sync {
     /// The timeout of one of its tools, if it sets one.
     fn timeout(&self, _name: &str) -> Option<Duration> {
         None
+    }
+
+    /// Whether a call of one of its tools left in flight by a crash may run again
+    /// ([`Tool::safe_to_retry`]; default `false`).
+    fn safe_to_retry(&self, _name: &str) -> bool {
+        false
     }
 
     /// A number that changes whenever the set's tools change (default: never). An agent

@@ -77,6 +77,10 @@ impl ToolSet for ToolRegistry {
         self.tools.get(name).and_then(|(_, tool)| tool.timeout())
     }
 
+    fn safe_to_retry(&self, name: &str) -> bool {
+        self.tools.get(name).is_some_and(|(_, tool)| tool.safe_to_retry())
+    }
+
     async fn call(
         &self,
         name: &str,

@@ -65,6 +65,9 @@ pub(super) struct ToolTable {
     pub(super) remote: HashMap<String, String>,
     /// In the server's order.
     pub(super) specs: Vec<ToolSpec>,
+    /// Exposed names of the tools safe to run again after a crash: annotated
+    /// `idempotentHint: true` or `readOnlyHint: true`.
+    pub(super) safe_to_retry: std::collections::HashSet<String>,
 }
 
 impl ToolTable {
@@ -92,6 +95,11 @@ impl ToolTable {
                 .map(|d| d.into_owned())
                 .or_else(|| tool.title.clone())
                 .unwrap_or_default();
+            let hints = tool.annotations.as_ref();
+            let hint = |hint: Option<bool>| hint == Some(true);
+            if hints.is_some_and(|h| hint(h.idempotent_hint) || hint(h.read_only_hint)) {
+                table.safe_to_retry.insert(name.clone());
+            }
             table.remote.insert(name.clone(), tool.name.into_owned());
             table.specs.push(ToolSpec { name, description, parameters });
         }

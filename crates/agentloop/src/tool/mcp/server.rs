@@ -182,6 +182,10 @@ impl Server {
         read(&self.tools).specs.clone()
     }
 
+    pub(super) fn safe_to_retry(&self, exposed: &str) -> bool {
+        read(&self.tools).safe_to_retry.contains(exposed)
+    }
+
     pub(super) fn remote_name(&self, exposed: &str) -> Option<String> {
         read(&self.tools).remote.get(exposed).cloned()
     }

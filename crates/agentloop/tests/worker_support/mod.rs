@@ -1,0 +1,152 @@
+//! What the worker tests share: a model that answers from the conversation (so any process
+//! gives a run the same turns), tools that record every execution in Redis with its
+//! idempotency key, and a Redis key space of its own per test.
+#![allow(dead_code)]
+
+use agentloop::message::Role;
+use agentloop::provider::scripted::{ScriptedModel, ScriptedTurn};
+use agentloop::provider::{ChunkStream, ModelRequest, Provider};
+use agentloop::store::redis::{RedisOptions, RedisStore};
+use agentloop::store::RunStore;
+use agentloop::tool::{DynTool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use agentloop::worker::{Queue, QueueOptions};
+use agentloop::Agent;
+use async_trait::async_trait;
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The tool calls of every run, in order: (tool, safe to retry).
+pub const STEPS: [(&str, bool); 3] = [("step_a", true), ("step_b", false), ("step_c", true)];
+
+/// The answer of every run: the three tools' results, joined.
+pub const ANSWER: &str = "done: a1 b2 c3";
+
+/// The Redis URL, or `None` (the test is skipped).
+pub fn redis_url() -> Option<String> {
+    match std::env::var("AGENTLOOP_REDIS_URL") {
+        Ok(url) => Some(url),
+        Err(_) => {
+            eprintln!("skipped: AGENTLOOP_REDIS_URL is not set");
+            None
+        }
+    }
+}
+
+/// A key prefix of its own.
+pub fn prefix(test: &str) -> String {
+    format!("agentloop-test:{test}:{}:", uuid::Uuid::new_v4().simple())
+}
+
+/// Answers from the conversation: the i-th assistant turn calls the i-th step, the last one
+/// answers with the results seen.
+pub struct Steps;
+
+impl Provider for Steps {
+    fn stream(&self, request: ModelRequest) -> ChunkStream {
+        let turn = request.messages.iter().filter(|m| m.role == Role::Assistant).count();
+        let scripted = match STEPS.get(turn) {
+            Some((tool, _)) => ScriptedTurn::tool_call(*tool, json!({"n": turn + 1}))
+                .with_call_id(format!("call_{turn}")),
+            None => ScriptedTurn::text(ANSWER),
+        };
+        ScriptedModel::new([scripted]).stream(request)
+    }
+
+    fn name(&self) -> &str {
+        "steps"
+    }
+}
+
+/// A step: records its execution (`RPUSH {prefix}exec:{name}` of the idempotency key), then
+/// sleeps `delay` (a kill then leaves a call that had its effect but no journaled result),
+/// and answers `<letter><n>`.
+pub struct Step {
+    pub name: &'static str,
+    pub safe: bool,
+    pub delay: Duration,
+    pub redis: redis::aio::ConnectionManager,
+    pub prefix: String,
+}
+
+#[async_trait]
+impl DynTool for Step {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: self.name.into(),
+            description: "One step of the task.".into(),
+            parameters: json!({"type": "object", "properties": {"n": {"type": "integer"}}}),
+        }
+    }
+
+    fn safe_to_retry(&self) -> bool {
+        self.safe
+    }
+
+    async fn call_json(&self, args: Value, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+        let key = format!("{}exec:{}", self.prefix, self.name);
+        let mut redis = self.redis.clone();
+        let _: i64 = redis::cmd("RPUSH")
+            .arg(&key)
+            .arg(&ctx.idempotency_key)
+            .query_async(&mut redis)
+            .await
+            .map_err(|e| ToolError::Failed(e.to_string()))?;
+        tokio::time::sleep(self.delay).await;
+        let letter = self.name.trim_start_matches("step_");
+        Ok(ToolOutput::Value(json!(format!("{letter}{}", args["n"]))))
+    }
+}
+
+/// The store, the queue and a connection, under `prefix`.
+pub async fn open(
+    url: &str,
+    prefix: &str,
+) -> (Arc<dyn RunStore>, Queue, redis::aio::ConnectionManager) {
+    let store =
+        RedisStore::connect_with(url, RedisOptions::default().prefix(prefix)).await.unwrap();
+    let queue = Queue::connect_with(url, QueueOptions::default().prefix(prefix)).await.unwrap();
+    let client = redis::Client::open(url).unwrap();
+    let conn = client.get_connection_manager().await.unwrap();
+    (Arc::new(store), queue, conn)
+}
+
+/// The agent `steps` on `store`, its tools taking `delay` each.
+pub fn agent(
+    store: Arc<dyn RunStore>,
+    redis: redis::aio::ConnectionManager,
+    prefix: &str,
+    delay: Duration,
+    lease_ttl: Duration,
+) -> Agent {
+    let mut builder = Agent::builder(Steps).name("steps").store(store).lease_ttl(lease_ttl);
+    for (name, safe) in STEPS {
+        let step = Step { name, safe, delay, redis: redis.clone(), prefix: prefix.to_owned() };
+        builder = builder.dyn_tool(Arc::new(step));
+    }
+    builder.build().unwrap()
+}
+
+/// The executions recorded for a tool: idempotency keys, in order.
+pub async fn executions(
+    redis: &mut redis::aio::ConnectionManager,
+    prefix: &str,
+    tool: &str,
+) -> Vec<String> {
+    redis::cmd("LRANGE")
+        .arg(format!("{prefix}exec:{tool}"))
+        .arg(0)
+        .arg(-1)
+        .query_async(redis)
+        .await
+        .unwrap()
+}
+
+/// Deletes every key under `prefix`.
+pub async fn clean(redis: &mut redis::aio::ConnectionManager, prefix: &str) {
+    let keys: Vec<String> =
+        redis::cmd("KEYS").arg(format!("{prefix}*")).query_async(redis).await.unwrap();
+    for chunk in keys.chunks(500) {
+        let _: i64 = redis::cmd("DEL").arg(chunk).query_async(redis).await.unwrap();
+    }
+}
