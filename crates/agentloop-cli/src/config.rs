@@ -253,6 +253,9 @@ impl TelemetrySection {
     }
 }
 
+/// The prefix of the Redis keys when `[store] prefix` sets none.
+pub const DEFAULT_REDIS_PREFIX: &str = "agentloop:";
+
 /// `[store]`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -263,6 +266,9 @@ pub struct StoreSection {
     pub path: Option<PathBuf>,
     /// The Redis URL.
     pub url: Option<String>,
+    /// The prefix of every Redis key: the Redis store's and the worker queue's (default
+    /// `agentloop:`).
+    pub prefix: Option<String>,
     /// When the journal is committed: `sync` (default), `checkpoint` or `off`.
     pub durability: Option<agentloop::store::Durability>,
     /// Tool outputs of at least this many bytes are journaled by reference, as artifacts
@@ -271,6 +277,12 @@ pub struct StoreSection {
 }
 
 impl StoreSection {
+    /// The prefix of the Redis keys (the store's, the queue's, the push configs'):
+    /// [`prefix`](Self::prefix), else `agentloop:`.
+    pub fn redis_prefix(&self) -> String {
+        self.prefix.clone().unwrap_or_else(|| DEFAULT_REDIS_PREFIX.to_owned())
+    }
+
     /// [`large_output_bytes`](Self::large_output_bytes) as the stores take it.
     pub fn large_output_limit(&self) -> Option<usize> {
         match self.large_output_bytes {

@@ -1,11 +1,14 @@
 //! `agentloop`: run agents from the command line.
 
 mod a2a;
+mod agents;
 mod chat;
 mod config;
+mod log;
 #[cfg(feature = "local")]
 mod model;
 mod providers;
+mod queued;
 mod remote;
 mod render;
 mod runs;
@@ -13,6 +16,7 @@ mod safe;
 mod serve;
 mod telemetry;
 mod tools;
+mod workers;
 
 use agentloop::prelude::*;
 use agentloop::provider::StepToolChoice;
@@ -99,6 +103,8 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         output_schema: Option<PathBuf>,
         #[command(flatten)]
+        queue: queued::SubmitArgs,
+        #[command(flatten)]
         agent: AgentFlags,
     },
     /// An interactive session (/reset, /tools, /history, /exit; Ctrl-C cancels the current
@@ -152,6 +158,11 @@ enum Command {
         #[command(flatten)]
         agent_flags: AgentFlags,
     },
+    /// Executes the runs of a worker queue (Redis) with the agents `serve` would serve, on
+    /// the configured store, until SIGTERM or Ctrl-C; then drains. See docs/CLI.md.
+    Worker(workers::WorkerArgs),
+    /// The worker queue: each agent's jobs and workers, and the dead letters.
+    Workers(workers::WorkersArgs),
     /// A remote A2A agent: show its card, send it a message. See docs/CLI.md.
     A2a {
         #[command(subcommand)]
@@ -182,7 +193,8 @@ enum ModelCommand {
 enum RunsCommand {
     /// Runs, newest first.
     List {
-        /// Only runs in this state: running, finished, failed, cancelled, suspended.
+        /// Only runs in this state: running, finished, failed, cancelled, suspended,
+        /// needs_attention.
         #[arg(long)]
         state: Option<String>,
         /// Only the runs this run started (its sub-agents' runs).
@@ -215,51 +227,6 @@ enum RunsCommand {
         #[command(flatten)]
         agent: AgentFlags,
     },
-    /// Asks the run's executor, in whatever process, to cancel the run (within a second).
-    Cancel {
-        /// The run id.
-        run_id: String,
-        /// Why (journaled with the run's end).
-        #[arg(long, default_value = "cancelled from the command line")]
-        reason: String,
-    },
-    /// Asks the run's executor to pause the run at its next safe point.
-    Pause {
-        /// The run id.
-        run_id: String,
-        /// Why (journaled).
-        #[arg(long, default_value = "paused from the command line")]
-        reason: String,
-    },
-    /// Lets a run paused with `runs pause` go on.
-    Unpause {
-        /// The run id.
-        run_id: String,
-    },
-    /// Approves a call the run deferred for approval; `runs resume` then continues the run.
-    Approve {
-        /// The run id.
-        run_id: String,
-        /// The call id (`runs show` lists the calls that wait).
-        call_id: String,
-    },
-    /// Rejects a call the run deferred for approval: the model sees the reason as its result.
-    Reject {
-        /// The run id.
-        run_id: String,
-        /// The call id.
-        call_id: String,
-        /// Why.
-        #[arg(long)]
-        reason: String,
-    },
-    /// Answers the question the run asked (an ask-user tool); `runs resume` then goes on.
-    Answer {
-        /// The run id.
-        run_id: String,
-        /// The answer.
-        text: String,
-    },
     /// Plays a recorded run again from its journal, without the model or the tools.
     Replay {
         /// The run id.
@@ -268,6 +235,8 @@ enum RunsCommand {
         #[arg(long)]
         json: bool,
     },
+    #[command(flatten)]
+    Request(remote::RequestCommand),
     #[command(flatten)]
     Admin(runs::admin::AdminCommand),
 }
@@ -323,11 +292,17 @@ async fn dispatch_command(cli: Cli, config: Config) -> anyhow::Result<i32> {
             anyhow::bail!("this build has no local models (feature `local`)")
         }
         Command::A2a { command } => a2a::run(command).await,
-        Command::Run { prompt, json, output_schema, agent } => {
+        Command::Worker(args) => workers::worker(args, &config, &cli.provider).await,
+        Command::Workers(args) => workers::workers(args, &config.store).await,
+        Command::Run { prompt, json, output_schema, queue, agent } => {
             let config = with_agent_flags(&config, &agent);
             let mut options = RunOptions::default();
             if let Some(path) = output_schema {
                 options = options.output(output_spec(&path)?);
+            }
+            if queue.queue.is_some() {
+                let run = queued::QueuedRun { prompt, json, options };
+                return queued::submit(&config, &cli.provider, &agent, queue, run).await;
             }
             let purpose = if options.output.is_some() { Purpose::TypedRun } else { Purpose::Run };
             let stores = runs::open(&config.store).await?;
@@ -362,57 +337,19 @@ async fn dispatch_command(cli: Cli, config: Config) -> anyhow::Result<i32> {
             push_allow,
             agent_flags,
         } => {
-            let mut config = with_agent_flags(&config, &agent_flags);
+            let config = with_agent_flags(&config, &agent_flags);
             let stores = runs::open(&config.store).await?;
             let served = if agent.as_deref() == Some("echo") {
                 serve::Served::Echo(stores, config.otel.observer())
-            } else if config.serve.is_empty() {
-                let name = name.or(config.agent.name.clone()).unwrap_or_else(|| "agent".into());
-                config.agent.name = Some(name);
-                let agent = build_agent(
-                    &config,
-                    &cli.provider,
-                    &agent_flags,
-                    None,
-                    Some(stores),
-                    Purpose::Run,
-                )
-                .await?;
-                serve::Served::Configured(vec![(agent, description.clone())])
             } else {
-                // `[[serve]]`: each table is the `[agent]` with its own name, prompt, tools
-                // and iteration limit, on the same store.
-                let mut agents = Vec::with_capacity(config.serve.len());
-                for served in &config.serve {
-                    let served = served.get_ref();
-                    let mut one = config.clone();
-                    one.agent.name = Some(served.name.clone());
-                    if let Some(instructions) = &served.instructions {
-                        one.agent.instructions = Some(instructions.clone());
-                    }
-                    if let Some(tools) = &served.tools {
-                        one.tools.enabled = Some(tools.clone());
-                    }
-                    if let Some(n) = served.max_iterations {
-                        one.limits.max_iterations = Some(n);
-                    }
-                    let stores = runs::Stores {
-                        runs: stores.runs.clone(),
-                        sessions: stores.sessions.clone(),
-                    };
-                    let agent = build_agent(
-                        &one,
-                        &cli.provider,
-                        &agent_flags,
-                        None,
-                        Some(stores),
-                        Purpose::Run,
-                    )
-                    .await
-                    .with_context(|| format!("[[serve]] agent '{}'", served.name))?;
-                    agents.push((agent, served.description.clone()));
+                let mut agents =
+                    agents::served(&config, &cli.provider, &agent_flags, name, &stores).await?;
+                if config.serve.is_empty() {
+                    agents.iter_mut().for_each(|one| one.description.clone_from(&description));
                 }
-                serve::Served::Configured(agents)
+                serve::Served::Configured(
+                    agents.into_iter().map(|one| (one.agent, one.description)).collect(),
+                )
             };
             let options =
                 serve::ServeOptions { bind, public_url, tokens: token, body_limit, push_allow };
@@ -436,25 +373,7 @@ async fn dispatch_command(cli: Cli, config: Config) -> anyhow::Result<i32> {
                 RunsCommand::Replay { run_id, json } => {
                     Ok(runs::replay(store.as_ref(), &run_id, json).await?.code())
                 }
-                RunsCommand::Cancel { run_id, reason } => {
-                    remote::request(store, &run_id, remote::Request::Cancel(reason)).await
-                }
-                RunsCommand::Pause { run_id, reason } => {
-                    remote::request(store, &run_id, remote::Request::Pause(reason)).await
-                }
-                RunsCommand::Unpause { run_id } => {
-                    remote::request(store, &run_id, remote::Request::Unpause).await
-                }
-                RunsCommand::Approve { run_id, call_id } => {
-                    remote::request(store, &run_id, remote::Request::Approve(call_id)).await
-                }
-                RunsCommand::Reject { run_id, call_id, reason } => {
-                    let request = remote::Request::Reject { call_id, reason };
-                    remote::request(store, &run_id, request).await
-                }
-                RunsCommand::Answer { run_id, text } => {
-                    remote::request(store, &run_id, remote::Request::Answer(text)).await
-                }
+                RunsCommand::Request(command) => remote::run(command, store, &config.store).await,
                 RunsCommand::Resume { run_id, json, wait, allow_changes, agent } => {
                     let config = with_agent_flags(&config, &agent);
                     let agent = build_agent(

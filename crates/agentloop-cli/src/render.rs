@@ -3,7 +3,7 @@
 //! summary line; or, with `--json`, every event as a JSON line.
 
 use crate::safe::{escape, json_safe};
-use agentloop::message::FinishReason;
+use agentloop::message::{FinishReason, ToolCall};
 use agentloop::run::LimitKind;
 use agentloop::run::CONTEXT_LIMIT_TEXT;
 use agentloop::{Event, Outcome, StopReason};
@@ -66,6 +66,8 @@ pub struct Renderer {
     streamed: String,
     tool_calls: u32,
     last_response: LastResponse,
+    /// The run's id (from `run_started`).
+    run_id: Option<String>,
 }
 
 const DIM: &str = "\x1b[2m";
@@ -100,6 +102,7 @@ impl Renderer {
             streamed: String::new(),
             tool_calls: 0,
             last_response: LastResponse::default(),
+            run_id: None,
         }
     }
 
@@ -141,6 +144,9 @@ impl Renderer {
         }
         if let Event::ModelFailed { error, .. } = event {
             self.last_response.model_error = Some(error.to_string());
+        }
+        if let Event::RunStarted { run_id, .. } = event {
+            self.run_id = Some(run_id.clone());
         }
         let ending = ending_of(event);
         if self.json {
@@ -281,6 +287,12 @@ impl Renderer {
                 self.paint(YELLOW, &format!("waiting for approval of: {}", names.join(", "))),
             );
         }
+        if let StopReason::NeedsAttention { calls, reason } = &outcome.stop_reason {
+            let run_id = self.run_id.clone().unwrap_or_else(|| "RUN".into());
+            for line in attention_lines(&run_id, calls, reason) {
+                self.line(self.paint(YELLOW, &escape(&line)));
+            }
+        }
         let usage = outcome.usage;
         let mut summary = format!(
             "[{} · {} iteration{} · {} tool call{} · {} tokens ({} in / {} out)",
@@ -299,6 +311,25 @@ impl Renderer {
         summary.push_str(&format!(" · {:.1} s]", self.started.elapsed().as_secs_f64()));
         self.line(self.paint(DIM, &summary));
     }
+}
+
+/// What a run in `needs_attention` waits for — the calls a crash left in flight, whose tools
+/// are not safe to run twice — and the commands that resolve them (not escaped).
+pub fn attention_lines(run_id: &str, calls: &[ToolCall], reason: &str) -> Vec<String> {
+    let waiting: Vec<String> = calls.iter().map(|c| format!("{} ({})", c.id, c.name)).collect();
+    let (s, verb, call) = match calls {
+        [one] => ("", "waits", one.id.as_str()),
+        _ => ("s", "wait", "CALL"),
+    };
+    vec![
+        format!("needs attention: call{s} {} {verb} for an operator: {reason}", waiting.join(", ")),
+        format!(
+            "resolve each call: `agentloop runs retry-call {run_id} {call}` runs it again, \
+             `agentloop runs set-result {run_id} {call} RESULT` gives its result, `agentloop \
+             runs fail {run_id} {call} --reason TEXT` fails it; then `agentloop runs resume \
+             {run_id}` continues the run (with --queue, a worker does)"
+        ),
+    ]
 }
 
 fn stop_name(reason: &StopReason) -> String {

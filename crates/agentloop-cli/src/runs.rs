@@ -6,7 +6,7 @@ use crate::render::Ending;
 use agentloop::agent::JournalReplay;
 use agentloop::run::Decision;
 use agentloop::store::{JournalEntry, MemoryStore, RunFilter, RunState, RunStore, SessionStore};
-use agentloop::{Event, EventStream};
+use agentloop::{Event, EventStream, StopReason};
 use anyhow::{bail, Context};
 use std::sync::Arc;
 
@@ -54,6 +54,7 @@ pub async fn open(section: &StoreSection) -> anyhow::Result<Stores> {
                 bail!("[store] kind = \"redis\" needs url = \"redis://…\"")
             };
             let options = agentloop::store::redis::RedisOptions::default()
+                .prefix(section.redis_prefix())
                 .large_output_bytes(section.large_output_limit());
             Stores::of(
                 agentloop::store::redis::RedisStore::connect_with(url, options)
@@ -66,7 +67,7 @@ pub async fn open(section: &StoreSection) -> anyhow::Result<Stores> {
     })
 }
 
-fn time(ms: u64) -> String {
+pub(crate) fn time(ms: u64) -> String {
     let secs = ms / 1000;
     let (days, rest) = (secs / 86_400, secs % 86_400);
     // Civil date from days since the epoch (Howard Hinnant's algorithm).
@@ -106,7 +107,11 @@ pub async fn list(
     let mut filter = RunFilter::all().limit(limit);
     if let Some(state) = state {
         let Some(state) = RunState::parse(state) else {
-            bail!("unknown state '{state}' (expected running, finished, failed, cancelled or suspended)")
+            bail!(
+                "unknown state '{}' (expected running, finished, failed, cancelled, suspended or \
+                 needs_attention)",
+                cell(state)
+            )
         };
         filter = filter.state(state);
     }
@@ -116,7 +121,7 @@ pub async fn list(
     let runs = store.list_runs(&filter).await?;
     let now = agentloop::store::now_ms();
     println!(
-        "{:<36}  {:<10}  {:<12}  {:<36}  {:>15}  {:>10}  {:>7}  {:<19}  {:<19}  OWNER",
+        "{:<36}  {:<15}  {:<12}  {:<36}  {:>15}  {:>10}  {:>7}  {:<19}  {:<19}  OWNER",
         "RUN",
         "STATE",
         "AGENT",
@@ -133,7 +138,7 @@ pub async fn list(
             _ => "-".into(),
         };
         println!(
-            "{:<36}  {:<10}  {:<12}  {:<36}  {:>15}  {:>10.4}  {:>7}  {:<19}  {:<19}  {owner}",
+            "{:<36}  {:<15}  {:<12}  {:<36}  {:>15}  {:>10.4}  {:>7}  {:<19}  {:<19}  {owner}",
             cell(&run.run_id),
             run.state.as_str(),
             run.agent.as_deref().map_or_else(|| "-".into(), cell),
@@ -241,14 +246,14 @@ pub async fn show(store: &dyn RunStore, run_id: &str) -> anyhow::Result<()> {
         // Model and tool text may hold control characters: shown escaped.
         println!("{at}  {}", cell(&line));
     }
-    for line in summary(&entries) {
+    for line in summary(run_id, &entries) {
         println!("{}", cell(&line));
     }
     Ok(())
 }
 
 /// The run's latency, cost and trace, under its journal.
-fn summary(entries: &[JournalEntry]) -> Vec<String> {
+fn summary(run_id: &str, entries: &[JournalEntry]) -> Vec<String> {
     let (Some(first), Some(last)) = (entries.first(), entries.last()) else { return Vec::new() };
     let mut lines = vec![format!(
         "latency: {:.3} s from the first to the last entry",
@@ -267,6 +272,9 @@ fn summary(entries: &[JournalEntry]) -> Vec<String> {
             outcome.usage.input,
             outcome.usage.output
         ));
+        if let StopReason::NeedsAttention { calls, reason } = &outcome.stop_reason {
+            lines.extend(crate::render::attention_lines(run_id, calls, reason));
+        }
     }
     #[cfg(feature = "otel")]
     if let Event::RunStarted { run_id, config, .. } = &*first.event {

@@ -32,7 +32,7 @@ pub struct ServeOptions {
 }
 
 /// Where push configs and their delivery cursors are kept: beside the runs (the SQLite
-/// file, or Redis under `agentloop:a2a-push:`), so deliveries resume after a restart.
+/// file, or Redis under `{[store] prefix}a2a-push:`), so deliveries resume after a restart.
 pub(crate) async fn push_store(store: &StoreSection) -> anyhow::Result<Option<Arc<dyn PushStore>>> {
     Ok(match store.kind.as_deref().unwrap_or("sqlite") {
         "sqlite" => {
@@ -43,7 +43,8 @@ pub(crate) async fn push_store(store: &StoreSection) -> anyhow::Result<Option<Ar
         }
         "redis" => {
             let url = store.url.as_deref().unwrap_or_default();
-            let push = RedisPushStore::connect(url, "agentloop:a2a-push:")
+            let prefix = format!("{}a2a-push:", store.redis_prefix());
+            let push = RedisPushStore::connect(url, prefix)
                 .await
                 .context("connecting the push store to Redis")?;
             Some(Arc::new(push))
@@ -128,7 +129,7 @@ pub async fn serve(
 }
 
 /// Completes on Ctrl-C or SIGTERM.
-async fn shutdown() {
+pub(crate) async fn shutdown() {
     let interrupt = async {
         let _ = tokio::signal::ctrl_c().await;
     };

@@ -35,12 +35,15 @@ kind = "sqlite"
 path = ".agentloop/runs.db"
 durability = "checkpoint"
 large_output_bytes = 0
+prefix = "team-a:"
 "#,
     )
     .unwrap();
     assert_eq!(config.agent.name.as_deref(), Some("helper"));
     assert_eq!(config.store.durability, Some(agentloop::store::Durability::Checkpoint));
     assert_eq!(config.store.large_output_limit(), None, "0: every output in the journal");
+    assert_eq!(config.store.redis_prefix(), "team-a:");
+    assert_eq!(crate::config::StoreSection::default().redis_prefix(), "agentloop:");
     assert_eq!(
         crate::config::StoreSection::default().large_output_limit(),
         Some(agentloop::store::DEFAULT_LARGE_OUTPUT_BYTES)
@@ -235,6 +238,7 @@ fn every_bad_value_is_refused_with_its_file_and_line() {
         ("[agent]\ntool_concurrency = -1\n", "agentloop.toml:2"),
         ("[agent]\nunknown_key = 1\n", "agentloop.toml:2"),
         ("[store]\ndurability = \"fast\"\n", "agentloop.toml:2: unknown variant `fast`"),
+        ("[store]\nkind = \"redis\"\nprefix = \"\"\n", "agentloop.toml:3: [store] prefix: empty"),
     ];
     for (text, want) in cases {
         let error = format!("{:#}", parse(text).err().unwrap_or_else(|| panic!("{text:?} parsed")));

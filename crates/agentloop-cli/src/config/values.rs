@@ -60,6 +60,9 @@ pub fn check(config: &Config, text: &str, path: &Path) -> anyhow::Result<()> {
     if agent.tool_concurrency == Some(0) {
         bail!("{}: [agent] tool_concurrency: must be at least 1", at("agent", "tool_concurrency"));
     }
+    if config.store.prefix.as_deref().is_some_and(|p| p.trim().is_empty()) {
+        bail!("{}: [store] prefix: empty (leave it out for \"agentloop:\")", at("store", "prefix"));
+    }
     let limits = &config.limits;
     for (key, value) in [
         ("max_iterations", limits.max_iterations.map(u64::from)),

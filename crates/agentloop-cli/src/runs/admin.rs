@@ -69,7 +69,8 @@ pub fn parse_age(text: &str) -> Result<Duration, String> {
 fn parse_state(text: &str) -> Result<RunState, String> {
     RunState::parse(text).ok_or_else(|| {
         format!(
-            "unknown state '{text}' (expected running, finished, failed, cancelled or suspended)"
+            "unknown state '{text}' (expected running, finished, failed, cancelled, suspended or \
+             needs_attention)"
         )
     })
 }
