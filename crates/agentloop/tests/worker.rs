@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use worker_support::{agent, clean, executions, open, prefix, redis_url, ANSWER};
+use worker_support::{agent, clean, executions, open, prefix, redis_url, Delays, ANSWER};
 
 const TTL: Duration = Duration::from_millis(1_000);
 
@@ -83,7 +83,7 @@ async fn submitted_runs_are_executed_once_and_acknowledged() {
     let Some(url) = redis_url() else { return };
     let prefix = prefix("worker-runs");
     let (store, queue, mut redis) = open(&url, &prefix).await;
-    let agent = agent(store.clone(), redis.clone(), &prefix, Duration::ZERO, TTL);
+    let agent = agent(store.clone(), redis.clone(), &prefix, Delays::after(Duration::ZERO), TTL);
     let mut ids = Vec::new();
     for n in 0..20 {
         ids.push(
@@ -123,14 +123,21 @@ async fn a_dead_workers_run_is_taken_over_and_an_unsafe_call_waits_for_an_operat
     let Some(url) = redis_url() else { return };
     let prefix = prefix("worker-takeover");
     let (store, queue, mut redis) = open(&url, &prefix).await;
-    let slow = agent(store.clone(), redis.clone(), &prefix, Duration::from_secs(5), TTL);
+    let slow =
+        agent(store.clone(), redis.clone(), &prefix, Delays::after(Duration::from_secs(5)), TTL);
     let run_id = queue.submit("steps", &slow, "go", RunOptions::default()).await.unwrap();
     let (dying, _) = spawn(&queue, &slow, options());
     // step_a is safe to retry: killed during it, it runs again with the same key.
     until("step_a started", || started(&store, &run_id, "step_a")).await;
     dying.abort();
     let _ = dying.await;
-    let quick = agent(store.clone(), redis.clone(), &prefix, Duration::from_millis(1_500), TTL);
+    let quick = agent(
+        store.clone(),
+        redis.clone(),
+        &prefix,
+        Delays::after(Duration::from_millis(1_500)),
+        TTL,
+    );
     let (worker, token) = spawn(&queue, &quick, options());
     // step_b is not: killed during it (after its effect), the run waits for an operator.
     until("step_b started", || started(&store, &run_id, "step_b")).await;
@@ -177,7 +184,13 @@ async fn a_draining_worker_hands_its_runs_over_at_a_safe_point() {
     let Some(url) = redis_url() else { return };
     let prefix = prefix("worker-drain");
     let (store, queue, mut redis) = open(&url, &prefix).await;
-    let agent = agent(store.clone(), redis.clone(), &prefix, Duration::from_millis(300), TTL);
+    let agent = agent(
+        store.clone(),
+        redis.clone(),
+        &prefix,
+        Delays::after(Duration::from_millis(300)),
+        TTL,
+    );
     let mut ids = Vec::new();
     for n in 0..3 {
         ids.push(
@@ -222,7 +235,7 @@ async fn bad_jobs_go_to_the_dead_letter_stream_with_their_reason() {
     let Some(url) = redis_url() else { return };
     let prefix = prefix("worker-bad");
     let (store, queue, mut redis) = open(&url, &prefix).await;
-    let agent = agent(store.clone(), redis.clone(), &prefix, Duration::ZERO, TTL);
+    let agent = agent(store.clone(), redis.clone(), &prefix, Delays::after(Duration::ZERO), TTL);
     // A stream that is not a consumer group yet, holding a malformed job and a job for a run
     // the store does not have; then a good one.
     let stream = queue.stream("steps");
@@ -272,7 +285,7 @@ async fn a_worker_with_another_configuration_refuses_the_job() {
     let Some(url) = redis_url() else { return };
     let prefix = prefix("worker-refuse");
     let (store, queue, mut redis) = open(&url, &prefix).await;
-    let agent = agent(store.clone(), redis.clone(), &prefix, Duration::ZERO, TTL);
+    let agent = agent(store.clone(), redis.clone(), &prefix, Delays::after(Duration::ZERO), TTL);
     let run_id = queue.submit("steps", &agent, "go", RunOptions::default()).await.unwrap();
     let other = Agent::builder(worker_support::Steps)
         .name("steps")
@@ -301,7 +314,8 @@ async fn a_job_that_kills_its_workers_is_dead_lettered_and_its_run_failed() {
     let Some(url) = redis_url() else { return };
     let prefix = prefix("worker-poison");
     let (store, queue, mut redis) = open(&url, &prefix).await;
-    let slow = agent(store.clone(), redis.clone(), &prefix, Duration::from_secs(5), TTL);
+    let slow =
+        agent(store.clone(), redis.clone(), &prefix, Delays::after(Duration::from_secs(5)), TTL);
     let run_id = queue.submit("steps", &slow, "go", RunOptions::default()).await.unwrap();
     let (dying, _) = spawn(&queue, &slow, options().max_deliveries(1));
     until("step_a started", || started(&store, &run_id, "step_a")).await;
@@ -327,7 +341,7 @@ async fn a_full_queue_refuses_a_submission_and_keeps_the_run() {
     let (store, _, mut redis) = open(&url, &prefix).await;
     let options = agentloop::worker::QueueOptions::default().prefix(&prefix).max_queued(Some(2));
     let queue = Queue::connect_with(&url, options).await.unwrap();
-    let agent = agent(store.clone(), redis.clone(), &prefix, Duration::ZERO, TTL);
+    let agent = agent(store.clone(), redis.clone(), &prefix, Delays::after(Duration::ZERO), TTL);
     for _ in 0..2 {
         queue.submit("steps", &agent, "go", RunOptions::default()).await.unwrap();
     }

@@ -58,13 +58,32 @@ impl Provider for Steps {
     }
 }
 
-/// A step: records its execution (`RPUSH {prefix}exec:{name}` of the idempotency key), then
-/// sleeps `delay` (a kill then leaves a call that had its effect but no journaled result),
-/// and answers `<letter><n>`.
+/// How long a step takes: `before` its effect, then `after` it (a kill in `after` leaves a
+/// call that had its effect but no journaled result; one in `before`, a call that had none).
+#[derive(Debug, Clone, Copy)]
+pub struct Delays {
+    pub before: Duration,
+    pub after: Duration,
+}
+
+impl Delays {
+    /// All of it after the effect.
+    pub fn after(after: Duration) -> Self {
+        Self { before: Duration::ZERO, after }
+    }
+
+    /// Half before the effect, half after.
+    pub fn split(total: Duration) -> Self {
+        Self { before: total / 2, after: total / 2 }
+    }
+}
+
+/// A step: waits, records its execution (`RPUSH {prefix}exec:{name}` of the idempotency
+/// key), waits again, and answers `<letter><n>`.
 pub struct Step {
     pub name: &'static str,
     pub safe: bool,
-    pub delay: Duration,
+    pub delays: Delays,
     pub redis: redis::aio::ConnectionManager,
     pub prefix: String,
 }
@@ -84,6 +103,7 @@ impl DynTool for Step {
     }
 
     async fn call_json(&self, args: Value, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+        tokio::time::sleep(self.delays.before).await;
         let key = format!("{}exec:{}", self.prefix, self.name);
         let mut redis = self.redis.clone();
         let _: i64 = redis::cmd("RPUSH")
@@ -92,7 +112,7 @@ impl DynTool for Step {
             .query_async(&mut redis)
             .await
             .map_err(|e| ToolError::Failed(e.to_string()))?;
-        tokio::time::sleep(self.delay).await;
+        tokio::time::sleep(self.delays.after).await;
         let letter = self.name.trim_start_matches("step_");
         Ok(ToolOutput::Value(json!(format!("{letter}{}", args["n"]))))
     }
@@ -111,17 +131,17 @@ pub async fn open(
     (Arc::new(store), queue, conn)
 }
 
-/// The agent `steps` on `store`, its tools taking `delay` each.
+/// The agent `steps` on `store`, its tools taking `delays` each.
 pub fn agent(
     store: Arc<dyn RunStore>,
     redis: redis::aio::ConnectionManager,
     prefix: &str,
-    delay: Duration,
+    delays: Delays,
     lease_ttl: Duration,
 ) -> Agent {
     let mut builder = Agent::builder(Steps).name("steps").store(store).lease_ttl(lease_ttl);
     for (name, safe) in STEPS {
-        let step = Step { name, safe, delay, redis: redis.clone(), prefix: prefix.to_owned() };
+        let step = Step { name, safe, delays, redis: redis.clone(), prefix: prefix.to_owned() };
         builder = builder.dyn_tool(Arc::new(step));
     }
     builder.build().unwrap()
