@@ -47,7 +47,7 @@ pub use queue::{
 use crate::agent::{Agent, RunInput, RunOptions};
 use crate::error::ResumeError;
 use crate::service::{ContinueRun, RunService};
-use crate::store::{RunStore, StoreError};
+use crate::store::{RunState, RunStore, StoreError};
 use queue::Job;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -106,6 +106,10 @@ pub struct WorkerOptions {
     pub takeover_after: Option<Duration>,
     /// How long a read waits for new jobs (default 1 s): also how late a drain can start.
     pub block: Duration,
+    /// How often the worker sweeps its agents' runs that have no job ([`Queue::sweep`];
+    /// default 30 s; `None`: never). A run is swept once it has been idle for twice the
+    /// takeover time.
+    pub sweep_every: Option<Duration>,
 }
 
 impl Default for WorkerOptions {
@@ -117,6 +121,7 @@ impl Default for WorkerOptions {
             max_refusals: 3,
             takeover_after: None,
             block: Duration::from_secs(1),
+            sweep_every: Some(Duration::from_secs(30)),
         }
     }
 }
@@ -143,6 +148,12 @@ impl WorkerOptions {
     /// Sets the takeover time.
     pub fn takeover_after(mut self, after: Duration) -> Self {
         self.takeover_after = Some(after);
+        self
+    }
+
+    /// Sets how often the worker sweeps for runs without a job (`None`: never).
+    pub fn sweep_every(mut self, every: Option<Duration>) -> Self {
+        self.sweep_every = every;
         self
     }
 
@@ -193,9 +204,10 @@ impl WorkerReport {
 impl Queue {
     /// Submits a run of `agent` (served by the workers under the name `name`): journals its
     /// start in the agent's store ([`Agent::create_run`]) and adds its job. The journal comes
-    /// first, so a run is never lost: should the job not be added (Redis down, a full
-    /// queue), the error says so and the run is in the store, where
-    /// [`enqueue`](Self::enqueue) can be tried again. Returns the run's id.
+    /// first, so an accepted run is never lost: should the job not be added (Redis went
+    /// away, the process died), the run is in the store, and a worker's sweep
+    /// ([`Queue::sweep`]) queues it. A full queue refuses the run
+    /// ([`WorkerError::QueueFull`]) and removes its start. Returns the run's id.
     pub async fn submit(
         &self,
         name: &str,
@@ -205,13 +217,22 @@ impl Queue {
     ) -> Result<String, WorkerError> {
         check_name(name, agent)?;
         let run_id = agent.create_run(input, options).await?;
-        self.enqueue(name, &run_id, JobKind::Start).await.map_err(|error| {
-            WorkerError::Invalid(format!(
-                "run '{run_id}' was journaled but not queued ({error}); queue it again with \
-                 Queue::enqueue"
-            ))
-        })?;
-        Ok(run_id)
+        match self.enqueue(name, &run_id, JobKind::Start).await {
+            Ok(_) => Ok(run_id),
+            Err(full @ WorkerError::QueueFull { .. }) => {
+                // Refused: the run was not taken, and leaves nothing behind.
+                if let Some(store) = agent.store() {
+                    if let Err(error) = store.delete_run(&run_id).await {
+                        tracing::warn!(%error, run_id, "submit: a refused run stays journaled; a sweep queues it");
+                    }
+                }
+                Err(full)
+            }
+            Err(error) => Err(WorkerError::Invalid(format!(
+                "run '{run_id}' was journaled but not queued ({error}); a worker's sweep queues \
+                 it (or Queue::enqueue)"
+            ))),
+        }
     }
 
     /// Adds a job that continues `run_id`, for the agent named in its journal
@@ -234,6 +255,39 @@ impl Queue {
             )));
         };
         self.enqueue(agent, run_id, JobKind::Continue).await
+    }
+
+    /// Queues the runs of `agent` that have a start but no job and nobody executing them: no
+    /// live lease, no live job, and no journal entry for `idle_for` — a submitter that died
+    /// between its journal and its job, or a process that executed the run in-process and
+    /// died. A run whose last job went to the dead letters is left alone. Looks at `limit`
+    /// such runs at most (newest first). Returns how many it queued.
+    pub async fn sweep(
+        &self,
+        store: &dyn RunStore,
+        agent: &str,
+        idle_for: Duration,
+        limit: usize,
+    ) -> Result<usize, WorkerError> {
+        let mut filter = crate::store::RunFilter::all().agent(agent).state(RunState::Running);
+        filter.limit = Some(limit);
+        let now = crate::store::now_ms();
+        let idle_ms = u64::try_from(idle_for.as_millis()).unwrap_or(u64::MAX);
+        let mut queued = 0;
+        for run in store.list_runs(&filter).await? {
+            if run.lease_is_live(now) || run.updated_ms.saturating_add(idle_ms) > now {
+                continue;
+            }
+            if self.has_job(&run.run_id).await? {
+                continue;
+            }
+            let enqueued = self.enqueue_with(agent, &run.run_id, JobKind::Continue, true).await?;
+            if let Enqueued::Added(_) = enqueued {
+                tracing::info!(run_id = run.run_id, agent, "sweep: queued a run that had no job");
+                queued += 1;
+            }
+        }
+        Ok(queued)
     }
 
     /// The run service over `store` that continues runs with this queue once a decision, an
@@ -396,7 +450,14 @@ impl Worker {
         let mut tasks: JoinSet<(String, execute::JobEnd)> = JoinSet::new();
         let mut report = WorkerReport::default();
         let mut next_takeover = tokio::time::Instant::now();
+        let mut next_sweep = tokio::time::Instant::now();
         while !shutdown.is_cancelled() {
+            if let Some(every) = self.options.sweep_every {
+                if tokio::time::Instant::now() >= next_sweep {
+                    next_sweep = tokio::time::Instant::now() + every;
+                    self.sweep().await;
+                }
+            }
             while let Some(done) = tasks.try_join_next() {
                 finished(&in_flight, &mut report, done);
             }
@@ -461,6 +522,18 @@ impl Worker {
         }
         tracing::info!(consumer = self.consumer, ?report, "worker: stopped");
         Ok(report)
+    }
+
+    /// Queues the runs of its agents that have no job ([`Queue::sweep`]); failures are
+    /// logged (the next sweep tries again).
+    async fn sweep(&self) {
+        for (name, agent) in self.agents.iter() {
+            let Some(store) = agent.store() else { continue };
+            let swept = self.queue.sweep(store.as_ref(), name, self.takeover * 2, 1_000).await;
+            if let Err(error) = swept {
+                tracing::warn!(%error, agent = name, "worker: sweep failed");
+            }
+        }
     }
 
     /// New jobs, after the jobs of dead workers (looked for every third of the takeover

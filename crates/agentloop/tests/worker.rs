@@ -304,8 +304,17 @@ async fn a_worker_with_another_configuration_refuses_the_job() {
     assert_eq!(dead[0].run_id, run_id);
     assert!(dead[0].reason.contains("differs from the run's"), "{}", dead[0].reason);
     assert!(dead[0].reason.contains("instructions"), "the difference is named: {}", dead[0].reason);
-    // The run itself is untouched: a worker with the right configuration can still take it.
+    // The run itself is untouched: a sweep leaves it alone, an explicit enqueue gives it to a
+    // worker with the right configuration.
     assert_eq!(state(&store, &run_id).await, RunState::Running);
+    assert_eq!(queue.sweep(store.as_ref(), "steps", Duration::ZERO, 10).await.unwrap(), 0);
+    let again = queue.enqueue("steps", &run_id, agentloop::worker::JobKind::Continue).await;
+    assert!(matches!(again, Ok(agentloop::worker::Enqueued::Added(_))), "{again:?}");
+    let (worker, token) = spawn(&queue, &agent, options());
+    until("the run finished", || async { state(&store, &run_id).await == RunState::Finished })
+        .await;
+    token.cancel();
+    worker.await.unwrap();
     clean(&mut redis, &prefix).await;
 }
 
@@ -335,7 +344,30 @@ async fn a_job_that_kills_its_workers_is_dead_lettered_and_its_run_failed() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_full_queue_refuses_a_submission_and_keeps_the_run() {
+async fn a_run_journaled_without_its_job_is_swept_into_the_queue() {
+    let Some(url) = redis_url() else { return };
+    let prefix = prefix("worker-sweep");
+    let (store, queue, mut redis) = open(&url, &prefix).await;
+    let agent = agent(store.clone(), redis.clone(), &prefix, Delays::after(Duration::ZERO), TTL);
+    // A submitter that died between the journal and the job.
+    let run_id = agent.create_run("go", RunOptions::default()).await.unwrap();
+    let sweeping = options()
+        .sweep_every(Some(Duration::from_millis(200)))
+        .takeover_after(Duration::from_millis(300));
+    let (worker, token) = spawn(&queue, &agent, sweeping);
+    until("the swept run finished", || async {
+        state(&store, &run_id).await == RunState::Finished
+    })
+    .await;
+    token.cancel();
+    let report = worker.await.unwrap();
+    assert_eq!(report.ended, 1, "{report:?}");
+    assert_eq!(answer(&store.load(&run_id).await.unwrap()), ANSWER);
+    clean(&mut redis, &prefix).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_queue_refuses_a_submission_and_leaves_nothing() {
     let Some(url) = redis_url() else { return };
     let prefix = prefix("worker-full");
     let (store, _, mut redis) = open(&url, &prefix).await;
@@ -348,11 +380,9 @@ async fn a_full_queue_refuses_a_submission_and_keeps_the_run() {
     let run_id = "run_refused".to_owned();
     let options = RunOptions { run_id: Some(run_id.clone()), ..RunOptions::default() };
     let error = queue.submit("steps", &agent, "go", options).await.unwrap_err();
+    assert!(matches!(error, WorkerError::QueueFull { depth: 2, max: 2, .. }), "{error:?}");
     let text = error.to_string();
-    assert!(text.contains("is full (2 jobs, at most 2)"), "{text}");
-    assert!(text.contains("journaled but not queued"), "{text}");
-    assert_eq!(store.load(&run_id).await.unwrap().len(), 1, "the run is kept");
-    let again = queue.enqueue("steps", &run_id, agentloop::worker::JobKind::Start).await;
-    assert!(matches!(again, Err(WorkerError::QueueFull { depth: 2, max: 2, .. })), "{again:?}");
+    assert!(text.contains("is full (2 jobs, at most 2): try again"), "{text}");
+    assert!(store.load(&run_id).await.unwrap().is_empty(), "the refused run left nothing");
     clean(&mut redis, &prefix).await;
 }

@@ -9,6 +9,7 @@
 //! | `queue:again` | set | runs to continue once their live job is done (a decision arrived meanwhile) |
 //! | `queue:agents` | set | the agents that have a stream |
 //! | `queue:dead` | stream | dead letters: `run`, `agent`, `reason`, `job`, `deliveries`, `at_ms` |
+//! | `queue:dead:runs` | set | the runs of dead letters, which a sweep leaves alone until they are queued again |
 //!
 //! A job is acknowledged and deleted from its stream when it is done, so a stream's length
 //! is the number of jobs not done: waiting or being executed.
@@ -98,6 +99,9 @@ pub enum Enqueued {
     /// The run already has a live job (this entry id): it is continued once that job is
     /// done.
     Pending(String),
+    /// Not by a sweep: the run's last job went to the dead letters (an explicit
+    /// [`Queue::enqueue`] takes it back).
+    Held,
 }
 
 /// The jobs of one agent, as `agentloop workers` shows them.
@@ -140,9 +144,16 @@ pub struct DeadLetter {
     pub deliveries: u64,
 }
 
-/// Adds a job unless the run has one (then marks it to be continued), within the bound.
-/// KEYS: stream, jobs, again, agents. ARGV: run, kind, at_ms, max (0: none), agent, refusals.
+/// Adds a job unless the run has one (then marks it to be continued), within the bound. A
+/// sweep (`ARGV[7]` = 1) leaves dead-lettered runs alone; any other enqueue takes them back.
+/// KEYS: stream, jobs, again, agents, dead runs. ARGV: run, kind, at_ms, max (0: none),
+/// agent, refusals, sweep.
 const ENQUEUE: &str = r"
+if ARGV[7] == '1' then
+  if redis.call('SISMEMBER', KEYS[5], ARGV[1]) == 1 then return {2, ''} end
+else
+  redis.call('SREM', KEYS[5], ARGV[1])
+end
 local live = redis.call('HGET', KEYS[2], ARGV[1])
 if live then
   redis.call('SADD', KEYS[3], ARGV[1])
@@ -269,15 +280,17 @@ impl Queue {
         run_id: &str,
         kind: JobKind,
     ) -> Result<Enqueued, WorkerError> {
-        self.enqueue_with(agent, run_id, kind, 0).await
+        self.enqueue_with(agent, run_id, kind, false).await
     }
 
-    async fn enqueue_with(
+    /// [`enqueue`](Self::enqueue); `sweep`: unless the run was dead-lettered
+    /// ([`Enqueued::Held`]).
+    pub(crate) async fn enqueue_with(
         &self,
         agent: &str,
         run_id: &str,
         kind: JobKind,
-        refusals: u32,
+        sweep: bool,
     ) -> Result<Enqueued, WorkerError> {
         if agent == "dead" || agent == "jobs" || agent == "again" || agent == "agents" {
             return Err(WorkerError::Invalid(format!("'{agent}' cannot name an agent's queue")));
@@ -287,18 +300,21 @@ impl Queue {
             .key(self.key("jobs"))
             .key(self.key("again"))
             .key(self.key("agents"))
+            .key(self.key("dead:runs"))
             .arg(run_id)
             .arg(kind.as_str())
             .arg(now_ms())
             .arg(self.options.max_queued.unwrap_or(0))
             .arg(agent)
-            .arg(refusals)
+            .arg(0)
+            .arg(if sweep { "1" } else { "0" })
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(redis_error)?;
         match status {
             1 => Ok(Enqueued::Added(value)),
             0 => Ok(Enqueued::Pending(value)),
+            2 => Ok(Enqueued::Held),
             _ => Err(WorkerError::QueueFull {
                 agent: agent.to_owned(),
                 depth: value.parse().unwrap_or_default(),
@@ -455,6 +471,14 @@ impl Queue {
     /// Moves `job` to the dead-letter stream with `reason`, and marks it done.
     pub(crate) async fn dead_letter(&self, job: &Job, reason: &str) -> Result<(), WorkerError> {
         let run_id = job.run_id.as_deref().unwrap_or_default();
+        if !run_id.is_empty() {
+            let _: i64 = ::redis::cmd("SADD")
+                .arg(self.key("dead:runs"))
+                .arg(run_id)
+                .query_async(&mut self.conn.clone())
+                .await
+                .map_err(redis_error)?;
+        }
         let _: String = ::redis::cmd("XADD")
             .arg(self.dead_stream())
             .arg("*")
