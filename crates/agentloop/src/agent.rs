@@ -7,7 +7,7 @@ mod output;
 mod replay;
 mod resume;
 
-pub use as_tool::{AgentTool, AgentToolArgs};
+pub use as_tool::{child_run_id, AgentTool, AgentToolArgs};
 pub use options::{RunInput, RunOptions};
 pub use output::RunAsError;
 pub use replay::JournalReplay;

@@ -395,3 +395,59 @@ async fn a_replayed_parent_reports_the_childs_usage_again_and_has_the_same_journ
     };
     assert_eq!((usage, cost_usd), (was, cost_was));
 }
+
+/// A parent that died after its child finished, but before the call's result was journaled,
+/// is resumed: the call runs again and finds the child its first attempt started (the child's
+/// id comes from the call), so the child's model is not asked again.
+#[tokio::test]
+async fn a_parent_resumed_after_a_crash_finds_its_child_instead_of_starting_another() {
+    let store = Arc::new(MemoryStore::new());
+    let parent_id = "run_parent";
+    // The first attempt: the child ran to its end under the id of the parent's call…
+    let first = child(Some(store.clone()));
+    let child_id = agentloop::agent::child_run_id(parent_id, "call_1");
+    assert_eq!(child_id, "run_parent.call_1");
+    let options = RunOptions {
+        run_id: Some(child_id.clone()),
+        parent_run_id: Some(parent_id.into()),
+        ..RunOptions::default()
+    };
+    assert_eq!(first.run_with("What is 2 + 3?", options).await.unwrap().answer, "2 + 3 = 5");
+    // …and the parent died with the call in flight: its journal ends with `tool_started`.
+    let parent_store: Arc<dyn RunStore> = Arc::new(MemoryStore::new());
+    let parent = |model: ScriptedModel, tool| {
+        let ttl = Duration::from_millis(50);
+        Agent::builder(model)
+            .store(parent_store.clone())
+            .lease_ttl(ttl)
+            .dyn_tool(tool)
+            .build()
+            .unwrap()
+    };
+    let crashed = parent(ScriptedModel::new(parent_turns()), tool_of(&child(Some(store.clone()))));
+    let options = RunOptions { run_id: Some(parent_id.into()), ..RunOptions::default() };
+    let mut events = crashed.run_stream_with("What is 2 + 3?", options);
+    use futures::StreamExt;
+    while let Some(event) = events.next().await {
+        if matches!(event, Event::ToolStarted { .. }) {
+            break;
+        }
+    }
+    drop(events);
+    // The dead parent's lease expires.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The crashed call's child attempt was cancelled; the journal of the first child is
+    // what a resumed parent finds. (Cancelling the second attempt journaled nothing: the
+    // child's id was taken, so the call resumed the finished child.)
+    let resumed_child = child(Some(store.clone()));
+    let model = ScriptedModel::new(parent_turns().into_iter().skip(1));
+    let resumed = parent(model, tool_of(&resumed_child));
+    let events = collect(resumed.resume(parent_id).await.unwrap()).await;
+    let answer = events.iter().rev().find_map(Event::outcome).unwrap().answer.clone();
+    assert_eq!(answer, "The adder says 5.");
+    let children = store.list_runs(&RunFilter::all().parent_run_id(parent_id)).await.unwrap();
+    assert_eq!(children.len(), 1, "one child, not two: {children:?}");
+    let journal = store.load(&child_id).await.unwrap();
+    let responses = journal.iter().filter(|e| e.event.kind() == "model_responded").count();
+    assert_eq!(responses, 2, "the child's model was asked twice in all, by the first attempt");
+}

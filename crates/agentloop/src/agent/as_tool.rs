@@ -1,12 +1,13 @@
 //! [`AgentTool`]: an agent used as a tool of another ([`Agent::as_tool`]), a sub-agent.
 //!
-//! Each call is a run of the agent of its own: a new run id, `parent_run_id` the calling
-//! run's (journaled in the agent's store, if it has one, so
+//! Each call is a run of the agent of its own: its id derived from the call
+//! ([`child_run_id`]: a caller resumed after a crash finds its child), `parent_run_id` the
+//! calling run's (journaled in the agent's store, if it has one, so
 //! [`RunFilter::parent_run_id`](crate::store::RunFilter::parent_run_id) lists it), its events
 //! passed on as the call's nested events, its tokens and cost counted in the caller's
 //! budgets, and cancelled with the call.
 
-use super::{Agent, OutcomeReader, RunOptions};
+use super::{Agent, OutcomeReader, ResumeOptions, RunOptions};
 use crate::control::RunHandle;
 use crate::driver::EventStream;
 use crate::error::AgentError;
@@ -33,8 +34,9 @@ pub struct AgentToolArgs {
 ///
 /// A call (arguments `{"input": "<task>"}`, [`AgentToolArgs`]) runs the agent on the input:
 ///
-/// - **Its own run**: a new run id, started by the calling run (`parent_run_id`; with a
-///   store, the child's journal lists under
+/// - **Its own run**: its id is [`child_run_id`] (the caller's run id and the call id),
+///   started by the calling run (`parent_run_id`; with a store, the child's journal lists
+///   under
 ///   [`RunFilter::parent_run_id`](crate::store::RunFilter::parent_run_id)). It does not see
 ///   the caller's conversation, only the input.
 /// - **Events nest**: each event of the child's run is passed on as an
@@ -144,18 +146,44 @@ impl DynTool for AgentTool {
         self.timeout
     }
 
+    /// With a store, a call runs again safely: it continues the child its first attempt
+    /// started (the child's id comes from the call), whose own calls keep their rules.
+    fn safe_to_retry(&self) -> bool {
+        self.agent.store().is_some()
+    }
+
     async fn call_json(&self, args: Value, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
         let args = AgentToolArgs::deserialize(args)
             .map_err(|e| ToolError::InvalidArguments(e.to_string()))?;
-        let options = RunOptions {
-            run_id: None,
-            cancel: None,
-            parent_run_id: Some(ctx.run_id.to_string()),
-            trace_parent: ctx.trace_parent(),
-            output: None,
+        // The child's id comes from the call (unique in its run): a caller resumed after a
+        // crash finds the child its call started, instead of starting a second one.
+        let child_id = child_run_id(&ctx.run_id, &ctx.call_id);
+        let started = match self.agent.store() {
+            Some(store) => {
+                store.next_seq(&child_id).await.map_err(|e| {
+                    ToolError::Failed(format!("cannot read the agent's run {child_id}: {e}"))
+                })? > 0
+            }
+            None => false,
         };
-        let quiet = !ctx.takes_nested_events();
-        let (handle, events) = self.agent.start_inner(args.input, options, quiet);
+        let (handle, events) = if started {
+            // Resumed where it was (a finished child gives its outcome again), its calls in
+            // flight held for an operator unless safe to retry, as a taken-over run's.
+            let options = ResumeOptions { hold_unsafe_in_flight: true, ..ResumeOptions::default() };
+            self.agent.resume_with(&child_id, options).await.map_err(|e| {
+                ToolError::Failed(format!("the agent's run {child_id} cannot go on: {e}"))
+            })?
+        } else {
+            let options = RunOptions {
+                run_id: Some(child_id),
+                cancel: None,
+                parent_run_id: Some(ctx.run_id.to_string()),
+                trace_parent: ctx.trace_parent(),
+                output: None,
+            };
+            let quiet = !ctx.takes_nested_events();
+            self.agent.start_inner(args.input, options, quiet)
+        };
         let run_id = handle.run_id().to_owned();
         // The child stops when the call does: dropped (the caller was cancelled or dropped,
         // the call timed out) or cancelled; its task then drives it to `run_cancelled`.
@@ -177,6 +205,11 @@ impl DynTool for AgentTool {
         let result = finished.map_err(|e| ToolError::Panicked(e.to_string()))?;
         answer(&run_id, result)
     }
+}
+
+/// The id of the run a call of an agent tool starts: the caller's run id and the call's id.
+pub fn child_run_id(parent_run_id: &str, call_id: &str) -> String {
+    format!("{parent_run_id}.{call_id}")
 }
 
 /// Cancels the child's run with `reason` when dropped before the call ends.
@@ -260,6 +293,9 @@ fn answer(run_id: &str, result: Result<Outcome, AgentError>) -> Result<ToolOutpu
         )))),
         StopReason::AwaitingApproval { .. } => Err(ToolError::Failed(format!(
             "the agent's run {run_id} waits for approval of its own tool calls"
+        ))),
+        StopReason::NeedsAttention { reason, .. } => Err(ToolError::Failed(format!(
+            "the agent's run {run_id} waits for an operator: {reason}"
         ))),
         _ => Ok(ToolOutput::Value(Value::String(outcome.answer))),
     }
