@@ -445,7 +445,7 @@ impl Worker {
             self.queue.clone(),
             self.consumer.clone(),
             in_flight.clone(),
-            self.takeover / 3,
+            self.takeover,
         )));
         let mut tasks: JoinSet<(String, execute::JobEnd)> = JoinSet::new();
         let mut report = WorkerReport::default();
@@ -562,7 +562,20 @@ impl Worker {
             }
         }
         if jobs.is_empty() {
-            jobs = self.queue.read(&self.consumer, names, free, self.options.block).await?;
+            // An agent whose limit the pool has reached is not read from until a slot frees.
+            let limits = self.queue.limits().await?;
+            let mut open = Vec::with_capacity(names.len());
+            for name in names {
+                match limits.get(name) {
+                    Some(&limit) if self.queue.slots_in_use(name).await? >= u64::from(limit) => {}
+                    _ => open.push(name.clone()),
+                }
+            }
+            if open.is_empty() {
+                tokio::time::sleep(self.options.block.min(Duration::from_millis(200))).await;
+                return Ok(jobs);
+            }
+            jobs = self.queue.read(&self.consumer, &open, free, self.options.block).await?;
         }
         Ok(jobs)
     }
@@ -591,9 +604,10 @@ fn finished(
     }
 }
 
-/// Touches the worker's jobs every `every`, so that none is taken over while it lives.
-async fn heartbeat(queue: Queue, consumer: String, in_flight: InFlight, every: Duration) {
-    let mut tick = tokio::time::interval(every.max(Duration::from_millis(10)));
+/// Touches the worker's jobs every third of `takeover`, so that none is taken over (and no
+/// slot of theirs expires) while it lives.
+async fn heartbeat(queue: Queue, consumer: String, in_flight: InFlight, takeover: Duration) {
+    let mut tick = tokio::time::interval((takeover / 3).max(Duration::from_millis(10)));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
@@ -602,7 +616,7 @@ async fn heartbeat(queue: Queue, consumer: String, in_flight: InFlight, every: D
             by_agent.entry(agent.clone()).or_default().push(id.clone());
         }
         for (agent, ids) in by_agent {
-            if let Err(error) = queue.touch(&agent, &consumer, &ids).await {
+            if let Err(error) = queue.touch(&agent, &consumer, &ids, takeover).await {
                 tracing::warn!(%error, agent, "worker: heartbeat failed");
             }
         }

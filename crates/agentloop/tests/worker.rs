@@ -140,7 +140,11 @@ async fn a_dead_workers_run_is_taken_over_and_an_unsafe_call_waits_for_an_operat
     );
     let (worker, token) = spawn(&queue, &quick, options());
     // step_b is not: killed during it (after its effect), the run waits for an operator.
-    until("step_b started", || started(&store, &run_id, "step_b")).await;
+    until("step_b had its effect", || {
+        let (prefix, mut redis) = (prefix.clone(), redis.clone());
+        async move { !executions(&mut redis, &prefix, "step_b").await.is_empty() }
+    })
+    .await;
     token.cancel();
     worker.abort();
     let _ = worker.await;
@@ -340,6 +344,50 @@ async fn a_job_that_kills_its_workers_is_dead_lettered_and_its_run_failed() {
     let entries = store.load(&run_id).await.unwrap();
     let Event::RunFailed { error, .. } = &*entries.last().unwrap().event else { panic!() };
     assert!(error.contains("delivered 2 times"), "{error}");
+    clean(&mut redis, &prefix).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agents_limit_holds_across_the_pool() {
+    let Some(url) = redis_url() else { return };
+    let prefix = prefix("worker-limit");
+    let (store, queue, mut redis) = open(&url, &prefix).await;
+    let agent = agent(
+        store.clone(),
+        redis.clone(),
+        &prefix,
+        Delays::after(Duration::from_millis(100)),
+        TTL,
+    );
+    queue.set_limit("steps", Some(2)).await.unwrap();
+    assert_eq!(queue.limits().await.unwrap().get("steps"), Some(&2));
+    for n in 0..8 {
+        queue.submit("steps", &agent, format!("task {n}"), RunOptions::default()).await.unwrap();
+    }
+    // Two workers of 4 each: 8 slots, of which the agent may use 2.
+    let pool = [spawn(&queue, &agent, options()), spawn(&queue, &agent, options())];
+    let mut most = 0;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let now = agentloop::store::now_ms();
+        let running = store.list_runs(&RunFilter::all().state(RunState::Running)).await.unwrap();
+        most = most.max(running.iter().filter(|run| run.lease_is_live(now)).count());
+        assert!(queue.slots_in_use("steps").await.unwrap() <= 2);
+        let finished = store.list_runs(&RunFilter::all().state(RunState::Finished)).await.unwrap();
+        if finished.len() == 8 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for the runs");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(most <= 2 && most >= 1, "at most 2 runs at once, seen {most}");
+    for (worker, token) in pool {
+        token.cancel();
+        worker.await.unwrap();
+    }
+    assert_eq!(queue.slots_in_use("steps").await.unwrap(), 0, "every slot given back");
+    queue.set_limit("steps", None).await.unwrap();
+    assert!(queue.limits().await.unwrap().is_empty());
     clean(&mut redis, &prefix).await;
 }
 

@@ -48,7 +48,16 @@ impl Context {
     /// Executes `job`; never fails: what went wrong is logged, and the job is left in the
     /// state that gets the run going again.
     pub(super) async fn execute(&self, job: Job) -> JobEnd {
-        let end = self.try_execute(&job).await;
+        let end = match self.take_slot(&job).await {
+            Ok(true) => self.try_execute(&job).await,
+            Ok(false) => {
+                self.queue.finish(&job, Some(job.refusals)).await.map(|()| JobEnd::HandedOver)
+            }
+            Err(error) => Err(error),
+        };
+        if let Err(error) = self.queue.release(&job).await {
+            tracing::debug!(%error, job = job.id, "worker: could not give the job's slot back");
+        }
         match end {
             Ok(end) => end,
             Err(error) => {
@@ -56,6 +65,19 @@ impl Context {
                 JobEnd::Left
             }
         }
+    }
+
+    /// Waits for one of the agent's slots when the pool limits it ([`Queue::set_limit`]);
+    /// `false` when the worker drains first (the job is handed back).
+    async fn take_slot(&self, job: &Job) -> Result<bool, super::WorkerError> {
+        let Some(&limit) = self.queue.limits().await?.get(&job.agent) else { return Ok(true) };
+        while !self.queue.acquire(job, limit, self.takeover).await? {
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_millis(100)) => {}
+                () = self.draining.cancelled() => return Ok(false),
+            }
+        }
+        Ok(true)
     }
 
     async fn try_execute(&self, job: &Job) -> Result<JobEnd, super::WorkerError> {

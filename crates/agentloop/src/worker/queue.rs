@@ -9,6 +9,8 @@
 //! | `queue:again` | set | runs to continue once their live job is done (a decision arrived meanwhile) |
 //! | `queue:agents` | set | the agents that have a stream |
 //! | `queue:dead` | stream | dead letters: `run`, `agent`, `reason`, `job`, `deliveries`, `at_ms` |
+//! | `queue:limits` | hash | agent → how many of its jobs the pool executes at once |
+//! | `queue:slots:{agent}` | sorted set | the jobs holding one of those slots → when the slot expires |
 //! | `queue:dead:runs` | set | the runs of dead letters, which a sweep leaves alone until they are queued again |
 //!
 //! A job is acknowledged and deleted from its stream when it is done, so a stream's length
@@ -197,17 +199,30 @@ return 1
 ";
 
 /// Resets the idle time of the jobs this consumer still owns (a heartbeat): a job whose
-/// worker is alive is never taken over. KEYS: stream. ARGV: consumer, ids….
+/// worker is alive is never taken over; the agent's slots they hold are extended. KEYS:
+/// stream, slots. ARGV: consumer, slot expiry (ms), ids….
 const TOUCH: &str = r"
 local touched = 0
-for i = 2, #ARGV do
+for i = 3, #ARGV do
   local pending = redis.call('XPENDING', KEYS[1], 'workers', ARGV[i], ARGV[i], 1)
   if pending[1] and pending[1][2] == ARGV[1] then
     redis.call('XCLAIM', KEYS[1], 'workers', ARGV[1], 0, ARGV[i], 'JUSTID')
+    redis.call('ZADD', KEYS[2], 'XX', ARGV[2], ARGV[i])
     touched = touched + 1
   end
 end
 return touched
+";
+
+/// Takes one of the agent's slots for a job, unless the pool runs `limit` of its jobs
+/// already (slots whose worker stopped touching them have expired). KEYS: slots. ARGV: job
+/// id, limit, now (ms), expiry (ms). Returns 1 when taken (or held already).
+const ACQUIRE: &str = r"
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[3])
+if redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 1 end
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then return 0 end
+redis.call('ZADD', KEYS[1], ARGV[4], ARGV[1])
+return 1
 ";
 
 /// The run jobs of a pool of workers, in Redis Streams (see the [module docs](self)).
@@ -219,7 +234,7 @@ pub struct Queue {
     /// hold up the other commands.
     reader: ConnectionManager,
     options: QueueOptions,
-    scripts: std::sync::Arc<[Script; 3]>,
+    scripts: std::sync::Arc<[Script; 4]>,
 }
 
 impl std::fmt::Debug for Queue {
@@ -247,7 +262,8 @@ impl Queue {
         let config = ::redis::aio::ConnectionManagerConfig::new().set_response_timeout(None);
         let reader =
             client.get_connection_manager_with_config(config).await.map_err(redis_error)?;
-        let scripts = [Script::new(ENQUEUE), Script::new(FINISH), Script::new(TOUCH)];
+        let scripts =
+            [Script::new(ENQUEUE), Script::new(FINISH), Script::new(TOUCH), Script::new(ACQUIRE)];
         Ok(Self { conn, reader, options, scripts: std::sync::Arc::new(scripts) })
     }
 
@@ -430,22 +446,100 @@ impl Queue {
         Ok(pending.first().map_or(1, |(_, _, _, deliveries)| *deliveries))
     }
 
-    /// Resets the idle time of `consumer`'s jobs `ids` of `agent` (those it still owns).
+    /// Resets the idle time of `consumer`'s jobs `ids` of `agent` (those it still owns), and
+    /// extends their slots by `ttl`.
     pub(crate) async fn touch(
         &self,
         agent: &str,
         consumer: &str,
         ids: &[String],
+        ttl: Duration,
     ) -> Result<(), WorkerError> {
         if ids.is_empty() {
             return Ok(());
         }
         let mut invocation = self.scripts[2].key(self.stream(agent));
-        invocation.arg(consumer);
+        invocation.key(self.slots(agent)).arg(consumer).arg(now_ms() + millis(ttl));
         for id in ids {
             invocation.arg(id);
         }
         let _: i64 = invocation.invoke_async(&mut self.conn.clone()).await.map_err(redis_error)?;
+        Ok(())
+    }
+
+    /// The sorted set of the agent's slots in use (job id → expiry).
+    fn slots(&self, agent: &str) -> String {
+        self.key(&format!("slots:{agent}"))
+    }
+
+    /// Limits the jobs of `agent` that the whole pool executes at once (`None`: no limit).
+    /// Every worker reads it before it claims jobs; it holds from the next claim on.
+    pub async fn set_limit(&self, agent: &str, limit: Option<u32>) -> Result<(), WorkerError> {
+        let command = match limit {
+            Some(limit) => {
+                let mut command = ::redis::cmd("HSET");
+                command.arg(self.key("limits")).arg(agent).arg(limit);
+                command
+            }
+            None => {
+                let mut command = ::redis::cmd("HDEL");
+                command.arg(self.key("limits")).arg(agent);
+                command
+            }
+        };
+        let _: i64 = command.query_async(&mut self.conn.clone()).await.map_err(redis_error)?;
+        Ok(())
+    }
+
+    /// The pool's limits per agent ([`set_limit`](Self::set_limit)).
+    pub async fn limits(&self) -> Result<HashMap<String, u32>, WorkerError> {
+        ::redis::cmd("HGETALL")
+            .arg(self.key("limits"))
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(redis_error)
+    }
+
+    /// How many of the agent's slots are in use (unexpired).
+    pub async fn slots_in_use(&self, agent: &str) -> Result<u64, WorkerError> {
+        ::redis::cmd("ZCOUNT")
+            .arg(self.slots(agent))
+            .arg(now_ms())
+            .arg("+inf")
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(redis_error)
+    }
+
+    /// Takes one of the agent's `limit` slots for `job`, for `ttl` (its worker's heartbeat
+    /// extends it); whether it got one.
+    pub(crate) async fn acquire(
+        &self,
+        job: &Job,
+        limit: u32,
+        ttl: Duration,
+    ) -> Result<bool, WorkerError> {
+        let now = now_ms();
+        let taken: i64 = self.scripts[3]
+            .key(self.slots(&job.agent))
+            .arg(&job.id)
+            .arg(limit)
+            .arg(now)
+            .arg(now + millis(ttl))
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(redis_error)?;
+        Ok(taken == 1)
+    }
+
+    /// Gives `job`'s slot back (if it had one).
+    pub(crate) async fn release(&self, job: &Job) -> Result<(), WorkerError> {
+        let _: i64 = ::redis::cmd("ZREM")
+            .arg(self.slots(&job.agent))
+            .arg(&job.id)
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(redis_error)?;
         Ok(())
     }
 
@@ -600,6 +694,10 @@ impl Queue {
     pub(crate) async fn refuse(&self, job: &Job) -> Result<(), WorkerError> {
         self.finish(job, Some(job.refusals + 1)).await
     }
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// A field of a stream entry as text.
