@@ -49,6 +49,24 @@ pub struct WorkersArgs {
     /// Also list the last N dead letters.
     #[arg(long, value_name = "N")]
     dead: Option<usize>,
+    /// Limits how many runs of an agent the whole pool executes at once (`AGENT=N`;
+    /// repeatable); workers apply it at their next claim.
+    #[arg(long, value_name = "AGENT=N", value_parser = parse_limit)]
+    limit: Vec<(String, u32)>,
+    /// Lifts an agent's limit (repeatable).
+    #[arg(long, value_name = "AGENT")]
+    no_limit: Vec<String>,
+}
+
+/// `AGENT=N`, N ≥ 1.
+fn parse_limit(text: &str) -> Result<(String, u32), String> {
+    let expected = "expected AGENT=N, N a whole number of at least 1 (e.g. support=4)";
+    let (agent, n) = text.split_once('=').ok_or_else(|| format!("'{text}': {expected}"))?;
+    let n: u32 = n.trim().parse().map_err(|_| format!("'{text}': {expected}"))?;
+    if agent.trim().is_empty() || n == 0 {
+        return Err(format!("'{text}': {expected}"));
+    }
+    Ok((agent.trim().to_owned(), n))
 }
 
 /// Connects to the queue at `url` under the configured Redis prefix (`max_queued`: the
@@ -149,7 +167,14 @@ fn summary(report: &WorkerReport) -> String {
 /// the dead letters.
 pub async fn workers(args: WorkersArgs, store: &StoreSection) -> anyhow::Result<i32> {
     let queue = connect(&args.queue, store, None).await?;
+    for (agent, limit) in &args.limit {
+        queue.set_limit(agent, Some(*limit)).await.context("setting a limit")?;
+    }
+    for agent in &args.no_limit {
+        queue.set_limit(agent, None).await.context("lifting a limit")?;
+    }
     let status = queue.status().await.context("reading the queue")?;
+    let limits = queue.limits().await.context("reading the limits")?;
     if status.agents.is_empty() {
         println!("no agent has a queue");
     }
@@ -165,6 +190,12 @@ pub async fn workers(args: WorkersArgs, store: &StoreSection) -> anyhow::Result<
         for (name, pending, idle_ms) in &agent.consumers {
             println!("  worker {}: pending {pending}, idle {}", cell(name), idle(*idle_ms));
         }
+    }
+    let mut limits: Vec<(String, u32)> = limits.into_iter().collect();
+    limits.sort();
+    for (agent, limit) in limits {
+        let in_use = queue.slots_in_use(&agent).await.context("reading the limits")?;
+        println!("limit of {}: {limit} runs at once across the pool ({in_use} now)", cell(&agent));
     }
     println!("dead letters: {}", status.dead_letters);
     if let Some(count) = args.dead.filter(|n| *n > 0 && status.dead_letters > 0) {

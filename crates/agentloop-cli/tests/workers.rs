@@ -284,6 +284,31 @@ fn workers_on_an_empty_queue_says_so() {
 }
 
 #[test]
+fn workers_sets_and_lifts_an_agents_limit_across_the_pool() {
+    let Some(url) = redis_url() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let keys = Keys::new(&url, "limit");
+    config(dir.path(), &url, &keys.prefix, json!([]));
+    agentloop(dir.path())
+        .args(["workers", "--queue", &url, "--limit", "helper=2"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "limit of helper: 2 runs at once across the pool (0 now)",
+        ));
+    agentloop(dir.path())
+        .args(["workers", "--queue", &url, "--no-limit", "helper"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("limit of").not());
+    agentloop(dir.path())
+        .args(["workers", "--queue", &url, "--limit", "helper=0"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("expected AGENT=N"));
+}
+
+#[test]
 fn workers_against_an_unreachable_redis_fails_fast_and_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();

@@ -380,7 +380,7 @@ async fn an_agents_limit_holds_across_the_pool() {
         assert!(Instant::now() < deadline, "timed out waiting for the runs");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert!(most <= 2 && most >= 1, "at most 2 runs at once, seen {most}");
+    assert!((1..=2).contains(&most), "at most 2 runs at once, seen {most}");
     for (worker, token) in pool {
         token.cancel();
         worker.await.unwrap();
