@@ -77,6 +77,15 @@ impl Otel {
         None
     }
 
+    /// The observer a worker gets (its metrics), when telemetry with metrics is on.
+    pub fn worker_observer(&self) -> Option<Arc<dyn agentloop::worker::WorkerObserver>> {
+        #[cfg(feature = "otel")]
+        if let Some(telemetry) = &self.telemetry {
+            return telemetry.worker_observer();
+        }
+        None
+    }
+
     /// Exports what is queued (waiting at most a couple of seconds for the collector) and
     /// says on stderr how many spans never reached it.
     pub fn finish(&self) {

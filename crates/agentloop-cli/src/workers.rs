@@ -123,6 +123,9 @@ pub async fn worker(
     if let Some(name) = args.name {
         builder = builder.consumer(name);
     }
+    if let Some(observer) = config.otel.worker_observer() {
+        builder = builder.observer(observer);
+    }
     let worker = builder.build().context("starting the worker")?;
     let consumer = cell(worker.consumer());
     let token = CancellationToken::new();

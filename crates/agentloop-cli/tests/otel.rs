@@ -430,3 +430,72 @@ async fn a2a_requests_join_the_callers_trace_and_a_killed_run_keeps_it() {
     second.kill().unwrap();
     second.wait().unwrap();
 }
+
+/// `agentloop worker` records the pool's metrics — claims and their latency, jobs by outcome,
+/// the queue's depth — and exports them with the run metrics (at exit too).
+#[test]
+fn a_workers_metrics_reach_the_collector() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(receiver) = Receiver::start(dir.path()) else { return };
+    let Ok(url) = std::env::var("AGENTLOOP_REDIS_URL") else {
+        eprintln!("skipped: AGENTLOOP_REDIS_URL is not set");
+        return;
+    };
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+    let prefix = format!("agentloop-test:otel-worker:{}:", nanos.as_nanos());
+    let script = dir.path().join("script.json");
+    std::fs::write(&script, json!([{"text": "Queued, and answered."}]).to_string()).unwrap();
+    let toml = format!(
+        "[agent]\nname = \"helper\"\n\n[provider]\nkind = \"scripted\"\nscript = {:?}\n\n\
+         [store]\nkind = \"redis\"\nurl = {url:?}\nprefix = {prefix:?}\n",
+        script.display().to_string()
+    );
+    std::fs::write(dir.path().join("agentloop.toml"), toml).unwrap();
+    let mut worker = agentloop(dir.path(), &receiver.url)
+        .args(["worker", "--queue", &url, "--concurrency", "1", "--drain-secs", "5"])
+        .env("OTEL_METRIC_EXPORT_INTERVAL", "500")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let run = agentloop(dir.path(), &receiver.url)
+        .args(["run", "--queue", &url, "Say something."])
+        .output()
+        .unwrap();
+    let killed = Command::new("kill").arg("-TERM").arg(worker.id().to_string()).status();
+    let status = worker.wait().unwrap();
+    let cleanup = redis::Client::open(url.as_str()).and_then(|c| c.get_connection());
+    if let Ok(mut conn) = cleanup {
+        let keys: Vec<String> =
+            redis::cmd("KEYS").arg(format!("{prefix}*")).query(&mut conn).unwrap_or_default();
+        if !keys.is_empty() {
+            let _: Result<i64, _> = redis::cmd("DEL").arg(&keys).query(&mut conn);
+        }
+    }
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    assert!(String::from_utf8_lossy(&run.stdout).contains("Queued, and answered."));
+    assert!(killed.unwrap().success() && status.success(), "{status:?}");
+    let metrics = receiver.metrics();
+    let point = |name: &str, key: &str, value: &str| {
+        metrics
+            .iter()
+            .rev()
+            .find(|m| m["name"] == name && m["attributes"][key] == value)
+            .unwrap_or_else(|| panic!("no {name} {key}={value} in {metrics:?}"))
+            .clone()
+    };
+    let claims = point("agentloop.worker.claims", "agentloop.agent", "helper");
+    assert_eq!(
+        (claims["value"].as_i64(), &claims["attributes"]["agentloop.worker.takeover"]),
+        (Some(1), &json!(false))
+    );
+    let latency = point("agentloop.worker.claim.latency", "agentloop.agent", "helper");
+    assert_eq!((latency["type"].as_str(), latency["count"].as_u64()), (Some("histogram"), Some(1)));
+    let jobs = point("agentloop.worker.jobs", "agentloop.worker.outcome", "ended");
+    assert_eq!(
+        (jobs["value"].as_i64(), &jobs["attributes"]["agentloop.agent"]),
+        (Some(1), &json!("helper"))
+    );
+    let depth = point("agentloop.worker.queue.depth", "agentloop.agent", "helper");
+    assert_eq!(depth["value"], 0, "{depth}");
+}

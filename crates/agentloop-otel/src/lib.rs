@@ -38,6 +38,8 @@ mod span;
 mod telemetry;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+#[cfg(feature = "worker")]
+mod worker;
 
 pub use config::{Protocol, Sampling, TelemetryConfig};
 pub use counting::SpanStats;

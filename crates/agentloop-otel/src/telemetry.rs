@@ -246,6 +246,12 @@ impl Telemetry {
         Self { inner }
     }
 
+    /// The meter provider, when metrics are on.
+    #[cfg(feature = "worker")]
+    pub(crate) fn meter_provider(&self) -> Option<&SdkMeterProvider> {
+        self.inner.meter_provider.as_ref()
+    }
+
     /// The observer to give agents (`AgentBuilder::observer`).
     pub fn observer(&self) -> Arc<dyn Observer> {
         Arc::new(self.clone())

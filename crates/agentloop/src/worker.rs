@@ -164,6 +164,54 @@ impl WorkerOptions {
     }
 }
 
+/// How a job ended for the worker that had it (what a [`WorkerObserver`] is told).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum JobOutcome {
+    /// The run finished, failed or was cancelled.
+    Ended,
+    /// The run waits for a human (approval, an answer).
+    Suspended,
+    /// The run waits for an operator (`needs_attention`).
+    NeedsAttention,
+    /// Stopped at a safe point while draining, and handed back.
+    HandedOver,
+    /// Refused (another configuration of the agent) and requeued.
+    Refused,
+    /// Moved to the dead-letter stream.
+    DeadLettered,
+    /// Left pending, for a takeover (the journal failed, the run could not start).
+    Interrupted,
+}
+
+impl JobOutcome {
+    /// Its name in metrics: `ended`, `suspended`, `needs_attention`, `handed_over`,
+    /// `refused`, `dead_lettered`, `interrupted`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ended => "ended",
+            Self::Suspended => "suspended",
+            Self::NeedsAttention => "needs_attention",
+            Self::HandedOver => "handed_over",
+            Self::Refused => "refused",
+            Self::DeadLettered => "dead_lettered",
+            Self::Interrupted => "interrupted",
+        }
+    }
+}
+
+/// Told what a worker does, as it does it: for metrics (`agentloop-otel` records them as
+/// OpenTelemetry instruments). Calls are made on the worker's tasks: keep them short.
+pub trait WorkerObserver: Send + Sync {
+    /// A job was claimed, `waited` after it was queued; `takeover`: from a worker that died.
+    fn claimed(&self, agent: &str, waited: Duration, takeover: bool);
+    /// A job ended for this worker.
+    fn ended(&self, agent: &str, outcome: JobOutcome);
+    /// The agent's queue, read every third of the takeover time: jobs not done (`depth`) and
+    /// delivered to a worker (`pending`), and this worker's runs of it.
+    fn queue(&self, agent: &str, depth: u64, pending: u64, in_flight: u64);
+}
+
 /// What a worker did, when it stopped.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -174,8 +222,10 @@ pub struct WorkerReport {
     pub takeovers: u64,
     /// Runs that ended (finished, failed, cancelled) under this worker.
     pub ended: u64,
-    /// Runs that suspended for a human (approval, input, or `needs_attention`).
+    /// Runs that suspended for a human (approval, input).
     pub suspended: u64,
+    /// Runs that wait for an operator (`needs_attention`).
+    pub needs_attention: u64,
     /// Runs stopped at a safe point and handed back while draining.
     pub handed_over: u64,
     /// Jobs refused (another configuration of the agent).
@@ -188,15 +238,15 @@ pub struct WorkerReport {
 }
 
 impl WorkerReport {
-    fn add(&mut self, end: &execute::JobEnd) {
-        use execute::JobEnd;
+    fn add(&mut self, end: JobOutcome) {
         match end {
-            JobEnd::Ended => self.ended += 1,
-            JobEnd::Suspended => self.suspended += 1,
-            JobEnd::HandedOver => self.handed_over += 1,
-            JobEnd::Refused => self.refused += 1,
-            JobEnd::DeadLettered => self.dead_letters += 1,
-            JobEnd::Interrupted | JobEnd::Left => self.interrupted += 1,
+            JobOutcome::Ended => self.ended += 1,
+            JobOutcome::Suspended => self.suspended += 1,
+            JobOutcome::NeedsAttention => self.needs_attention += 1,
+            JobOutcome::HandedOver => self.handed_over += 1,
+            JobOutcome::Refused => self.refused += 1,
+            JobOutcome::DeadLettered => self.dead_letters += 1,
+            JobOutcome::Interrupted => self.interrupted += 1,
         }
     }
 }
@@ -334,6 +384,13 @@ pub struct WorkerBuilder {
     agents: BTreeMap<String, Agent>,
     options: WorkerOptions,
     consumer: Option<String>,
+    observer: Option<Arc<dyn WorkerObserver>>,
+}
+
+impl std::fmt::Debug for dyn WorkerObserver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WorkerObserver")
+    }
 }
 
 impl WorkerBuilder {
@@ -346,6 +403,12 @@ impl WorkerBuilder {
     /// Sets the options.
     pub fn options(mut self, options: WorkerOptions) -> Self {
         self.options = options;
+        self
+    }
+
+    /// Tells `observer` what the worker does (metrics).
+    pub fn observer(mut self, observer: Arc<dyn WorkerObserver>) -> Self {
+        self.observer = Some(observer);
         self
     }
 
@@ -382,6 +445,7 @@ impl WorkerBuilder {
             options: self.options,
             takeover,
             consumer,
+            observer: self.observer,
         })
     }
 }
@@ -401,6 +465,7 @@ pub struct Worker {
     options: WorkerOptions,
     takeover: Duration,
     consumer: String,
+    observer: Option<Arc<dyn WorkerObserver>>,
 }
 
 /// The jobs a worker executes now, by entry id: their agent.
@@ -414,6 +479,7 @@ impl Worker {
             agents: BTreeMap::new(),
             options: WorkerOptions::default(),
             consumer: None,
+            observer: None,
         }
     }
 
@@ -441,13 +507,15 @@ impl Worker {
         let draining = CancellationToken::new();
         // Stops with this future, however it ends (dropped too: a worker that is aborted
         // touches nothing more, like one that was killed).
-        let heartbeat = AbortOnDrop(tokio::spawn(heartbeat(
-            self.queue.clone(),
-            self.consumer.clone(),
-            in_flight.clone(),
-            self.takeover,
-        )));
-        let mut tasks: JoinSet<(String, execute::JobEnd)> = JoinSet::new();
+        let beat = Heartbeat {
+            queue: self.queue.clone(),
+            consumer: self.consumer.clone(),
+            in_flight: in_flight.clone(),
+            takeover: self.takeover,
+            observed: self.observer.clone().map(|observer| (observer, names.clone())),
+        };
+        let heartbeat = AbortOnDrop(tokio::spawn(beat.run()));
+        let mut tasks: JoinSet<(String, JobOutcome)> = JoinSet::new();
         let mut report = WorkerReport::default();
         let mut next_takeover = tokio::time::Instant::now();
         let mut next_sweep = tokio::time::Instant::now();
@@ -459,13 +527,13 @@ impl Worker {
                 }
             }
             while let Some(done) = tasks.try_join_next() {
-                finished(&in_flight, &mut report, done);
+                finished(&in_flight, &mut report, self.observer.as_deref(), done);
             }
             let free = self.options.concurrency.saturating_sub(tasks.len());
             if free == 0 {
                 tokio::select! {
                     done = tasks.join_next() => if let Some(done) = done {
-                        finished(&in_flight, &mut report, done);
+                        finished(&in_flight, &mut report, self.observer.as_deref(), done);
                     },
                     () = shutdown.cancelled() => {}
                 }
@@ -484,6 +552,12 @@ impl Worker {
             };
             for job in jobs {
                 report.jobs += 1;
+                if let Some(observer) = &self.observer {
+                    let queued = job.queued_ms.unwrap_or_else(crate::store::now_ms);
+                    let waited = crate::store::now_ms().saturating_sub(queued);
+                    let waited = Duration::from_millis(waited);
+                    observer.claimed(&job.agent, waited, job.deliveries > 1);
+                }
                 lock(&in_flight).insert(job.id.clone(), job.agent.clone());
                 let context = execute::Context {
                     queue: self.queue.clone(),
@@ -500,7 +574,7 @@ impl Worker {
         draining.cancel();
         let drained = tokio::time::timeout(self.options.drain, async {
             while let Some(done) = tasks.join_next().await {
-                finished(&in_flight, &mut report, done);
+                finished(&in_flight, &mut report, self.observer.as_deref(), done);
             }
         })
         .await;
@@ -589,12 +663,16 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 fn finished(
     in_flight: &InFlight,
     report: &mut WorkerReport,
-    done: Result<(String, execute::JobEnd), tokio::task::JoinError>,
+    observer: Option<&dyn WorkerObserver>,
+    done: Result<(String, JobOutcome), tokio::task::JoinError>,
 ) {
     match done {
         Ok((id, end)) => {
-            lock(in_flight).remove(&id);
-            report.add(&end);
+            let agent = lock(in_flight).remove(&id);
+            report.add(end);
+            if let (Some(observer), Some(agent)) = (observer, agent) {
+                observer.ended(&agent, end);
+            }
         }
         Err(error) => {
             // A panic in a run's task: the job stays pending and is taken over.
@@ -604,20 +682,42 @@ fn finished(
     }
 }
 
-/// Touches the worker's jobs every third of `takeover`, so that none is taken over (and no
-/// slot of theirs expires) while it lives.
-async fn heartbeat(queue: Queue, consumer: String, in_flight: InFlight, takeover: Duration) {
-    let mut tick = tokio::time::interval((takeover / 3).max(Duration::from_millis(10)));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tick.tick().await;
-        let mut by_agent: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        for (id, agent) in lock(&in_flight).iter() {
-            by_agent.entry(agent.clone()).or_default().push(id.clone());
-        }
-        for (agent, ids) in by_agent {
-            if let Err(error) = queue.touch(&agent, &consumer, &ids, takeover).await {
-                tracing::warn!(%error, agent, "worker: heartbeat failed");
+/// The worker's heartbeat.
+struct Heartbeat {
+    queue: Queue,
+    consumer: String,
+    in_flight: InFlight,
+    takeover: Duration,
+    /// The observer told of the queues of these agents.
+    observed: Option<(Arc<dyn WorkerObserver>, Vec<String>)>,
+}
+
+impl Heartbeat {
+    /// Touches the worker's jobs every third of the takeover time, so that none is taken
+    /// over (and no slot of theirs expires) while it lives; reads the queues for the
+    /// observer.
+    async fn run(self) {
+        let every = (self.takeover / 3).max(Duration::from_millis(10));
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let mut by_agent: BTreeMap<String, Vec<String>> = BTreeMap::new();
+            for (id, agent) in lock(&self.in_flight).iter() {
+                by_agent.entry(agent.clone()).or_default().push(id.clone());
+            }
+            for (agent, ids) in &by_agent {
+                let touched = self.queue.touch(agent, &self.consumer, ids, self.takeover).await;
+                if let Err(error) = touched {
+                    tracing::warn!(%error, agent, "worker: heartbeat failed");
+                }
+            }
+            let Some((observer, names)) = &self.observed else { continue };
+            for name in names {
+                if let Ok((depth, pending)) = self.queue.depth(name).await {
+                    let mine = by_agent.get(name).map_or(0, Vec::len) as u64;
+                    observer.queue(name, depth, pending, mine);
+                }
             }
         }
     }

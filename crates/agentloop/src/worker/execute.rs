@@ -15,25 +15,12 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-/// How a job ended for this worker.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum JobEnd {
-    /// The run finished, failed or was cancelled: the job is done.
-    Ended,
-    /// The run waits for a human: the job is done (a decision adds the next one).
-    Suspended,
-    /// Stopped at a safe point while draining: a new job continues the run.
-    HandedOver,
-    /// Another configuration of the agent: requeued with one more refusal.
-    Refused,
-    /// Moved to the dead-letter stream.
-    DeadLettered,
-    /// The journal could not be written: the job stays pending, for a takeover.
-    Interrupted,
-    /// Not started (the lease stayed held, the store stayed down, the worker drained): the
-    /// job stays pending, for a takeover.
-    Left,
-}
+/// How a job ends here: the run ended (the job is done), waits for a human or an operator
+/// (done: a decision adds the next job), was handed back while draining (a new job continues
+/// it), was refused (requeued with one more refusal) or dead-lettered; or the job stays
+/// pending, for a takeover: the journal could not be written, or the run could not start
+/// (its lease stayed held, the store stayed down, the worker drained).
+pub(super) type JobEnd = super::JobOutcome;
 
 /// What a job's task needs of its worker.
 pub(super) struct Context {
@@ -62,7 +49,7 @@ impl Context {
             Ok(end) => end,
             Err(error) => {
                 tracing::warn!(%error, job = job.id, run_id = ?job.run_id, "worker: job left pending");
-                JobEnd::Left
+                JobEnd::Interrupted
             }
         }
     }
@@ -92,7 +79,7 @@ impl Context {
         };
         let Some(agent) = self.agents.get(&job.agent) else {
             // Not read: a worker reads only its agents' streams.
-            return Ok(JobEnd::Left);
+            return Ok(JobEnd::Interrupted);
         };
         if job.deliveries > self.options.max_deliveries {
             let reason = format!(
@@ -146,7 +133,7 @@ impl Context {
                         matches!(error, ResumeError::Store(StoreError::LeaseHeld { .. }));
                     if self.draining.is_cancelled() || tokio::time::Instant::now() >= give_up {
                         tracing::warn!(%error, run_id, "worker: cannot start the run; job left pending");
-                        return Ok(JobEnd::Left);
+                        return Ok(JobEnd::Interrupted);
                     }
                     if !lease_held {
                         tracing::warn!(%error, run_id, "worker: cannot start the run; retrying");
@@ -183,7 +170,8 @@ impl Context {
             (Some(state), _) => {
                 self.queue.finish(job, None).await?;
                 match state {
-                    RunState::Suspended | RunState::NeedsAttention => JobEnd::Suspended,
+                    RunState::Suspended => JobEnd::Suspended,
+                    RunState::NeedsAttention => JobEnd::NeedsAttention,
                     _ => JobEnd::Ended,
                 }
             }

@@ -90,6 +90,8 @@ pub(crate) struct Job {
     pub(crate) refusals: u32,
     /// How many times it was delivered (1 for a fresh job; more after takeovers).
     pub(crate) deliveries: u64,
+    /// When it was queued (ms since the Unix epoch), if it says.
+    pub(crate) queued_ms: Option<u64>,
 }
 
 /// What was done about a submission or a continuation.
@@ -667,6 +669,28 @@ impl Queue {
         Ok(QueueStatus { agents, dead_letters })
     }
 
+    /// The agent's jobs not done (`depth`) and delivered to a worker (`pending`).
+    pub async fn depth(&self, agent: &str) -> Result<(u64, u64), WorkerError> {
+        let stream = self.stream(agent);
+        let (depth, pending): (u64, Value) = ::redis::pipe()
+            .cmd("XLEN")
+            .arg(&stream)
+            .cmd("XPENDING")
+            .arg(&stream)
+            .arg(GROUP)
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(redis_error)?;
+        let pending = match pending {
+            Value::Array(summary) => match summary.first() {
+                Some(Value::Int(n)) => u64::try_from(*n).unwrap_or(0),
+                _ => 0,
+            },
+            _ => 0,
+        };
+        Ok((depth, pending))
+    }
+
     /// Removes a consumer that left the group with no job pending (a worker that stopped).
     pub(crate) async fn leave(&self, agent: &str, consumer: &str) -> Result<(), WorkerError> {
         let _: i64 = ::redis::cmd("XGROUP")
@@ -723,5 +747,6 @@ pub(super) fn parse_job(agent: &str, entry: StreamId, deliveries: u64) -> Job {
         )),
     };
     let refusals = text(&entry.map, "refusals").and_then(|r| r.parse().ok()).unwrap_or(0);
-    Job { agent: agent.to_owned(), id: entry.id, run_id, refusals, deliveries }
+    let queued_ms = text(&entry.map, "at_ms").and_then(|at| at.parse().ok());
+    Job { agent: agent.to_owned(), id: entry.id, run_id, refusals, deliveries, queued_ms }
 }
