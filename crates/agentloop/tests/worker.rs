@@ -434,3 +434,99 @@ async fn a_full_queue_refuses_a_submission_and_leaves_nothing() {
     assert!(store.load(&run_id).await.unwrap().is_empty(), "the refused run left nothing");
     clean(&mut redis, &prefix).await;
 }
+
+/// A TCP proxy to Redis that can be cut (every connection closed, new ones refused) and
+/// restored: Redis going away and coming back, as the worker and the store see it.
+struct Proxy {
+    url: String,
+    down: Arc<std::sync::atomic::AtomicBool>,
+    cut: tokio::sync::watch::Sender<u64>,
+}
+
+impl Proxy {
+    async fn start(target: &str) -> Self {
+        let target = target.trim_start_matches("redis://").trim_end_matches('/').to_owned();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("redis://{}", listener.local_addr().unwrap());
+        let down = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (cut, _) = tokio::sync::watch::channel(0u64);
+        let (is_down, cuts) = (down.clone(), cut.clone());
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut client, _)) = listener.accept().await else { return };
+                if is_down.load(std::sync::atomic::Ordering::SeqCst) {
+                    continue;
+                }
+                let target = target.clone();
+                let mut cut = cuts.subscribe();
+                tokio::spawn(async move {
+                    let Ok(mut server) = tokio::net::TcpStream::connect(&target).await else {
+                        return;
+                    };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+                        _ = cut.changed() => {}
+                    }
+                });
+            }
+        });
+        Self { url, down, cut }
+    }
+
+    fn set_down(&self, down: bool) {
+        self.down.store(down, std::sync::atomic::Ordering::SeqCst);
+        if down {
+            self.cut.send_modify(|n| *n += 1);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_going_away_mid_run_is_waited_out_and_nothing_is_lost() {
+    let Some(url) = redis_url() else { return };
+    let prefix = prefix("worker-outage");
+    let proxy = Proxy::start(&url).await;
+    // The worker and its store reach Redis through the proxy; the tools and the test do not.
+    let (store, queue, mut redis) = open(&proxy.url, &prefix).await;
+    let agent = agent(
+        store.clone(),
+        redis.clone(),
+        &prefix,
+        Delays::after(Duration::from_millis(300)),
+        TTL,
+    );
+    let mut ids = Vec::new();
+    for n in 0..4 {
+        ids.push(
+            queue
+                .submit("steps", &agent, format!("task {n}"), RunOptions::default())
+                .await
+                .unwrap(),
+        );
+    }
+    let (worker, token) = spawn(&queue, &agent, options());
+    let (direct, _, _) = open(&url, &prefix).await;
+    until("a tool started", || started(&direct, &ids[0], "step_a")).await;
+    proxy.set_down(true);
+    assert!(store.next_seq(&ids[0]).await.is_err(), "Redis is away for the worker");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    proxy.set_down(false);
+    until("every run finished", || async {
+        let finished = direct.list_runs(&RunFilter::all().state(RunState::Finished)).await.unwrap();
+        finished.len() == ids.len()
+    })
+    .await;
+    token.cancel();
+    // Waited out by the connection (the appends went through once Redis was back), or
+    // interrupted and taken up again: either way every run is whole.
+    let report = worker.await.unwrap();
+    assert_eq!(report.ended + report.interrupted, report.jobs, "{report:?}");
+    for id in &ids {
+        let entries = direct.load(id).await.unwrap();
+        assert!(entries.iter().enumerate().all(|(i, e)| e.seq == i as u64), "{id}: not dense");
+        assert_eq!(answer(&entries), ANSWER);
+    }
+    let status = queue.status().await.unwrap();
+    assert_eq!((status.agents[0].depth, status.agents[0].pending), (0, 0), "{status:?}");
+    clean(&mut redis, &prefix).await;
+}

@@ -143,8 +143,11 @@ impl RedisStore {
     /// Connects (`redis://host:port/db`).
     pub async fn connect_with(url: &str, options: RedisOptions) -> Result<Self, StoreError> {
         let client = Client::open(url).map_err(backend)?;
+        // Reconnects within a second of Redis coming back (the default backoff doubles up
+        // to 3.2 s between attempts).
         let config = ::redis::aio::ConnectionManagerConfig::new()
-            .set_response_timeout(options.response_timeout);
+            .set_response_timeout(options.response_timeout)
+            .set_max_delay(Duration::from_secs(1));
         let conn = client.get_connection_manager_with_config(config).await.map_err(backend)?;
         let scripts = Scripts::new();
         let store = Self {

@@ -258,10 +258,14 @@ impl Queue {
     /// Connects with `options`.
     pub async fn connect_with(url: &str, options: QueueOptions) -> Result<Self, WorkerError> {
         let client = Client::open(url).map_err(redis_error)?;
+        // Reconnects within a second of Redis coming back.
         let config = ::redis::aio::ConnectionManagerConfig::new()
-            .set_response_timeout(Some(Duration::from_secs(10)));
+            .set_response_timeout(Some(Duration::from_secs(10)))
+            .set_max_delay(Duration::from_secs(1));
         let conn = client.get_connection_manager_with_config(config).await.map_err(redis_error)?;
-        let config = ::redis::aio::ConnectionManagerConfig::new().set_response_timeout(None);
+        let config = ::redis::aio::ConnectionManagerConfig::new()
+            .set_response_timeout(None)
+            .set_max_delay(Duration::from_secs(1));
         let reader =
             client.get_connection_manager_with_config(config).await.map_err(redis_error)?;
         let scripts =
