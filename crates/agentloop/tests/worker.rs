@@ -19,7 +19,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use worker_support::{agent, clean, executions, open, prefix, redis_url, Delays, ANSWER};
+use worker_support::{
+    agent, clean, executions, finished, open, prefix, redis_url, submit, Delays, ANSWER,
+};
 
 const TTL: Duration = Duration::from_millis(1_000);
 
@@ -84,21 +86,9 @@ async fn submitted_runs_are_executed_once_and_acknowledged() {
     let prefix = prefix("worker-runs");
     let (store, queue, mut redis) = open(&url, &prefix).await;
     let agent = agent(store.clone(), redis.clone(), &prefix, Delays::after(Duration::ZERO), TTL);
-    let mut ids = Vec::new();
-    for n in 0..20 {
-        ids.push(
-            queue
-                .submit("steps", &agent, format!("task {n}"), RunOptions::default())
-                .await
-                .unwrap(),
-        );
-    }
+    let ids = submit(&queue, &agent, 20).await;
     let (worker, token) = spawn(&queue, &agent, options());
-    until("every run finished", || async {
-        let finished = store.list_runs(&RunFilter::all().state(RunState::Finished)).await.unwrap();
-        finished.len() == ids.len()
-    })
-    .await;
+    until("every run finished", || async { finished(&store).await == ids.len() }).await;
     token.cancel();
     let report = worker.await.unwrap();
     assert_eq!((report.jobs, report.ended, report.takeovers), (20, 20, 0), "{report:?}");
@@ -195,15 +185,7 @@ async fn a_draining_worker_hands_its_runs_over_at_a_safe_point() {
         Delays::after(Duration::from_millis(300)),
         TTL,
     );
-    let mut ids = Vec::new();
-    for n in 0..3 {
-        ids.push(
-            queue
-                .submit("steps", &agent, format!("task {n}"), RunOptions::default())
-                .await
-                .unwrap(),
-        );
-    }
+    let ids = submit(&queue, &agent, 3).await;
     let (first, token) = spawn(&queue, &agent, options());
     for id in &ids {
         until("a tool started", || started(&store, id, "step_a")).await;
@@ -215,11 +197,7 @@ async fn a_draining_worker_hands_its_runs_over_at_a_safe_point() {
     assert!(drained_at.elapsed() < Duration::from_secs(2), "{:?}", drained_at.elapsed());
     // Handed over at once: the next worker need not wait for a lease or a takeover.
     let (second, token) = spawn(&queue, &agent, options().takeover_after(Duration::from_secs(60)));
-    until("every run finished", || async {
-        let finished = store.list_runs(&RunFilter::all().state(RunState::Finished)).await.unwrap();
-        finished.len() == 3
-    })
-    .await;
+    until("every run finished", || async { finished(&store).await == 3 }).await;
     token.cancel();
     let report = second.await.unwrap();
     assert_eq!((report.ended, report.takeovers), (3, 0), "{report:?}");
@@ -361,9 +339,7 @@ async fn an_agents_limit_holds_across_the_pool() {
     );
     queue.set_limit("steps", Some(2)).await.unwrap();
     assert_eq!(queue.limits().await.unwrap().get("steps"), Some(&2));
-    for n in 0..8 {
-        queue.submit("steps", &agent, format!("task {n}"), RunOptions::default()).await.unwrap();
-    }
+    submit(&queue, &agent, 8).await;
     // Two workers of 4 each: 8 slots, of which the agent may use 2.
     let pool = [spawn(&queue, &agent, options()), spawn(&queue, &agent, options())];
     let mut most = 0;
@@ -373,8 +349,7 @@ async fn an_agents_limit_holds_across_the_pool() {
         let running = store.list_runs(&RunFilter::all().state(RunState::Running)).await.unwrap();
         most = most.max(running.iter().filter(|run| run.lease_is_live(now)).count());
         assert!(queue.slots_in_use("steps").await.unwrap() <= 2);
-        let finished = store.list_runs(&RunFilter::all().state(RunState::Finished)).await.unwrap();
-        if finished.len() == 8 {
+        if finished(&store).await == 8 {
             break;
         }
         assert!(Instant::now() < deadline, "timed out waiting for the runs");
@@ -495,15 +470,7 @@ async fn redis_going_away_mid_run_is_waited_out_and_nothing_is_lost() {
         Delays::after(Duration::from_millis(300)),
         TTL,
     );
-    let mut ids = Vec::new();
-    for n in 0..4 {
-        ids.push(
-            queue
-                .submit("steps", &agent, format!("task {n}"), RunOptions::default())
-                .await
-                .unwrap(),
-        );
-    }
+    let ids = submit(&queue, &agent, 4).await;
     let (worker, token) = spawn(&queue, &agent, options());
     let (direct, _, _) = open(&url, &prefix).await;
     until("a tool started", || started(&direct, &ids[0], "step_a")).await;
@@ -511,11 +478,7 @@ async fn redis_going_away_mid_run_is_waited_out_and_nothing_is_lost() {
     assert!(store.next_seq(&ids[0]).await.is_err(), "Redis is away for the worker");
     tokio::time::sleep(Duration::from_secs(2)).await;
     proxy.set_down(false);
-    until("every run finished", || async {
-        let finished = direct.list_runs(&RunFilter::all().state(RunState::Finished)).await.unwrap();
-        finished.len() == ids.len()
-    })
-    .await;
+    until("every run finished", || async { finished(&direct).await == ids.len() }).await;
     token.cancel();
     // Waited out by the connection (the appends went through once Redis was back), or
     // interrupted and taken up again: either way every run is whole.

@@ -33,7 +33,9 @@ use serde_json::json;
 use std::collections::BTreeMap;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-use worker_support::{agent, clean, executions, open, prefix, redis_url, Delays, ANSWER};
+use worker_support::{
+    agent, clean, executions, finished, open, prefix, redis_url, submit, Delays, ANSWER,
+};
 
 const CHILD_ENV: &str = "AGENTLOOP_WORKER_CHILD";
 const WORKERS: usize = 3;
@@ -173,15 +175,7 @@ async fn chaos(kill_signal: &str) {
     clean_executions(&mut redis, &prefix).await;
 
     let started = Instant::now();
-    let mut ids = Vec::with_capacity(runs);
-    for n in 0..runs {
-        ids.push(
-            queue
-                .submit("steps", &submitter, format!("task {n}"), RunOptions::default())
-                .await
-                .unwrap(),
-        );
-    }
+    let ids = submit(&queue, &submitter, runs).await;
     let service = queue.service(store.clone());
     let seed = started.elapsed().as_nanos() as u64 | 1;
     let mut dice = Dice(seed);
@@ -192,8 +186,7 @@ async fn chaos(kill_signal: &str) {
     let mut next_kill = Instant::now() + Duration::from_millis(2_000 + dice.roll(3_000));
     loop {
         assert!(started.elapsed() < LIMIT, "the chaos test ran out of time");
-        let finished = store.list_runs(&RunFilter::all().state(RunState::Finished)).await.unwrap();
-        if finished.len() == runs {
+        if finished(&store).await == runs {
             break;
         }
         // An operator resolves the runs that need attention.

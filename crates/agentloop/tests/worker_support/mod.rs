@@ -170,3 +170,19 @@ pub async fn clean(redis: &mut redis::aio::ConnectionManager, prefix: &str) {
         let _: i64 = redis::cmd("DEL").arg(chunk).query_async(redis).await.unwrap();
     }
 }
+
+/// Submits `runs` runs of `agent` (`task 0`, `task 1`, …); their ids.
+pub async fn submit(queue: &Queue, agent: &Agent, runs: usize) -> Vec<String> {
+    let mut ids = Vec::with_capacity(runs);
+    for n in 0..runs {
+        let options = agentloop::RunOptions::default();
+        ids.push(queue.submit("steps", agent, format!("task {n}"), options).await.unwrap());
+    }
+    ids
+}
+
+/// How many runs of the store finished.
+pub async fn finished(store: &Arc<dyn RunStore>) -> usize {
+    let filter = agentloop::store::RunFilter::all().state(agentloop::store::RunState::Finished);
+    store.list_runs(&filter).await.unwrap().len()
+}
