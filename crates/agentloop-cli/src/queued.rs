@@ -10,7 +10,6 @@ use crate::runs::cell;
 use crate::safe::escape;
 use crate::{AgentFlags, ProviderFlags};
 use agentloop::service::RunService;
-use agentloop::worker::JobKind;
 use agentloop::RunOptions;
 use anyhow::Context;
 use clap::Args;
@@ -69,19 +68,13 @@ pub async fn submit(
         )
     };
     let queue = crate::workers::connect(url, &config.store, args.max_queued).await?;
-    // The run's start is journaled, then its job added; a job that cannot be added (a full
-    // queue, Redis gone) takes the run it would have executed with it.
-    let run_id = one.agent.create_run(run.prompt, run.options).await.context("creating the run")?;
-    if let Err(error) = queue.enqueue(&one.name, &run_id, JobKind::Start).await {
-        if let Err(left) = RunService::new(store.clone()).delete(&run_id).await {
-            eprintln!(
-                "run {} was journaled but not queued, and stays in the store: {}",
-                cell(&run_id),
-                escape(&left.to_string())
-            );
-        }
-        return Err(error).context("queueing the run");
-    }
+    // The run's start is journaled, then its job added: a full queue refuses the run (and
+    // nothing is left); a job that cannot be added otherwise leaves the run to a worker's
+    // sweep, as the error says.
+    let run_id = queue
+        .submit(&one.name, &one.agent, run.prompt, run.options)
+        .await
+        .context("queueing the run")?;
     if args.detach {
         println!("{}", cell(&run_id));
         return Ok(0);

@@ -257,7 +257,7 @@ fn a_worker_executes_queued_runs_and_drains_on_sigterm() {
         .assert()
         .failure()
         .stderr(predicate::str::contains(
-            "the queue of agent 'helper' is full (1 jobs, at most 1)",
+            "the queue of agent 'helper' is full (1 of at most 1 jobs waiting or executing)",
         ));
     let listed = agentloop(dir.path()).args(["runs", "list"]).output().unwrap();
     assert_eq!(stdout(&listed).lines().filter(|l| l.contains("running")).count(), 1);

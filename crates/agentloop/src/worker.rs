@@ -64,8 +64,8 @@ pub enum WorkerError {
     Redis(String),
     /// The agent's stream is full ([`QueueOptions::max_queued`]).
     #[error(
-        "the queue of agent '{agent}' is full ({depth} jobs, at most {max}): try again when \
-         the workers have caught up"
+        "the queue of agent '{agent}' is full ({depth} of at most {max} jobs waiting or \
+         executing): try again when the workers have caught up"
     )]
     QueueFull {
         /// The agent.
@@ -587,6 +587,15 @@ impl Worker {
             tasks.abort_all();
         }
         drop(heartbeat);
+        // The queues as the worker leaves them, for gauges that keep the last value.
+        if let Some(observer) = &self.observer {
+            for name in &names {
+                if let Ok((depth, pending)) = self.queue.depth(name).await {
+                    let mine = lock(&in_flight).values().filter(|agent| *agent == name).count();
+                    observer.queue(name, depth, pending, mine as u64);
+                }
+            }
+        }
         if lock(&in_flight).is_empty() {
             for name in &names {
                 if let Err(error) = self.queue.leave(name, &self.consumer).await {

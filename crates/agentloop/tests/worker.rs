@@ -405,7 +405,10 @@ async fn a_full_queue_refuses_a_submission_and_leaves_nothing() {
     let error = queue.submit("steps", &agent, "go", options).await.unwrap_err();
     assert!(matches!(error, WorkerError::QueueFull { depth: 2, max: 2, .. }), "{error:?}");
     let text = error.to_string();
-    assert!(text.contains("is full (2 jobs, at most 2): try again"), "{text}");
+    assert!(
+        text.contains("is full (2 of at most 2 jobs waiting or executing): try again"),
+        "{text}"
+    );
     assert!(store.load(&run_id).await.unwrap().is_empty(), "the refused run left nothing");
     clean(&mut redis, &prefix).await;
 }
