@@ -16,6 +16,19 @@ pub fn thread_cpu() -> Duration {
     Duration::new(u64::try_from(t.tv_sec).unwrap_or(0), u32::try_from(t.tv_nsec).unwrap_or(0))
 }
 
+/// CPU time another process has used so far, user and system (`/proc/<pid>/stat`, clock-tick
+/// resolution); `None` when it cannot be read (the process is gone).
+pub fn process_cpu_of(pid: u32) -> Option<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may hold spaces) start at state (field 3).
+    let rest = stat.get(stat.rfind(')')? + 2..)?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    let ticks = rustix::param::clock_ticks_per_second().max(1);
+    Some(Duration::from_secs_f64((utime + stime) as f64 / ticks as f64))
+}
+
 /// Bytes this process has passed to `write`-like calls so far (`wchar` of `/proc/self/io`).
 pub fn written() -> u64 {
     std::fs::read_to_string("/proc/self/io")

@@ -4,6 +4,7 @@
 //! and prints the markdown table with ratios to the floor measured in the same run.
 
 use crate::driver::{JournalStore, Kind, Plan};
+use crate::measure;
 use crate::report::{markdown, median, DriverReport, Row};
 use crate::scenario::Script;
 use std::io::{BufRead, BufReader};
@@ -93,14 +94,7 @@ impl Server {
 
 /// utime + stime of a process, µs.
 fn proc_cpu_us(pid: u32) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the command name (which may hold spaces) start at state (field 3).
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let utime: f64 = fields.get(11)?.parse().ok()?;
-    let stime: f64 = fields.get(12)?.parse().ok()?;
-    let ticks = rustix::param::clock_ticks_per_second() as f64;
-    Some((utime + stime) / ticks * 1e6)
+    measure::process_cpu_of(pid).map(|cpu| cpu.as_secs_f64() * 1e6)
 }
 
 fn pinned(options: &Options, core: &str, program: &std::path::Path) -> Command {

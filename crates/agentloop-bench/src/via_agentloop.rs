@@ -81,14 +81,19 @@ pub fn agent_with_store(
     script: Script,
     store: Option<(Arc<dyn agentloop::store::RunStore>, agentloop::store::Durability)>,
 ) -> Result<Agent, SetupError> {
-    let iterations = u32::try_from(script.requests_per_run() + 1).unwrap_or(u32::MAX);
-    let context = ContextConfig { max_input_messages: None, ..ContextConfig::default() };
-    let mut builder =
-        Agent::builder(provider).tool(Add).max_iterations(iterations).context(context);
+    let mut builder = builder(provider, script);
     if let Some((store, durability)) = store {
         builder = builder.store(store).durability(durability);
     }
     Ok(builder.build()?)
+}
+
+/// The builder of [`agent`]: the `add` tool, enough iterations for `script`, no message
+/// window; to be given a name, a store or more.
+pub fn builder(provider: impl Provider + 'static, script: Script) -> agentloop::AgentBuilder {
+    let iterations = u32::try_from(script.requests_per_run() + 1).unwrap_or(u32::MAX);
+    let context = ContextConfig { max_input_messages: None, ..ContextConfig::default() };
+    Agent::builder(provider).tool(Add).max_iterations(iterations).context(context)
 }
 
 /// Runs the task once: the outcome (whose `iterations` are the model round trips).
