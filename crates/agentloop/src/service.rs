@@ -7,10 +7,12 @@
 //!
 //! A decision or an answer is recorded in the store ([`RemoteControl`]); the run takes it
 //! when it is continued — by [`Agent::resume`](crate::Agent::resume) in any process with the
-//! agent (`agentloop runs resume`), which applies what was requested before going on.
+//! agent (`agentloop runs resume`), which applies what was requested before going on, or, by
+//! a service that continues runs ([`RunService::continue_with`]: a worker pool's queue), at
+//! once by a worker.
 //!
 //! ```no_run
-//! # async fn demo(store: std::sync::Arc<dyn agentloop::store::RunStore>) -> Result<(), agentloop::store::StoreError> {
+//! # async fn demo(store: std::sync::Arc<dyn agentloop::store::RunStore>) -> Result<(), Box<dyn std::error::Error>> {
 //! use agentloop::service::RunService;
 //! use futures::StreamExt;
 //! let service = RunService::new(store);
