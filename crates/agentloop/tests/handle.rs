@@ -119,6 +119,39 @@ async fn pause_waits_at_the_next_safe_point_and_resume_continues() {
     assert_eq!(model.request_count(), 2);
 }
 
+#[tokio::test]
+async fn stop_at_a_safe_point_ends_the_stream_without_an_end_and_a_resume_goes_on() {
+    let turns = [
+        ScriptedTurn::tool_call("probe", json!({"ms": 50, "tag": "first"})),
+        ScriptedTurn::text("done"),
+    ];
+    let store = Arc::new(MemoryStore::new());
+    let probe = Probe::default();
+    let agent =
+        Agent::builder(model(turns)).tool(probe.clone()).store(store.clone()).build().unwrap();
+    let (handle, mut events) = agent.start("go");
+    let mut seen = Vec::new();
+    // Asked while the tool runs: it finishes, then the run stops before the next model call.
+    while let Some(event) = events.next().await {
+        if event.kind() == "tool_started" {
+            handle.stop_at_safe_point();
+        }
+        seen.push(event);
+    }
+    assert!(seen.iter().any(|e| e.kind() == "tool_completed"), "the running tool finished");
+    assert!(seen.iter().all(|e| e.outcome().is_none() && e.kind() != "paused"), "{seen:?}");
+    assert_eq!(probe.calls(), 1);
+    let journal = agentloop::store::RunStore::load(store.as_ref(), handle.run_id()).await.unwrap();
+    assert!(journal.iter().all(|e| e.event.outcome().is_none()), "nothing journaled for the stop");
+    // The lease was released: another executor continues at once, and the tool does not run
+    // again.
+    let model = model([ScriptedTurn::text("done")]);
+    let other = Agent::builder(model).tool(probe.clone()).store(store.clone()).build().unwrap();
+    let rest = collect(other.resume(handle.run_id()).await.unwrap()).await;
+    assert_eq!(rest.iter().rev().find_map(Event::outcome).unwrap().answer, "done");
+    assert_eq!(probe.calls(), 1);
+}
+
 /// Pauses once, on its first check.
 struct PauseOnce(AtomicBool);
 

@@ -136,3 +136,86 @@ fn continuations_are_bounded() {
     assert!(!run.continue_with("Again."), "the budget is one continuation");
     assert_eq!(expect_finish(&mut run).answer, "second");
 }
+
+/// The journal of a run that died during `b` (started, no result), `a` finished before.
+fn crashed_during_b() -> Vec<Event> {
+    let mut run = Run::new("r", config(), vec![Message::user("x")]);
+    let _ = expect_model(&mut run);
+    run.model_responded(calls_response(&[("a", "add", "{}"), ("b", "charge", "{}")]), ms(1))
+        .unwrap();
+    run.tool_started("a", Some(json!({}))).unwrap();
+    run.tool_finished("a", Ok(ToolOutput::Value(json!(1))), ms(1)).unwrap();
+    run.tool_started("b", Some(json!({}))).unwrap();
+    run.drain_events().filter(Event::is_durable).collect()
+}
+
+/// That run folded again, `b` held for an operator and the run suspended; with its journal.
+fn held() -> (Run, Vec<Event>) {
+    let mut journal = crashed_during_b();
+    let mut run = Run::from_journal(&journal).unwrap();
+    run.hold_for_attention("b", "the executor died during 'charge'").unwrap();
+    let _ = run.next_step();
+    journal.extend(run.drain_events().filter(Event::is_durable));
+    (run, journal)
+}
+
+#[test]
+fn a_call_held_for_attention_suspends_the_run_until_an_operator_decides() {
+    let mut run = Run::from_journal(&crashed_during_b()).unwrap();
+    assert_eq!(run.running_calls().len(), 1);
+    // Only a call in flight can be held, and once.
+    assert!(run.hold_for_attention("a", "no").is_err());
+    run.hold_for_attention("b", "the executor died during 'charge'").unwrap();
+    assert!(run.hold_for_attention("b", "twice").is_err());
+    let held: Vec<(&str, &str)> =
+        run.needing_attention().iter().map(|(call, why)| (call.id.as_str(), *why)).collect();
+    assert_eq!(held, [("b", "the executor died during 'charge'")]);
+    let Step::Finish(outcome) = run.next_step() else { panic!("expected a suspension") };
+    let StopReason::NeedsAttention { calls, reason } = &outcome.stop_reason else {
+        panic!("{:?}", outcome.stop_reason)
+    };
+    assert_eq!((calls[0].id.as_str(), reason.as_str()), ("b", "the executor died during 'charge'"));
+    assert!(run.is_suspended());
+    let journal: Vec<Event> = run.drain_events().filter(Event::is_durable).collect();
+    let kinds: Vec<&str> = journal.iter().map(Event::kind).collect();
+    assert_eq!(kinds, ["attention_needed", "iteration_completed", "run_suspended"]);
+    assert_eq!(
+        crate::store::RunState::after(journal.last().unwrap()),
+        crate::store::RunState::NeedsAttention
+    );
+}
+
+#[test]
+fn an_operator_supplies_the_result_of_a_held_call_and_the_run_goes_on() {
+    // Through a serialized journal, as the process that continues the run sees it.
+    let (_, journal) = held();
+    let text = serde_json::to_string(&journal).unwrap();
+    let journal: Vec<Event> = serde_json::from_str(&text).unwrap();
+    let mut run = Run::from_journal(&journal).unwrap();
+    assert_eq!(run.needing_attention().len(), 1);
+    run.decide("b", Decision::SetResult { result: json!("charged 42") }).unwrap();
+    assert!(run.needing_attention().is_empty());
+    // The call is not run: the model is asked with both results.
+    let request = expect_model(&mut run);
+    let results: Vec<String> = request
+        .messages
+        .last()
+        .unwrap()
+        .tool_results_iter()
+        .map(|r| format!("{}={}", r.call_id, r.content.to_text()))
+        .collect();
+    assert_eq!(results, ["a=1", "b=charged 42"]);
+}
+
+#[test]
+fn an_operator_retries_a_held_call_and_it_counts_once() {
+    let (mut run, _) = held();
+    run.decide("b", Decision::Approve).unwrap();
+    let Step::CallTools(calls) = run.next_step() else { panic!("expected the call again") };
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].call.id, "b");
+    run.tool_started("b", Some(json!({}))).unwrap();
+    run.tool_finished("b", Ok(ToolOutput::Value(json!(2))), ms(1)).unwrap();
+    assert_eq!(run.metrics().tool_calls, 2, "a, and b once though it started twice");
+    let _ = expect_model(&mut run);
+}
