@@ -2,6 +2,7 @@
 //! [`Agent::builder`].
 
 mod as_tool;
+mod create;
 mod options;
 mod output;
 mod replay;
@@ -161,11 +162,8 @@ impl Agent {
         let control = Control::new(options.cancel.unwrap_or_default());
         let handle = RunHandle { run_id: run_id.clone(), control: control.clone() };
         self.refresh_tools();
-        let mut config = self.run_config(options.parent_run_id);
-        config.trace_parent = options.trace_parent;
-        if let Some(spec) = options.output {
-            config.output = Some(self.resolve_output(spec, &config.tools));
-        }
+        let config =
+            self.new_run_config(options.parent_run_id, options.trace_parent, options.output);
         let observer = self.run_observer(&run_id, &config, false);
         let start =
             Start::New { run_id: run_id.clone(), config: Box::new(config), input: input.into().0 };
@@ -173,40 +171,6 @@ impl Agent {
         let events = driver.drive(start, control.clone());
         let events = self.journal(events, &control, run_id, None, Some(0), !quiet);
         (handle, crate::observe::observed(events, observer))
-    }
-
-    /// Journals the start of a run in the agent's store without executing it — `run_started`
-    /// with the run's configuration (after the `before_run` hooks) and input — and returns
-    /// its id. Any process with this agent continues it ([`resume`](Self::resume)); a worker
-    /// pool does (`agentloop::worker`). Fails with [`StoreError::Conflict`] (through
-    /// [`ResumeError::Store`]) when the store already has a run of that id.
-    ///
-    /// [`StoreError::Conflict`]: crate::store::StoreError::Conflict
-    pub async fn create_run(
-        &self,
-        input: impl Into<RunInput>,
-        options: RunOptions,
-    ) -> Result<String, crate::error::ResumeError> {
-        let store = self.store.as_ref().ok_or(crate::error::ResumeError::NoStore)?;
-        let run_id = options.run_id.unwrap_or_else(new_run_id);
-        self.refresh_tools();
-        let mut config = self.run_config(options.parent_run_id);
-        config.trace_parent = options.trace_parent;
-        if let Some(spec) = options.output {
-            config.output = Some(self.resolve_output(spec, &config.tools));
-        }
-        let mut notices = Vec::new();
-        let mut run = match self.driver.hooks.before_run(config.clone(), &mut notices).await {
-            Ok(config) => Run::new(run_id.clone(), config, input.into().0),
-            Err(failure) => {
-                let mut run = Run::new(run_id.clone(), config, input.into().0);
-                run.fail_hook(failure.hook, failure.error);
-                run
-            }
-        };
-        let events: Vec<Event> = run.drain_events().filter(Event::is_durable).collect();
-        store.append(&run_id, 0, &events).await?;
-        Ok(run_id)
     }
 
     /// Journals `events` when the agent has a store, by the holder of the run's lease
