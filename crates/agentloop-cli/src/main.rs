@@ -155,6 +155,14 @@ enum Command {
         /// Without it, push notifications are off.
         #[arg(long, env = "AGENTLOOP_PUSH_ALLOW")]
         push_allow: Option<String>,
+        /// Queue the tasks to a worker pool (a Redis URL; `agentloop worker` executes them)
+        /// instead of executing them here.
+        #[arg(long, env = "AGENTLOOP_QUEUE", hide_env_values = true, value_name = "URL")]
+        queue: Option<String>,
+        /// With --queue: refuse a new task when its agent's queue already holds this many
+        /// jobs (a JSON-RPC error with a retry hint; 503 with Retry-After over HTTP+JSON).
+        #[arg(long, value_name = "N", requires = "queue")]
+        max_queued: Option<u64>,
         #[command(flatten)]
         agent_flags: AgentFlags,
     },
@@ -335,9 +343,18 @@ async fn dispatch_command(cli: Cli, config: Config) -> anyhow::Result<i32> {
             token,
             body_limit,
             push_allow,
+            queue,
+            max_queued,
             agent_flags,
         } => {
             let config = with_agent_flags(&config, &agent_flags);
+            let queue = match &queue {
+                Some(url) => {
+                    workers::shared_store(&config.store)?;
+                    Some(workers::connect(url, &config.store, max_queued).await?)
+                }
+                None => None,
+            };
             let stores = runs::open(&config.store).await?;
             let served = if agent.as_deref() == Some("echo") {
                 serve::Served::Echo(stores, config.otel.observer())
@@ -351,8 +368,14 @@ async fn dispatch_command(cli: Cli, config: Config) -> anyhow::Result<i32> {
                     agents.into_iter().map(|one| (one.agent, one.description)).collect(),
                 )
             };
-            let options =
-                serve::ServeOptions { bind, public_url, tokens: token, body_limit, push_allow };
+            let options = serve::ServeOptions {
+                bind,
+                public_url,
+                tokens: token,
+                body_limit,
+                push_allow,
+                queue,
+            };
             serve::serve(served, options, &config.store).await
         }
         Command::Runs { command } => {

@@ -29,6 +29,8 @@ pub struct ServeOptions {
     pub body_limit: usize,
     /// Where push notifications may go (comma separated `PushAllow` entries; none: off).
     pub push_allow: Option<String>,
+    /// The worker pool that executes the tasks (none: this process does).
+    pub queue: Option<agentloop::worker::Queue>,
 }
 
 /// Where push configs and their delivery cursors are kept: beside the runs (the SQLite
@@ -115,9 +117,13 @@ pub async fn serve(
         body_limit: options.body_limit,
         push_allow,
         push_store,
+        queue: options.queue,
         ..ServerConfig::default()
     };
     let names: Vec<String> = agents.iter().map(|agent| agent.name().to_owned()).collect();
+    if config.queue.is_some() {
+        println!("tasks are queued to the worker pool (`agentloop worker` executes them)");
+    }
     let server = Server::new(agents, config)?;
     for name in &names {
         println!(

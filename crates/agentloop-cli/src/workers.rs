@@ -36,6 +36,10 @@ pub struct WorkerArgs {
     /// suffix).
     #[arg(long, value_name = "CONSUMER")]
     name: Option<String>,
+    /// Execute the runs of the deterministic test agent `echo` (as `serve --agent echo
+    /// --queue` queues them) instead of the configured agents.
+    #[arg(long = "agent", value_parser = ["echo"], value_name = "echo")]
+    test_agent: Option<String>,
     #[command(flatten)]
     agent: AgentFlags,
 }
@@ -111,7 +115,13 @@ pub async fn worker(
     shared_store(&config.store)?;
     let stores = crate::runs::open(&config.store).await?;
     let queue = connect(&args.queue, &config.store, None).await?;
-    let agents = crate::agents::served(&config, provider, &args.agent, None, &stores).await?;
+    let agents = if args.test_agent.is_some() {
+        let echo = agentloop_server::echo::echo_agent(stores.runs.clone(), stores.sessions.clone())
+            .context("building the echo agent")?;
+        vec![crate::agents::Served { name: "echo".into(), agent: echo, description: None }]
+    } else {
+        crate::agents::served(&config, provider, &args.agent, None, &stores).await?
+    };
     let options = WorkerOptions::default()
         .concurrency(args.concurrency as usize)
         .drain(Duration::from_secs(args.drain_secs))

@@ -9,6 +9,7 @@
 //! | `ask QUESTION` | asks the user (the `ask_user` tool); the next message to the task is the answer, echoed | input-required, then completed |
 //! | `approve` | calls `guarded_action`, which waits for approval; approved it runs, rejected the model sees why | input-required, then completed |
 //! | `slow SECONDS` | answers after that long (at most 600 s): time to cancel it | completed (or canceled) |
+//! | `steps N SECONDS` | calls the calculator N times (at most 50; the iteration limit of 4 allows 3), SECONDS (at most 60) before each call, then answers: a long task that journals its progress (to stop its worker midway) | completed |
 //! | `loop` | calls the calculator until the iteration limit ends the run | completed, limit in the metadata |
 //! | `fail` | the model call fails (not retried) | failed |
 //! | anything else | the message itself, in a few chunks — or, when the run asks for a typed answer in tool mode (an A2A message's `agentloop.output`), the `final_answer` call with the message as its arguments (parsed as JSON, else `{"response": message}`) | completed |
@@ -33,8 +34,12 @@ pub struct EchoModel;
 /// A step of the echo model.
 enum Reply {
     Text { chunks: Vec<String>, delay: Duration, first_delay: Duration },
-    Call { name: &'static str, arguments: Value },
+    Call { name: &'static str, arguments: Value, delay: Duration },
     Fail(String),
+}
+
+fn call(name: &'static str, arguments: Value) -> Reply {
+    Reply::Call { name, arguments, delay: Duration::ZERO }
 }
 
 fn text(answer: impl Into<String>) -> Reply {
@@ -85,27 +90,36 @@ fn decide(messages: &[Message], answer_tool: bool) -> Reply {
                 (1..=n).map(|i| format!("chunk {i}{}", if i < n { " " } else { "" })).collect();
             Reply::Text { chunks, delay: Duration::from_millis(20), first_delay: Duration::ZERO }
         }
-        ("calc", None) => {
-            Reply::Call { name: "calculator", arguments: json!({"expression": rest}) }
-        }
+        ("calc", None) => call("calculator", json!({"expression": rest})),
         ("calc", Some(result)) => text(format!("The result is {result}.")),
         ("ask", None) => {
             let question = if rest.is_empty() { "What is your answer?".to_owned() } else { rest };
-            Reply::Call { name: "ask_user", arguments: json!({"question": question}) }
+            call("ask_user", json!({"question": question}))
         }
-        ("approve", None) => {
-            Reply::Call { name: "guarded_action", arguments: json!({"what": "the guarded action"}) }
-        }
+        ("approve", None) => call("guarded_action", json!({"what": "the guarded action"})),
         ("approve", Some(result)) => text(format!("Guarded action: {result}")),
-        ("loop", _) => {
-            Reply::Call { name: "calculator", arguments: json!({"expression": "1 + 1"}) }
-        }
+        ("loop", _) => call("calculator", json!({"expression": "1 + 1"})),
         ("slow", None) => {
             let seconds = rest.parse::<f64>().unwrap_or(5.0).clamp(0.0, 600.0);
             let Reply::Text { chunks, delay, .. } = text(format!("Done after {seconds} s.")) else {
                 return text("");
             };
             Reply::Text { chunks, delay, first_delay: Duration::from_secs_f64(seconds) }
+        }
+        ("steps", done) => {
+            let mut words = rest.split_whitespace();
+            let n = words.next().and_then(|n| n.parse::<usize>().ok()).unwrap_or(3).clamp(1, 50);
+            let seconds = words.next().and_then(|s| s.parse::<f64>().ok()).unwrap_or(1.0);
+            let step = results.len();
+            if step >= n {
+                return text(format!(
+                    "Done: {n} steps, the last said {}.",
+                    done.map_or("", String::as_str)
+                ));
+            }
+            let arguments = json!({"expression": format!("{step} + 1")});
+            let delay = Duration::from_secs_f64(seconds.clamp(0.0, 60.0));
+            Reply::Call { name: "calculator", arguments, delay }
         }
         ("fail", _) => Reply::Fail("the echo agent was asked to fail".to_owned()),
         (_, Some(result)) => text(format!("The tool said: {result}")),
@@ -114,7 +128,7 @@ fn decide(messages: &[Message], answer_tool: bool) -> Reply {
                 .ok()
                 .filter(Value::is_object)
                 .unwrap_or_else(|| json!({"response": said}));
-            Reply::Call { name: OUTPUT_TOOL, arguments }
+            call(OUTPUT_TOOL, arguments)
         }
         _ => text(said),
     }
@@ -134,7 +148,10 @@ impl Provider for EchoModel {
                 Reply::Fail(message) => {
                     yield Err(ProviderError::InvalidRequest { message });
                 }
-                Reply::Call { name, arguments } => {
+                Reply::Call { name, arguments, delay } => {
+                    if !delay.is_zero() {
+                        tokio::time::sleep(delay).await;
+                    }
                     let id = format!("call_{}", uuid::Uuid::now_v7().simple());
                     yield Ok(StreamChunk::ToolCallStart { id: id.clone(), name: name.to_owned() });
                     yield Ok(StreamChunk::ToolCallDelta { id: id.clone(), delta: arguments.to_string() });
@@ -218,7 +235,8 @@ pub fn echo_builder(
 
 /// What the echo agent's card says it does.
 pub const ECHO_DESCRIPTION: &str = "A deterministic test agent: echoes messages; `stream N`, \
-`calc EXPR`, `ask Q`, `approve`, `slow S`, `loop` and `fail` drive every task state.";
+`calc EXPR`, `ask Q`, `approve`, `slow S`, `steps N S`, `loop` and `fail` drive every task \
+state.";
 
 /// The echo agent, ready to serve.
 pub fn served_echo(

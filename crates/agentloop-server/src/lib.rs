@@ -49,7 +49,11 @@ impl Server {
             if hosts.iter().any(|host| host.served().name() == served.name()) {
                 return Err(ServeError::DuplicateName(served.name().to_owned()));
             }
-            hosts.push(Arc::new(Host::new(served, config.send_wait)?));
+            let host = Host::new(served, config.send_wait)?;
+            hosts.push(Arc::new(match &config.queue {
+                Some(queue) => host.queued(queue.clone()),
+                None => host,
+            }));
         }
         if hosts.is_empty() {
             return Err(ServeError::NoAgents);

@@ -13,6 +13,7 @@ use agentloop::protocol::{envelopes, Envelope};
 use agentloop::run::{Decision, OutputSpec};
 use agentloop::service::RunService;
 use agentloop::store::{now_ms, RunCursor, RunFilter, RunState, SessionState, StoreError};
+use agentloop::worker::Queue;
 use agentloop::EventStream;
 use agentloop::{Agent, RunOptions};
 use futures::stream::BoxStream;
@@ -25,7 +26,9 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 mod control;
+mod queued;
 pub use control::parse_decisions;
+pub use queued::{queue_full, QUEUE_FULL, QUEUE_FULL_RETRY_SECS};
 
 /// An agent as the server serves it.
 #[derive(Clone)]
@@ -113,6 +116,8 @@ pub struct Host {
     live: Mutex<HashMap<String, Live>>,
     /// How long a blocking SendMessage (or CancelTask) waits for the task to settle.
     wait: Duration,
+    /// The worker pool's queue, when a pool executes the tasks ([`Host::queued`]).
+    queue: Option<Queue>,
 }
 
 impl std::fmt::Debug for Host {
@@ -161,7 +166,30 @@ impl Host {
             (Some(store), Some(_)) => store.clone(),
             _ => return Err(ServeError::NoStore(served.name)),
         };
-        Ok(Self { served, service: RunService::new(store), live: Mutex::new(HashMap::new()), wait })
+        Ok(Self {
+            served,
+            service: RunService::new(store),
+            live: Mutex::new(HashMap::new()),
+            wait,
+            queue: None,
+        })
+    }
+
+    /// This host with its tasks executed by the worker pool of `queue`
+    /// (`agentloop::worker`) instead of this process: a new task's run is journaled as its
+    /// session's turn and queued under the agent's name; answers, decisions and cancels are
+    /// recorded through a run service that queues the run's continuation; streams follow
+    /// the run's journal (journaled events only: no text deltas). [`recover`](Self::recover)
+    /// does nothing: the workers' sweep queues runs that lost their job.
+    pub fn queued(mut self, queue: Queue) -> Self {
+        self.service = queue.service(self.service.store().clone());
+        self.queue = Some(queue);
+        self
+    }
+
+    /// Whether a worker pool executes this host's tasks.
+    pub fn is_queued(&self) -> bool {
+        self.queue.is_some()
     }
 
     /// The served agent.
@@ -237,6 +265,10 @@ impl Host {
             Some(id) => id.clone(),
             None => a2a::new_context_id(),
         };
+        if let Some(queue) = &self.queue {
+            let options = RunOptions { trace_parent, output, ..RunOptions::default() };
+            return self.start_queued(queue, &context_id, user, options).await;
+        }
         let run_id = agentloop::agent::new_run_id();
         let session = self
             .served
@@ -286,6 +318,9 @@ impl Host {
             return Err(A2AError::unsupported_operation(format!(
                 "task {task_id} is working; wait for it to require input"
             )));
+        }
+        if self.queue.is_some() {
+            return self.continue_queued(task_id, &fold, message, user).await;
         }
         let next_seq = fold.last_seq().map_or(0, |seq| seq + 1);
         let session = self
@@ -386,7 +421,9 @@ impl Host {
         }
         let reason = "canceled by the client";
         self.service.cancel(task_id, reason).await.map_err(internal)?;
-        if *fold.state() == TaskState::InputRequired {
+        if self.queue.is_some() {
+            // The run service queued the run's continuation: a worker cancels it.
+        } else if *fold.state() == TaskState::InputRequired {
             // Nothing drives a waiting run: resuming it applies the cancellation. The
             // executor that just stopped may still hold the lease for a moment.
             let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
@@ -534,6 +571,9 @@ impl Host {
     /// that expired): each is resumed — in its session when the session's turn is its —
     /// and drained here. Returns how many were resumed.
     pub async fn recover(self: &Arc<Self>) -> usize {
+        if self.queue.is_some() {
+            return 0;
+        }
         let filter = RunFilter::all().agent(self.served.name.clone()).state(RunState::Running);
         let runs = match self.service.list(&filter).await {
             Ok(runs) => runs,

@@ -58,6 +58,9 @@ pub struct ServerConfig {
     pub push_store: Option<Arc<dyn PushStore>>,
     /// How webhooks are called (timeout, retries).
     pub push_delivery: DeliveryOptions,
+    /// The worker pool that executes the tasks (`agentloop::worker`; see
+    /// [`Host::queued`]): `None` (the default) executes them in this process.
+    pub queue: Option<agentloop::worker::Queue>,
 }
 
 impl Default for ServerConfig {
@@ -74,6 +77,7 @@ impl Default for ServerConfig {
             push_allow: PushAllow::none(),
             push_store: None,
             push_delivery: DeliveryOptions::default(),
+            queue: None,
         }
     }
 }

@@ -35,6 +35,8 @@ use crate::store::{SessionInfo, SessionState, SessionStore, StoreError};
 use futures::StreamExt;
 use std::sync::Arc;
 
+mod elsewhere;
+
 /// A multi-turn session of an agent. Get one with [`Agent::session`].
 #[derive(Clone)]
 pub struct Session {
@@ -158,6 +160,23 @@ impl Session {
         run_id: &str,
         message: Message,
     ) -> Result<EventStream, SessionError> {
+        let (base, stored) = self.begin_answer_turn(run_id).await?;
+        match self.agent.answer(run_id, message).await {
+            Ok(events) => Ok(self.turn(events, run_id.to_owned(), stored, Some(base))),
+            Err(error) => {
+                self.store.end_turn(&self.context_id, run_id, &[]).await?;
+                Err(error.into())
+            }
+        }
+    }
+
+    /// Begins the turn of an answer to the question the session's last turn (`run_id`)
+    /// stopped to ask: the run and the number of stored messages. Refused unless the session
+    /// is ready and its last turn was `run_id` with the run's whole history.
+    pub(crate) async fn begin_answer_turn(
+        &self,
+        run_id: &str,
+    ) -> Result<(Run, usize), SessionError> {
         let info = self.store.open_session(&self.context_id).await?;
         let not_last = || StoreError::NotInTurn {
             context_id: self.context_id.clone(),
@@ -169,18 +188,11 @@ impl Session {
         }
         let (base, _, _) = self.agent.fold_stored(run_id).await?;
         let stored = self.store.begin_turn(&self.context_id, run_id).await?.len();
-        let events = if base.history().len() == stored {
-            self.agent.answer(run_id, message).await.map_err(SessionError::from)
-        } else {
-            Err(not_last().into())
-        };
-        match events {
-            Ok(events) => Ok(self.turn(events, run_id.to_owned(), stored, Some(base))),
-            Err(error) => {
-                self.store.end_turn(&self.context_id, run_id, &[]).await?;
-                Err(error)
-            }
+        if base.history().len() != stored {
+            self.store.end_turn(&self.context_id, run_id, &[]).await?;
+            return Err(not_last().into());
         }
+        Ok((base, stored))
     }
 
     /// The run of the busy turn and the number of stored messages.

@@ -1,7 +1,8 @@
 //! The HTTP+JSON binding: `POST /message:send`, `POST /message:stream` (SSE),
 //! `GET /tasks`, `GET /tasks/{id}`, `POST /tasks/{id}:cancel`, `GET|POST /tasks/{id}:subscribe`
 //! (SSE). Errors are `{"error": {"code", "status", "message", "details"}}` (google.rpc.Status,
-//! the details holding the A2A ErrorInfo) with the HTTP status of the A2A error.
+//! the details holding the A2A ErrorInfo) with the HTTP status of the A2A error (503 with
+//! `Retry-After` when a worker pool's queue is full).
 
 use super::ops;
 use super::streams::Update;
@@ -26,12 +27,15 @@ fn status_name(status: u16) -> &'static str {
         409 => "FAILED_PRECONDITION",
         413 => "RESOURCE_EXHAUSTED",
         501 => "UNIMPLEMENTED",
+        503 => "UNAVAILABLE",
         _ => "INTERNAL",
     }
 }
 
 fn error_response(error: &A2AError) -> Response {
-    let status = error.http_status_code();
+    // A full worker queue: 503, and when to try again.
+    let full = error.code == crate::tasks::QUEUE_FULL;
+    let status = if full { 503 } else { error.http_status_code() };
     let details = error.to_jsonrpc_error().data.unwrap_or(Value::Array(Vec::new()));
     let body = json!({"error": {
         "code": status,
@@ -40,6 +44,10 @@ fn error_response(error: &A2AError) -> Response {
         "details": details,
     }});
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    if full {
+        let retry = [(http::header::RETRY_AFTER, crate::tasks::QUEUE_FULL_RETRY_SECS.to_string())];
+        return (status, retry, Json(body)).into_response();
+    }
     (status, Json(body)).into_response()
 }
 

@@ -168,6 +168,11 @@ impl Context {
         }
         Ok(match (state, interrupted) {
             (Some(state), _) => {
+                // A run of a session turn ends the turn here (before the job is done: a
+                // worker that dies in between leaves the job to a takeover, which does it).
+                if let Err(error) = agent.settle_turn(&run_id).await {
+                    tracing::warn!(%error, run_id, "worker: the run's session turn could not end");
+                }
                 self.queue.finish(job, None).await?;
                 match state {
                     RunState::Suspended => JobEnd::Suspended,

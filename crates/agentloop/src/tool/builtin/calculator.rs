@@ -74,6 +74,11 @@ impl Tool for Calculator {
         "Evaluate an arithmetic expression (+ - * / % ^ or **, parentheses, sqrt(), abs()) and return the number.".into()
     }
 
+    /// A pure function: a call left in flight by a crash runs again.
+    fn safe_to_retry(&self) -> bool {
+        true
+    }
+
     async fn call(
         &self,
         args: CalculatorArgs,
