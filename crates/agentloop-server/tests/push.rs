@@ -93,6 +93,7 @@ fn fast(attempts: usize) -> DeliveryOptions {
         min_backoff: Duration::from_millis(20),
         max_backoff: Duration::from_millis(50),
         max_poll: Duration::from_millis(200),
+        lease_ttl: Duration::from_secs(30),
     }
 }
 
