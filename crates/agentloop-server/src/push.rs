@@ -16,10 +16,16 @@
 //!   {credentials}`; a timeout per request; network errors, 429 and 5xx retried with
 //!   exponential backoff, at most [`DeliveryOptions::attempts`] times, then that update is
 //!   given up (logged, without secrets or the URL) and delivery goes on with the next.
-//! - **Durable**: configs and each config's cursor (the next journal entry to deliver) live
-//!   in a [`PushStore`] (memory, SQLite or Redis); a restarted server's recovery loop
-//!   resumes every delivery that is not done from its cursor (at-least-once: an update
-//!   being delivered when the process stopped is delivered again).
+//! - **Durable, once across servers**: configs, each config's cursor (the next journal
+//!   entry to deliver, saved after each entry) and each config's delivery lease live in a
+//!   [`PushStore`] (memory, SQLite or Redis). A delivery claims its config's lease before it
+//!   starts, renews it every third of [`DeliveryOptions::lease_ttl`] and releases it when it
+//!   ends, so servers sharing one store deliver each update once: their recovery loops
+//!   start only the deliveries that are not done and whose lease they take. A delivery that
+//!   finds its lease lost stops at once. A restarted server resumes every delivery from its
+//!   cursor, and when a server dies another one takes its deliveries over from their cursors
+//!   once their leases expire: at-least-once — the updates of the entry being delivered when
+//!   a process stopped are delivered again.
 //! - **Secrets**: the token and credentials are stored, returned to the client by Get and
 //!   List (the spec's config object), sent to the webhook, and never logged.
 
@@ -66,6 +72,10 @@ pub struct DeliveryOptions {
     /// The longest a delivery waits between looks at a task that waits for input (or
     /// whose executor stopped) for its next entry. Default 5 s.
     pub max_poll: Duration,
+    /// How long a delivery's lease on its config lasts unless renewed (it is renewed every
+    /// third of it): how long the deliveries of a server that died wait before another
+    /// server takes them over. Default 30 s.
+    pub lease_ttl: Duration,
 }
 
 impl Default for DeliveryOptions {
@@ -76,6 +86,7 @@ impl Default for DeliveryOptions {
             min_backoff: Duration::from_millis(500),
             max_backoff: Duration::from_secs(30),
             max_poll: Duration::from_secs(5),
+            lease_ttl: Duration::from_secs(30),
         }
     }
 }
@@ -100,6 +111,8 @@ pub(crate) struct Inner {
     /// The running deliveries, by (task id, config id): their generation and stop token.
     loops: Mutex<HashMap<(String, String), (u64, CancellationToken)>>,
     generation: AtomicU64,
+    /// This `Pusher`'s id (a UUID): with a delivery's generation, the owner of its lease.
+    owner: String,
     /// Stops every delivery (the server stops).
     stop: CancellationToken,
 }
@@ -113,7 +126,8 @@ impl Inner {
 }
 
 /// The push notifications of a server: configs, their checks and their deliveries.
-/// Dropping it stops the deliveries (a durable store lets the next server resume them).
+/// Dropping it stops the deliveries and releases their leases (a durable store lets another
+/// server resume them).
 pub struct Pusher {
     inner: Arc<Inner>,
 }
@@ -164,6 +178,7 @@ impl Pusher {
                 client,
                 loops: Mutex::new(HashMap::new()),
                 generation: AtomicU64::new(0),
+                owner: uuid::Uuid::new_v4().to_string(),
                 stop: CancellationToken::new(),
             }),
         }
@@ -210,7 +225,8 @@ impl Pusher {
     }
 
     /// Saves a checked config for task `task_id` of `host` (replacing the one with its id)
-    /// and starts its delivery.
+    /// and starts its delivery (unless another server claimed its lease first: that one
+    /// delivers it).
     pub async fn register(
         &self,
         host: &Arc<Host>,
@@ -233,7 +249,7 @@ impl Pusher {
             cursor: Cursor::default(),
         };
         self.inner.store.put(&record).await.map_err(internal)?;
-        deliver::spawn(&self.inner, host.clone(), record, true);
+        deliver::spawn(&self.inner, host.clone(), record, true).await;
         Ok(config)
     }
 
@@ -296,7 +312,8 @@ impl Pusher {
     }
 
     /// Starts the deliveries that are not done and not running (after a restart, or one
-    /// that stopped on a store error), for the tasks of `hosts`. Returns how many.
+    /// that stopped on a store error), for the tasks of `hosts` — those whose lease it
+    /// takes: not those another server delivers. Returns how many.
     pub async fn recover(&self, hosts: &[Arc<Host>]) -> usize {
         if !self.enabled() || self.inner.stop.is_cancelled() {
             return 0;
@@ -317,7 +334,7 @@ impl Pusher {
             let Some(host) = hosts.iter().find(|h| h.served().name() == record.agent) else {
                 continue;
             };
-            if deliver::spawn(&self.inner, host.clone(), record, false) {
+            if deliver::spawn(&self.inner, host.clone(), record, false).await {
                 started += 1;
             }
         }

@@ -8,79 +8,12 @@ use agentloop::store::sqlite::SqliteStore;
 use agentloop_server::push::sqlite::SqlitePushStore;
 use agentloop_server::push::{DeliveryOptions, PushAllow};
 use agentloop_server::{echo, Server, ServerConfig};
-use axum::body::Bytes;
-use axum::http::{HeaderMap, StatusCode};
+use common::hook::Hook;
 use common::{message, start_with};
 use serde_json::{json, Value};
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
-
-/// One request the webhook got: its headers, body and the status it answered.
-#[derive(Clone, Debug)]
-struct Got {
-    headers: HeaderMap,
-    body: Value,
-    status: u16,
-}
-
-type Plan = Box<dyn Fn(usize) -> u16 + Send + Sync>;
-
-/// A webhook on 127.0.0.1 that answers request `n` with `plan(n)`.
-struct Hook {
-    url: String,
-    got: Arc<Mutex<Vec<Got>>>,
-    plan: Arc<Mutex<Plan>>,
-}
-
-impl Hook {
-    async fn start(plan: impl Fn(usize) -> u16 + Send + Sync + 'static) -> Self {
-        let got: Arc<Mutex<Vec<Got>>> = Arc::default();
-        let plan: Arc<Mutex<Plan>> = Arc::new(Mutex::new(Box::new(plan)));
-        let (g, p) = (got.clone(), plan.clone());
-        let app = axum::Router::new().route(
-            "/hook",
-            axum::routing::post(move |headers: HeaderMap, body: Bytes| {
-                let (got, plan) = (g.clone(), p.clone());
-                async move {
-                    let mut got = got.lock().unwrap();
-                    let status = (plan.lock().unwrap())(got.len());
-                    let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
-                    got.push(Got { headers, body, status });
-                    StatusCode::from_u16(status).unwrap()
-                }
-            }),
-        );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}/hook", listener.local_addr().unwrap());
-        tokio::spawn(async move { axum::serve(listener, app).await });
-        Self { url, got, plan }
-    }
-
-    fn got(&self) -> Vec<Got> {
-        self.got.lock().unwrap().clone()
-    }
-
-    fn delivered(&self) -> Vec<Value> {
-        self.got().into_iter().filter(|g| g.status == 200).map(|g| g.body).collect()
-    }
-
-    fn set_plan(&self, plan: impl Fn(usize) -> u16 + Send + Sync + 'static) {
-        *self.plan.lock().unwrap() = Box::new(plan);
-    }
-
-    /// Waits until a delivered update says the task completed; the delivered updates.
-    async fn until_completed(&self) -> Vec<Value> {
-        for _ in 0..300 {
-            let delivered = self.delivered();
-            if delivered.iter().any(|u| common::state_of(u) == Some("TASK_STATE_COMPLETED")) {
-                return delivered;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!("the task's completion was not delivered: {:?}", self.got());
-    }
-}
 
 fn loopback() -> PushAllow {
     PushAllow::parse(["127.0.0.1"]).unwrap()
@@ -93,6 +26,7 @@ fn fast(attempts: usize) -> DeliveryOptions {
         min_backoff: Duration::from_millis(20),
         max_backoff: Duration::from_millis(50),
         max_poll: Duration::from_millis(200),
+        lease_ttl: Duration::from_secs(30),
     }
 }
 

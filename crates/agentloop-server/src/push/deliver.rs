@@ -1,5 +1,7 @@
-//! One config's delivery: follows its task's journal from the config's cursor and POSTs
-//! each update to the webhook, retrying with backoff, saving the cursor as it goes.
+//! One config's delivery: claims the config's lease, follows its task's journal from the
+//! config's cursor and POSTs each update to the webhook, retrying with backoff, saving the
+//! cursor as it goes; renews the lease while it runs, stops at once if the lease is lost,
+//! and releases it when it ends.
 
 use super::allow::Denied;
 use super::store::{Cursor, PushRecord};
@@ -15,13 +17,15 @@ use reqwest::Url;
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::time::Instant;
 
 /// The first wait before looking again for a stopped task's next entry.
 const MIN_POLL: Duration = Duration::from_millis(200);
 
 /// Starts the delivery of `record` (replacing a running one for the same config when
-/// `replace`; else nothing if one runs). Whether it started.
-pub(super) fn spawn(
+/// `replace`; else nothing if one runs) once it holds the config's lease. Whether it
+/// started: not when another delivery, of this server or another, holds the lease.
+pub(super) async fn spawn(
     inner: &Arc<Inner>,
     host: Arc<Host>,
     record: PushRecord,
@@ -32,25 +36,122 @@ pub(super) fn spawn(
     let token = inner.stop.child_token();
     {
         let mut loops = inner.loops();
-        if !replace && loops.contains_key(&key) {
+        if token.is_cancelled() || (!replace && loops.contains_key(&key)) {
             return false;
         }
         if let Some((_, old)) = loops.insert(key.clone(), (generation, token.clone())) {
             old.cancel();
         }
     }
+    // Each delivery is an owner of its own: a replaced or ended one never releases the
+    // lease of the one after it.
+    let owner = format!("{}/{generation}", inner.owner);
+    let lease = Lease { owner, record, asked: Instant::now() };
+    if !lease.claim(inner).await {
+        forget(inner, &key, generation);
+        return false;
+    }
     let inner = inner.clone();
     tokio::spawn(async move {
-        tokio::select! {
-            () = token.cancelled() => {}
-            () = run(&inner, &host, &record) => {}
+        let lost = tokio::select! {
+            () = token.cancelled() => false,
+            () = run(&inner, &host, &lease.record) => false,
+            () = lease.hold(&inner) => true,
+        };
+        if !lost {
+            lease.release(&inner).await;
         }
-        let mut loops = inner.loops();
-        if loops.get(&key).is_some_and(|(g, _)| *g == generation) {
-            loops.remove(&key);
-        }
+        forget(&inner, &key, generation);
     });
     true
+}
+
+/// Forgets the running delivery `generation` of `key` (not one that replaced it).
+fn forget(inner: &Inner, key: &(String, String), generation: u64) {
+    let mut loops = inner.loops();
+    if loops.get(key).is_some_and(|(g, _)| *g == generation) {
+        loops.remove(key);
+    }
+}
+
+/// A delivery's lease on its config.
+struct Lease {
+    owner: String,
+    record: PushRecord,
+    /// When it was claimed (asked for).
+    asked: Instant,
+}
+
+impl Lease {
+    /// Whether the lease is taken.
+    async fn claim(&self, inner: &Inner) -> bool {
+        let (task_id, id) = (self.record.task_id(), self.record.id());
+        match inner.store.claim(task_id, id, &self.owner, inner.options.lease_ttl).await {
+            Ok(taken) => taken,
+            Err(error) => {
+                tracing::warn!(%error, task_id, config_id = id,
+                    "push: the delivery lease could not be claimed");
+                false
+            }
+        }
+    }
+
+    /// Renews the lease every third of its TTL; returns when it is lost: another owner has
+    /// it, it was dropped, or renewals failed until it could expire before the next one
+    /// (the delivery stops before another server may take the lease).
+    async fn hold(&self, inner: &Inner) {
+        let (task_id, id) = (self.record.task_id(), self.record.id());
+        let ttl = inner.options.lease_ttl;
+        let every = (ttl / 3).max(Duration::from_millis(1));
+        // The lease lasts at least until `ttl` after the last claim or renewal was asked.
+        let mut expires = self.asked + ttl;
+        loop {
+            tokio::time::sleep(every).await;
+            let asked = Instant::now();
+            let renew = inner.store.renew(task_id, id, &self.owner, ttl);
+            let error = match tokio::time::timeout_at(expires, renew).await {
+                Ok(Ok(true)) => {
+                    expires = asked + ttl;
+                    continue;
+                }
+                Ok(Ok(false)) => {
+                    tracing::info!(
+                        task_id,
+                        config_id = id,
+                        "push: the delivery lease was lost, the delivery stops"
+                    );
+                    return;
+                }
+                Ok(Err(error)) => error.to_string(),
+                Err(_) => "the store did not answer in time".to_owned(),
+            };
+            if Instant::now() + every >= expires {
+                tracing::warn!(
+                    error,
+                    task_id,
+                    config_id = id,
+                    "push: the delivery lease could not be renewed before it expires, \
+                     the delivery stops"
+                );
+                return;
+            }
+            tracing::warn!(
+                error,
+                task_id,
+                config_id = id,
+                "push: the delivery lease could not be renewed, trying again"
+            );
+        }
+    }
+
+    /// Releases the lease (best effort: else it expires).
+    async fn release(&self, inner: &Inner) {
+        let (task_id, id) = (self.record.task_id(), self.record.id());
+        if let Err(error) = inner.store.release(task_id, id, &self.owner).await {
+            tracing::debug!(%error, task_id, config_id = id,
+                "push: the delivery lease could not be released");
+        }
+    }
 }
 
 /// Where and how one config's updates go.

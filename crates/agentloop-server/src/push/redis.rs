@@ -3,7 +3,10 @@
 //!
 //! - `{prefix}push:task:{task_id}`: a hash, field `{id}` the config (JSON), field
 //!   `{id}#cursor` its delivery cursor (JSON);
-//! - `{prefix}push:pending`: a set of the `[task_id, id]` (JSON) whose delivery is not done.
+//! - `{prefix}push:pending`: a set of the `[task_id, id]` (JSON) whose delivery is not done;
+//! - `{prefix}push:lease:{task_id}:{id}`: a config's delivery lease, its owner as value,
+//!   expiring with it (`SET NX PX`; renewed and released by scripts that compare the owner
+//!   first). A config id holds no `:`, so the key names one config.
 
 use super::store::{Cursor, PushRecord, PushStore, PushStoreError};
 use ::redis::aio::ConnectionManager;
@@ -11,6 +14,7 @@ use ::redis::{Client, Script};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
+use std::time::Duration;
 
 fn backend(error: impl std::fmt::Display) -> PushStoreError {
     PushStoreError::Backend { backend: "redis", message: error.to_string() }
@@ -32,6 +36,38 @@ end
 return 0
 ";
 
+/// Takes a lease (KEYS: the task's hash, the lease; ARGV: config id, owner, ttl ms) when the
+/// config is there and the lease free or the owner's (then extended).
+const CLAIM: &str = r"
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
+  return 0
+end
+if redis.call('SET', KEYS[2], ARGV[2], 'NX', 'PX', ARGV[3]) then
+  return 1
+end
+if redis.call('GET', KEYS[2]) == ARGV[2] then
+  redis.call('PEXPIRE', KEYS[2], ARGV[3])
+  return 1
+end
+return 0
+";
+
+/// Extends a lease (KEYS: the lease; ARGV: owner, ttl ms) that is still the owner's.
+const RENEW: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+";
+
+/// Deletes a lease (KEYS: the lease; ARGV: owner) that is still the owner's.
+const RELEASE: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+";
+
 /// A stored config without its cursor.
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -47,6 +83,9 @@ pub struct RedisPushStore {
     conn: ConnectionManager,
     prefix: String,
     advance: Script,
+    claim: Script,
+    renew: Script,
+    release: Script,
 }
 
 impl std::fmt::Debug for RedisPushStore {
@@ -60,7 +99,18 @@ impl RedisPushStore {
     pub async fn connect(url: &str, prefix: impl Into<String>) -> Result<Self, PushStoreError> {
         let client = Client::open(url).map_err(backend)?;
         let conn = client.get_connection_manager().await.map_err(backend)?;
-        Ok(Self { conn, prefix: prefix.into(), advance: Script::new(ADVANCE) })
+        Ok(Self {
+            conn,
+            prefix: prefix.into(),
+            advance: Script::new(ADVANCE),
+            claim: Script::new(CLAIM),
+            renew: Script::new(RENEW),
+            release: Script::new(RELEASE),
+        })
+    }
+
+    fn lease_key(&self, task_id: &str, id: &str) -> String {
+        format!("{}push:lease:{task_id}:{id}", self.prefix)
     }
 
     fn task_key(&self, task_id: &str) -> String {
@@ -94,6 +144,11 @@ fn record(stored: &str, cursor: Option<&str>) -> Result<PushRecord, PushStoreErr
     })
 }
 
+/// A TTL in ms for `PX` / `PEXPIRE` (at least 1).
+fn ttl_ms(ttl: Duration) -> u64 {
+    u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
 fn oldest_first(mut records: Vec<PushRecord>) -> Vec<PushRecord> {
     records.sort_by(|a, b| {
         (a.created_ms, a.task_id(), a.id()).cmp(&(b.created_ms, b.task_id(), b.id()))
@@ -123,6 +178,7 @@ impl PushStore for RedisPushStore {
             .ignore();
         let set = if record.cursor.done { "SREM" } else { "SADD" };
         pipe.cmd(set).arg(self.pending_key()).arg(member(record.task_id(), id)).ignore();
+        pipe.cmd("DEL").arg(self.lease_key(record.task_id(), id)).ignore();
         pipe.query_async::<()>(&mut self.conn()).await.map_err(backend)
     }
 
@@ -168,6 +224,9 @@ impl PushStore for RedisPushStore {
             .cmd("SREM")
             .arg(self.pending_key())
             .arg(member(task_id, id))
+            .ignore()
+            .cmd("DEL")
+            .arg(self.lease_key(task_id, id))
             .ignore();
         let (removed,): (i64,) = pipe.query_async(&mut self.conn()).await.map_err(backend)?;
         Ok(removed > 0)
@@ -203,5 +262,38 @@ impl PushStore for RedisPushStore {
             }
         }
         Ok(oldest_first(records))
+    }
+
+    async fn claim(
+        &self,
+        task_id: &str,
+        id: &str,
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<bool, PushStoreError> {
+        let mut invocation = self.claim.key(self.task_key(task_id));
+        invocation.key(self.lease_key(task_id, id)).arg(id).arg(owner).arg(ttl_ms(ttl));
+        let taken: i64 = invocation.invoke_async(&mut self.conn()).await.map_err(backend)?;
+        Ok(taken == 1)
+    }
+
+    async fn renew(
+        &self,
+        task_id: &str,
+        id: &str,
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<bool, PushStoreError> {
+        let mut invocation = self.renew.key(self.lease_key(task_id, id));
+        invocation.arg(owner).arg(ttl_ms(ttl));
+        let renewed: i64 = invocation.invoke_async(&mut self.conn()).await.map_err(backend)?;
+        Ok(renewed == 1)
+    }
+
+    async fn release(&self, task_id: &str, id: &str, owner: &str) -> Result<(), PushStoreError> {
+        let mut invocation = self.release.key(self.lease_key(task_id, id));
+        invocation.arg(owner);
+        let _: i64 = invocation.invoke_async(&mut self.conn()).await.map_err(backend)?;
+        Ok(())
     }
 }

@@ -1,6 +1,8 @@
-//! Push configs in SQLite: a table of its own, `a2a_push_configs`, in a file of the
-//! operator's choice — the run store's file is a fine choice (WAL mode; a busy timeout
-//! waits for the run store's writer), so one file holds the tasks and their webhooks.
+//! Push configs in SQLite: tables of their own, `a2a_push_configs` and (the delivery leases)
+//! `a2a_push_leases`, in a file of the operator's choice — the run store's file is a fine
+//! choice (WAL mode; a busy timeout waits for the run store's writer), so one file holds the
+//! tasks and their webhooks. Opening a file made before the leases adds their table. Lease
+//! expiries are this machine's clock (servers sharing a SQLite file share a machine).
 
 use super::store::{Cursor, PushRecord, PushStore, PushStoreError};
 use async_trait::async_trait;
@@ -8,6 +10,8 @@ use rusqlite::{params, Connection, OptionalExtension};
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
+
+use agentloop::store::now_ms;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS a2a_push_configs (
@@ -21,6 +25,23 @@ CREATE TABLE IF NOT EXISTS a2a_push_configs (
     PRIMARY KEY (task_id, id)
 );
 CREATE INDEX IF NOT EXISTS a2a_push_configs_pending ON a2a_push_configs (done, created_ms);
+CREATE TABLE IF NOT EXISTS a2a_push_leases (
+    task_id    TEXT NOT NULL,
+    id         TEXT NOT NULL,
+    owner      TEXT NOT NULL,
+    expires_ms INTEGER NOT NULL,
+    PRIMARY KEY (task_id, id)
+);
+";
+
+/// Takes a config's lease (?3 owner, ?4 now, ?5 expiry) when the config is there and the
+/// lease is free, expired or the owner's.
+const CLAIM: &str = "
+INSERT INTO a2a_push_leases (task_id, id, owner, expires_ms)
+SELECT ?1, ?2, ?3, ?5
+WHERE EXISTS (SELECT 1 FROM a2a_push_configs WHERE task_id = ?1 AND id = ?2)
+ON CONFLICT (task_id, id) DO UPDATE SET owner = excluded.owner, expires_ms = excluded.expires_ms
+WHERE a2a_push_leases.owner = excluded.owner OR a2a_push_leases.expires_ms <= ?4
 ";
 
 fn backend(error: impl std::fmt::Display) -> PushStoreError {
@@ -76,13 +97,27 @@ fn seq(n: Option<u64>) -> Option<i64> {
     n.map(|n| i64::try_from(n).unwrap_or(i64::MAX))
 }
 
+fn ms(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// Now and `ttl` from now, in ms since the epoch.
+fn now_and_expiry(ttl: Duration) -> (i64, i64) {
+    let now = now_ms();
+    let ttl = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+    (ms(now), ms(now.saturating_add(ttl)))
+}
+
+const DROP_LEASE: &str = "DELETE FROM a2a_push_leases WHERE task_id = ?1 AND id = ?2";
+
 #[async_trait]
 impl PushStore for SqlitePushStore {
     async fn put(&self, record: &PushRecord) -> Result<(), PushStoreError> {
         let config = serde_json::to_string(&record.config).map_err(backend)?;
         let record = record.clone();
         self.call(move |conn| {
-            conn.execute(
+            let tx = conn.unchecked_transaction().map_err(backend)?;
+            tx.execute(
                 "INSERT OR REPLACE INTO a2a_push_configs
                  (task_id, id, agent, config, created_ms, next_seq, done)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
@@ -91,13 +126,14 @@ impl PushStore for SqlitePushStore {
                     record.id(),
                     record.agent,
                     config,
-                    i64::try_from(record.created_ms).unwrap_or(i64::MAX),
+                    ms(record.created_ms),
                     seq(record.cursor.next_seq),
                     record.cursor.done,
                 ],
             )
             .map_err(backend)?;
-            Ok(())
+            tx.execute(DROP_LEASE, params![record.task_id(), record.id()]).map_err(backend)?;
+            tx.commit().map_err(backend)
         })
         .await
     }
@@ -144,12 +180,15 @@ impl PushStore for SqlitePushStore {
     async fn delete(&self, task_id: &str, id: &str) -> Result<bool, PushStoreError> {
         let (task_id, id) = (task_id.to_owned(), id.to_owned());
         self.call(move |conn| {
-            let n = conn
+            let tx = conn.unchecked_transaction().map_err(backend)?;
+            let n = tx
                 .execute(
                     "DELETE FROM a2a_push_configs WHERE task_id = ?1 AND id = ?2",
                     params![task_id, id],
                 )
                 .map_err(backend)?;
+            tx.execute(DROP_LEASE, params![task_id, id]).map_err(backend)?;
+            tx.commit().map_err(backend)?;
             Ok(n > 0)
         })
         .await
@@ -187,5 +226,57 @@ impl PushStore for SqlitePushStore {
             })
             .await?;
         rows.into_iter().map(record).collect()
+    }
+
+    async fn claim(
+        &self,
+        task_id: &str,
+        id: &str,
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<bool, PushStoreError> {
+        let (task_id, id, owner) = (task_id.to_owned(), id.to_owned(), owner.to_owned());
+        let (now, expires) = now_and_expiry(ttl);
+        self.call(move |conn| {
+            let n =
+                conn.execute(CLAIM, params![task_id, id, owner, now, expires]).map_err(backend)?;
+            Ok(n > 0)
+        })
+        .await
+    }
+
+    async fn renew(
+        &self,
+        task_id: &str,
+        id: &str,
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<bool, PushStoreError> {
+        let (task_id, id, owner) = (task_id.to_owned(), id.to_owned(), owner.to_owned());
+        let (now, expires) = now_and_expiry(ttl);
+        self.call(move |conn| {
+            let n = conn
+                .execute(
+                    "UPDATE a2a_push_leases SET expires_ms = ?5
+                     WHERE task_id = ?1 AND id = ?2 AND owner = ?3 AND expires_ms > ?4",
+                    params![task_id, id, owner, now, expires],
+                )
+                .map_err(backend)?;
+            Ok(n > 0)
+        })
+        .await
+    }
+
+    async fn release(&self, task_id: &str, id: &str, owner: &str) -> Result<(), PushStoreError> {
+        let (task_id, id, owner) = (task_id.to_owned(), id.to_owned(), owner.to_owned());
+        self.call(move |conn| {
+            conn.execute(
+                "DELETE FROM a2a_push_leases WHERE task_id = ?1 AND id = ?2 AND owner = ?3",
+                params![task_id, id, owner],
+            )
+            .map_err(backend)?;
+            Ok(())
+        })
+        .await
     }
 }

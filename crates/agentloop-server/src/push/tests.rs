@@ -234,9 +234,45 @@ pub(super) async fn store_contract(store: &dyn PushStore, task: &str) {
     assert!(store.list(task).await.unwrap().is_empty());
 }
 
+/// The leases every store keeps: one owner at a time, until released, dropped or expired.
+pub(super) async fn lease_contract(store: &dyn PushStore, task: &str) {
+    let long = Duration::from_secs(30);
+    assert!(!store.claim(task, "l", "a", long).await.unwrap(), "no config, no lease");
+    store.put(&record(task, "l", 1)).await.unwrap();
+    assert!(store.claim(task, "l", "a", long).await.unwrap());
+    assert!(!store.claim(task, "l", "b", long).await.unwrap(), "a holds it");
+    assert!(store.claim(task, "l", "a", long).await.unwrap(), "a lease is its owner's again");
+    assert!(store.renew(task, "l", "a", long).await.unwrap());
+    assert!(!store.renew(task, "l", "b", long).await.unwrap());
+    store.release(task, "l", "b").await.unwrap();
+    assert!(!store.claim(task, "l", "b", long).await.unwrap(), "only its owner releases it");
+    store.release(task, "l", "a").await.unwrap();
+    assert!(!store.renew(task, "l", "a", long).await.unwrap(), "released");
+    assert!(store.claim(task, "l", "b", long).await.unwrap());
+
+    // Saving the config again drops its lease, as deleting it does.
+    store.put(&record(task, "l", 2)).await.unwrap();
+    assert!(!store.renew(task, "l", "b", long).await.unwrap(), "dropped by put");
+    assert!(store.claim(task, "l", "a", long).await.unwrap());
+    assert!(store.delete(task, "l").await.unwrap());
+    assert!(!store.renew(task, "l", "a", long).await.unwrap(), "dropped by delete");
+    store.put(&record(task, "l", 3)).await.unwrap();
+    assert!(store.claim(task, "l", "b", long).await.unwrap(), "a new config, a free lease");
+
+    // A lease not renewed expires; then another takes it, and its old owner cannot renew.
+    store.release(task, "l", "b").await.unwrap();
+    assert!(store.claim(task, "l", "a", Duration::from_millis(100)).await.unwrap());
+    assert!(!store.claim(task, "l", "b", long).await.unwrap());
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    assert!(store.claim(task, "l", "b", long).await.unwrap(), "expired");
+    assert!(!store.renew(task, "l", "a", long).await.unwrap());
+    assert!(store.delete(task, "l").await.unwrap());
+}
+
 #[tokio::test]
 async fn the_memory_store_keeps_the_contract() {
     store_contract(&MemoryPushStore::new(), "task-1").await;
+    lease_contract(&MemoryPushStore::new(), "task-1").await;
 }
 
 #[tokio::test]
@@ -245,6 +281,7 @@ async fn the_sqlite_store_keeps_the_contract_and_its_configs() {
     let path = dir.path().join("runs.db");
     let store = SqlitePushStore::open(&path).unwrap();
     store_contract(&store, "task-1").await;
+    lease_contract(&store, "task-1").await;
     let mut kept = record("task-2", "k", 5);
     kept.config.authentication =
         Some(AuthenticationInfo { scheme: "Basic".into(), credentials: Some("dTpw".into()) });
@@ -257,6 +294,38 @@ async fn the_sqlite_store_keeps_the_contract_and_its_configs() {
 }
 
 #[tokio::test]
+async fn a_sqlite_file_made_before_the_leases_gets_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("runs.db");
+    let old = rusqlite::Connection::open(&path).unwrap();
+    old.execute_batch(
+        "CREATE TABLE a2a_push_configs (
+             task_id TEXT NOT NULL, id TEXT NOT NULL, agent TEXT NOT NULL,
+             config TEXT NOT NULL, created_ms INTEGER NOT NULL, next_seq INTEGER,
+             done INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (task_id, id));",
+    )
+    .unwrap();
+    let kept = record("task-4", "old", 1);
+    let config = serde_json::to_string(&kept.config).unwrap();
+    old.execute(
+        "INSERT INTO a2a_push_configs (task_id, id, agent, config, created_ms)
+         VALUES ('task-4', 'old', 'echo', ?1, 1)",
+        [config],
+    )
+    .unwrap();
+    drop(old);
+    let store = SqlitePushStore::open(&path).unwrap();
+    assert_eq!(store.pending().await.unwrap(), vec![kept]);
+    let ttl = Duration::from_secs(30);
+    assert!(store.claim("task-4", "old", "a", ttl).await.unwrap());
+    assert!(!store.claim("task-4", "old", "b", ttl).await.unwrap());
+    // A second server opening the same file shares the leases.
+    let other = SqlitePushStore::open(&path).unwrap();
+    assert!(!other.claim("task-4", "old", "b", ttl).await.unwrap());
+    assert!(other.renew("task-4", "old", "a", ttl).await.unwrap());
+}
+
+#[tokio::test]
 async fn the_redis_store_keeps_the_contract() {
     let Ok(url) = std::env::var("AGENTLOOP_REDIS_URL") else {
         eprintln!("skipped: AGENTLOOP_REDIS_URL is not set");
@@ -265,7 +334,8 @@ async fn the_redis_store_keeps_the_contract() {
     let prefix = format!("agentloop-test-{}:", uuid::Uuid::new_v4().simple());
     let store = super::redis::RedisPushStore::connect(&url, prefix.clone()).await.unwrap();
     store_contract(&store, "task-1").await;
-    // The contract deletes what it made; nothing may be left under the prefix.
+    lease_contract(&store, "task-1").await;
+    // The contracts delete what they made; nothing may be left under the prefix.
     let client = ::redis::Client::open(url.as_str()).unwrap();
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
     let left: Vec<String> =

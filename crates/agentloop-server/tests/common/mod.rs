@@ -1,5 +1,8 @@
-//! A server of the echo agent on a loopback port, and small JSON-RPC / REST / SSE clients.
+//! A server of the echo agent on a loopback port, small JSON-RPC / REST / SSE clients, and a
+//! webhook ([`hook`]).
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+pub mod hook;
 
 use agentloop::store::sqlite::SqliteStore;
 use agentloop::store::{RunStore, SessionStore};
