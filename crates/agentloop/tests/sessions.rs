@@ -205,3 +205,60 @@ async fn sessions_need_a_session_store() {
     let error = agent.session("x").await.unwrap_err();
     assert!(matches!(error, SessionError::NoSessionStore), "{error}");
 }
+
+/// A turn whose run another process executes (a worker pool): `create_turn` journals the
+/// run's start and keeps the session busy; the executor resumes the run and `settle_turn`
+/// ends the turn with the run's new messages. An answer to the run's question is a turn of
+/// its own (`begin_answer`), which the executor settles too; `release_turn` gives back a
+/// turn whose run never went on.
+#[tokio::test]
+async fn a_turn_executed_elsewhere_is_settled_by_its_executor() {
+    let store = Arc::new(MemoryStore::new());
+    let model = model([
+        ScriptedTurn::tool_call("ask_user", json!({"question": "Which city?"})),
+        ScriptedTurn::text("Lyon it is."),
+    ]);
+    let agent = Agent::builder(model)
+        .tool(agentloop::tool::builtin::AskUser)
+        .store(store.clone())
+        .session_store(store.clone())
+        .build()
+        .unwrap();
+    let session = agent.session("ctx-elsewhere").await.unwrap();
+    let run_id = session.create_turn("Plan a trip.", RunOptions::default()).await.unwrap();
+    assert_eq!(session.info().await.unwrap().state, SessionState::Busy);
+    assert!(matches!(
+        session.run("Another turn").await,
+        Err(SessionError::Busy { run_id: busy, .. }) if busy == run_id
+    ));
+    // Nothing to settle while the run has not run.
+    assert!(!agent.settle_turn(&run_id).await.unwrap());
+
+    // The executor: another agent on the same stores resumes the run to its question.
+    let outcome = agentloop::agent::outcome_of(agent.resume(&run_id).await.unwrap()).await;
+    assert!(outcome.is_ok(), "{outcome:?}");
+    assert!(agent.settle_turn(&run_id).await.unwrap());
+    assert!(!agent.settle_turn(&run_id).await.unwrap(), "a turn ends once");
+    let info = session.info().await.unwrap();
+    assert_eq!(info.state, SessionState::Ready);
+    let asked = session.history().await.unwrap().len();
+    assert_eq!(asked, 3, "the request, the question's call and its result");
+
+    // The answer: a turn begun here, recorded through the run service, settled there.
+    let service = agentloop::service::RunService::new(store.clone());
+    session.begin_answer(&run_id).await.unwrap();
+    assert!(matches!(session.begin_answer(&run_id).await, Err(SessionError::Store(_))));
+    service.send_input(&run_id, "Lyon").await.unwrap();
+    let outcome = agentloop::agent::outcome_of(agent.resume(&run_id).await.unwrap()).await;
+    assert_eq!(outcome.unwrap().answer, "Lyon it is.");
+    assert!(agent.settle_turn(&run_id).await.unwrap());
+    let history = session.history().await.unwrap();
+    assert_eq!(history.len(), asked + 2, "the answer and the reply: {history:?}");
+    assert_eq!(history.last().unwrap().text(), "Lyon it is.");
+
+    // A turn begun for a run that then does not go on is given back.
+    let second = session.create_turn("Again.", RunOptions::default()).await.unwrap();
+    session.release_turn(&second).await.unwrap();
+    assert_eq!(session.info().await.unwrap().state, SessionState::Ready);
+    assert_eq!(session.history().await.unwrap().len(), asked + 2);
+}

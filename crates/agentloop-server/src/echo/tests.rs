@@ -8,7 +8,7 @@ fn said(messages: &[Message]) -> String {
 fn described(reply: Reply) -> String {
     match reply {
         Reply::Text { chunks, .. } => chunks.concat(),
-        Reply::Call { name, arguments } => format!("call {name} {arguments}"),
+        Reply::Call { name, arguments, .. } => format!("call {name} {arguments}"),
         Reply::Fail(message) => format!("fail {message}"),
     }
 }
@@ -53,4 +53,20 @@ fn with_the_answer_tool_the_message_is_the_answer() {
     assert_eq!(answer("Lyon"), r#"call final_answer {"response":"Lyon"}"#);
     // The commands still work.
     assert_eq!(answer("calc 1 + 1"), r#"call calculator {"expression":"1 + 1"}"#);
+}
+
+#[test]
+fn steps_calls_the_calculator_n_times_then_answers() {
+    let step = |id: &str, result: &str| {
+        let call = ToolCall { id: id.into(), name: "calculator".into(), arguments: "{}".into() };
+        let mut assistant = Message::assistant("");
+        assistant.content = vec![agentloop::message::Part::ToolCall(call)];
+        [assistant, Message::tool_results([ToolResult::ok(id, result)])]
+    };
+    let mut messages = vec![Message::user("steps 2 0")];
+    assert_eq!(described(decide(&messages, false)), r#"call calculator {"expression":"0 + 1"}"#);
+    messages.extend(step("c1", "1"));
+    assert_eq!(described(decide(&messages, false)), r#"call calculator {"expression":"1 + 1"}"#);
+    messages.extend(step("c2", "2"));
+    assert_eq!(said(&messages), "Done: 2 steps, the last said 2.");
 }
