@@ -274,6 +274,9 @@ pub struct StoreSection {
     /// Tool outputs of at least this many bytes are journaled by reference, as artifacts
     /// (default 32768; 0: every output in the journal).
     pub large_output_bytes: Option<usize>,
+    /// How long a run's lease lasts unless renewed (default 10): how long the runs of a
+    /// process that died wait before another (a worker, a server) takes them over. At least 1.
+    pub lease_ttl_secs: Option<u64>,
 }
 
 impl StoreSection {
@@ -408,6 +411,9 @@ impl Config {
             if !["sqlite", "redis", "memory"].contains(&kind.as_str()) {
                 bail!("{where_}[store] kind: '{kind}' (expected sqlite, redis or memory)");
             }
+        }
+        if self.store.lease_ttl_secs == Some(0) {
+            bail!("{where_}[store] lease_ttl_secs: must be at least 1");
         }
         for remote in &self.a2a {
             let remote = remote.get_ref();

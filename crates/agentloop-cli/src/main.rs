@@ -637,6 +637,9 @@ async fn build_agent(
     if let Some(stores) = stores {
         builder = builder.store(stores.runs).session_store(stores.sessions);
     }
+    if let Some(secs) = config.store.lease_ttl_secs {
+        builder = builder.lease_ttl(std::time::Duration::from_secs(secs));
+    }
     if let Some(durability) = config.store.durability {
         builder = builder.durability(durability);
     }

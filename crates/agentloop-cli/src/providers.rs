@@ -248,13 +248,30 @@ struct CallSpec {
     arguments: Value,
 }
 
+/// A script file as an object: its turns and whether they follow the conversation.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScriptSpec {
+    turns: Vec<TurnSpec>,
+    /// Each request gets the turn at the number of assistant turns since its last user
+    /// message (`ScriptedModel::following_history`): a run gets the same turns in any process.
+    #[serde(default)]
+    follow_history: bool,
+}
+
 /// A scripted model from a JSON file: `[{"text": …, "tool_calls": [{"name", "arguments"}],
-/// "reasoning", "finish", "chunk_delay_ms", "error"}, …]`.
+/// "reasoning", "finish", "chunk_delay_ms", "error"}, …]`, or that array as `turns` of an
+/// object with `"follow_history": true`.
 pub fn scripted(path: &Path) -> anyhow::Result<ScriptedModel> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("reading the script {}", path.display()))?;
-    let turns: Vec<TurnSpec> = serde_json::from_str(&text)
-        .map_err(|e| anyhow::anyhow!("{}:{}: {e}", path.display(), e.line()))?;
+    let located = |e: serde_json::Error| anyhow::anyhow!("{}:{}: {e}", path.display(), e.line());
+    let (turns, follow_history) = if text.trim_start().starts_with('[') {
+        (serde_json::from_str::<Vec<TurnSpec>>(&text).map_err(located)?, false)
+    } else {
+        let script: ScriptSpec = serde_json::from_str(&text).map_err(located)?;
+        (script.turns, script.follow_history)
+    };
     let turns = turns.into_iter().map(|spec| {
         if let Some(error) = spec.error {
             return ScriptedTurn::error(error);
@@ -279,7 +296,8 @@ pub fn scripted(path: &Path) -> anyhow::Result<ScriptedModel> {
         }
         turn
     });
-    Ok(ScriptedModel::new(turns.collect::<Vec<_>>()))
+    let model = ScriptedModel::new(turns.collect::<Vec<_>>());
+    Ok(if follow_history { model.following_history() } else { model })
 }
 
 #[cfg(test)]

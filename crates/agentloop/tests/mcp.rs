@@ -402,3 +402,35 @@ async fn an_agent_calls_an_mcp_tool_and_answers() {
     assert!(!result.is_error, "{result:?}");
     assert!(format!("{result:?}").contains("The sum of 17 and 25 is 42."), "{result:?}");
 }
+
+/// Every `tools/call` carries the call's idempotency key in `_meta`
+/// (`agentloop/idempotencyKey`), and `idempotentHint` makes a tool safe to retry. The server
+/// is `tests/fixtures/mcp/step_tools.py` (Python, no dependencies), which logs each call's key.
+#[tokio::test]
+async fn each_call_carries_its_idempotency_key_in_meta() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("executions.log");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/mcp/step_tools.py");
+    let config = McpServerConfig::stdio("steps", "python3", [script])
+        .env("STEP_LOG", log.to_str().unwrap())
+        .env("STEP_DELAY_MS", "0")
+        .timeout_secs(20);
+    let set = Arc::new(McpToolSet::connect([config]).await.unwrap());
+    assert!(set.safe_to_retry("steps__step_a"));
+    assert!(!set.safe_to_retry("steps__step_b"));
+    let model = ScriptedModel::new([
+        ScriptedTurn::tool_call("steps__step_b", json!({"n": 2})).with_call_id("call_b"),
+        ScriptedTurn::text("done"),
+    ]);
+    let agent = Agent::builder(model).tool_set(set.clone()).build().unwrap();
+    let outcome = agent
+        .run_with(
+            "go",
+            agentloop::RunOptions { run_id: Some("run-meta".into()), ..Default::default() },
+        )
+        .await
+        .unwrap();
+    assert_eq!(outcome.answer, "done");
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(logged, "step_b run-meta:call_b\n");
+}

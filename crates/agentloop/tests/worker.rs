@@ -4,7 +4,7 @@
 //! (malformed jobs, unknown runs, another configuration, a job that kills its workers, a
 //! stream without a group, a full queue). A worker "dies" here by having its task aborted:
 //! nothing is released or acknowledged, as with SIGKILL (the process test is
-//! `worker_chaos.rs`).
+//! `crates/agentloop-cli/tests/worker_chaos.rs`).
 #![cfg(all(feature = "redis", feature = "test-util"))]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 

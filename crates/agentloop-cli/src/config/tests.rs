@@ -76,6 +76,9 @@ fn errors_name_the_file_the_line_and_what_is_expected() {
     assert!(error.contains("needs script"), "{error}");
     let error = parse("[agent\n").unwrap_err().to_string();
     assert!(error.starts_with("agentloop.toml:1:"), "{error}");
+    let error = parse("[store]\nlease_ttl_secs = 0\n").unwrap_err().to_string();
+    assert!(error.contains("[store] lease_ttl_secs: must be at least 1"), "{error}");
+    assert_eq!(parse("[store]\nlease_ttl_secs = 3\n").unwrap().store.lease_ttl_secs, Some(3));
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! benchmarks. It splits each turn into realistic stream chunks and records every request.
 
 use super::{ChunkStream, ModelRequest, Provider, ProviderError, StreamChunk};
-use crate::message::{FinishReason, Part, Usage};
+use crate::message::{FinishReason, Part, Role, Usage};
 use serde_json::Value;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -222,6 +222,7 @@ pub struct ScriptedModel {
     dropped: Arc<std::sync::atomic::AtomicUsize>,
     record: bool,
     chunk_chars: usize,
+    follow_history: bool,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -238,7 +239,18 @@ impl ScriptedModel {
             dropped: Arc::default(),
             record: true,
             chunk_chars: 8,
+            follow_history: false,
         }
+    }
+
+    /// Plays, for each request, the turn at the position of the number of assistant turns
+    /// since the request's last user message, instead of the next turn in order: the script
+    /// is then a function of the conversation, so any process plays a run the same turns (a
+    /// run resumed elsewhere goes on where it stopped). The turns are kept; past the last
+    /// one, the script is exhausted.
+    pub fn following_history(mut self) -> Self {
+        self.follow_history = true;
+        self
     }
 
     /// Stops recording requests (benchmarks: a recorded request keeps its history alive).
@@ -282,13 +294,22 @@ impl ScriptedModel {
 
 impl Provider for ScriptedModel {
     fn stream(&self, request: ModelRequest) -> ChunkStream {
-        let turn = lock(&self.turns).pop_front();
+        let position = self.follow_history.then(|| {
+            let last_user = request.messages.iter().rposition(|m| m.role == Role::User);
+            let since = last_user.map_or(&request.messages[..], |i| &request.messages[i + 1..]);
+            since.iter().filter(|m| m.role == Role::Assistant).count()
+        });
+        let turn = match position {
+            Some(position) => lock(&self.turns).get(position).cloned(),
+            None => lock(&self.turns).pop_front(),
+        };
         // Scripted usage needs no estimate (and benchmarks must not pay for one).
         let input_chars = match &turn {
             Some(turn) if turn.usage.is_none() => estimate_chars(&request),
             _ => 0,
         };
-        let turn_index = self.request_count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let counted = self.request_count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let turn_index = position.unwrap_or(counted);
         if self.record {
             lock(&self.requests).push(request);
         }

@@ -57,6 +57,12 @@ use tokio_util::sync::CancellationToken;
 /// Between a server's name and its tool's name in the names the model sees.
 pub const NAME_SEPARATOR: &str = "__";
 
+/// The `_meta` key of a `tools/call` request that holds the call's idempotency key
+/// (`{run_id}:{call_id}`, [`ToolContext::idempotency_key`](crate::tool::ToolContext)): a
+/// server whose tool declares `idempotentHint` may deduplicate by it, since a call a crash
+/// left in flight is made again with the same key.
+pub const IDEMPOTENCY_META: &str = "agentloop/idempotencyKey";
+
 /// The longest tool name every provider accepts.
 pub const MAX_TOOL_NAME_LEN: usize = 64;
 

@@ -2,7 +2,9 @@
 //! supervisor task that re-lists them on change and restarts the server once.
 
 use super::convert::{call_error, tool_output, ToolTable};
-use super::{McpError, McpServerConfig, McpServerState, McpServerStatus, McpTransport};
+use super::{
+    McpError, McpServerConfig, McpServerState, McpServerStatus, McpTransport, IDEMPOTENCY_META,
+};
 use crate::tool::{ToolContext, ToolError, ToolOutput, ToolSpec};
 use process_wrap::tokio::{ChildWrapper, CommandWrap};
 use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation};
@@ -248,6 +250,11 @@ impl Server {
                 )))
             }
         }
+        // The call's idempotency key, for a server that deduplicates (a call a crash left in
+        // flight may be made again, with the same key, when its tool is safe to retry).
+        let mut meta = rmcp::model::RequestMetaObject::new();
+        meta.insert(IDEMPOTENCY_META.to_owned(), Value::String(ctx.idempotency_key.clone()));
+        params.meta = Some(meta);
         // Dropping the request (cancel, timeout) makes rmcp send `notifications/cancelled`.
         let request = peer.call_tool(params);
         let result = tokio::select! {
