@@ -5,47 +5,17 @@
 //! ends `completed`; it is the same stream a subscriber reading the whole journal gets.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
+use common::{Keys, Running};
+
 use futures::StreamExt;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
-
-/// Every key of the test's prefix, deleted when it ends (passed or not).
-struct Keys {
-    url: String,
-    prefix: String,
-}
-
-impl Drop for Keys {
-    fn drop(&mut self) {
-        let Ok(mut conn) = redis::Client::open(self.url.as_str()).and_then(|c| c.get_connection())
-        else {
-            return;
-        };
-        let keys: Vec<String> = redis::cmd("KEYS")
-            .arg(format!("{}*", self.prefix))
-            .query(&mut conn)
-            .unwrap_or_default();
-        if !keys.is_empty() {
-            let _: Result<i64, _> = redis::cmd("DEL").arg(&keys).query(&mut conn);
-        }
-    }
-}
-
-/// A process killed if the test ends before it does.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Ok(None) = self.0.try_wait() {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-}
 
 fn agentloop(dir: &Path, url: &str) -> std::process::Command {
     let mut command = std::process::Command::new(assert_cmd::cargo::cargo_bin("agentloop"));
@@ -123,19 +93,8 @@ fn sse(
         let mut body = response.bytes_stream();
         while let Some(Ok(chunk)) = body.next().await {
             buffer.push_str(&String::from_utf8_lossy(&chunk));
-            while let Some(end) = buffer.find("\n\n") {
-                let block: String = buffer.drain(..end + 2).collect();
-                let (mut id, mut data) = (None, String::new());
-                for line in block.lines() {
-                    if let Some(v) = line.strip_prefix("id:") {
-                        id = Some(v.trim().to_owned());
-                    } else if let Some(v) = line.strip_prefix("data:") {
-                        data.push_str(v.trim_start());
-                    }
-                }
-                if !data.is_empty()
-                    && sender.send((id, serde_json::from_str(&data).unwrap())).is_err()
-                {
+            for event in common::drain_events(&mut buffer) {
+                if sender.send(event).is_err() {
                     return;
                 }
             }
@@ -154,16 +113,8 @@ fn seq_of(id: Option<&String>) -> Option<u64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_streams_from_the_server_while_workers_die_and_take_over() {
-    let Ok(url) = std::env::var("AGENTLOOP_REDIS_URL") else {
-        eprintln!("skipped: AGENTLOOP_REDIS_URL is not set");
-        return;
-    };
-    let nanos =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-    let keys = Keys {
-        url: url.clone(),
-        prefix: format!("agentloop-test:cli-pool:{}-{nanos}:", std::process::id()),
-    };
+    let Some(url) = common::redis_url() else { return };
+    let keys = Keys::new(&url, "pool");
     let dir = tempfile::tempdir().unwrap();
     let toml = format!("[store]\nkind = \"redis\"\nurl = {url:?}\nprefix = {:?}\n", keys.prefix);
     std::fs::write(dir.path().join("agentloop.toml"), toml).unwrap();

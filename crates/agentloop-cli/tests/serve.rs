@@ -4,6 +4,8 @@
 //! event exactly once.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
 use futures::StreamExt;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
@@ -39,21 +41,10 @@ async fn events(
     let mut body = response.bytes_stream();
     while let Some(Ok(chunk)) = body.next().await {
         buffer.push_str(&String::from_utf8_lossy(&chunk));
-        while let Some(end) = buffer.find("\n\n") {
-            let block: String = buffer.drain(..end + 2).collect();
-            let (mut id, mut data) = (None, String::new());
-            for line in block.lines() {
-                if let Some(v) = line.strip_prefix("id:") {
-                    id = Some(v.trim().to_owned());
-                } else if let Some(v) = line.strip_prefix("data:") {
-                    data.push_str(v.trim_start());
-                }
-            }
-            if !data.is_empty() {
-                out.push((id, serde_json::from_str(&data).unwrap()));
-                if stop(&out) {
-                    return out;
-                }
+        for event in common::drain_events(&mut buffer) {
+            out.push(event);
+            if stop(&out) {
+                return out;
             }
         }
     }

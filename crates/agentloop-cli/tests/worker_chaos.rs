@@ -24,11 +24,14 @@
 #![cfg(unix)]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
 use agentloop::run::Decision;
 use agentloop::store::redis::{RedisOptions, RedisStore};
 use agentloop::store::{JournalEntry, RunFilter, RunState, RunStore};
 use agentloop::worker::{Queue, QueueOptions};
 use agentloop::StopReason;
+use common::{Keys, Running};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashSet};
 use std::io::{BufRead, BufReader};
@@ -86,27 +89,15 @@ fn agentloop(dir: &Path) -> Command {
     command
 }
 
-/// The processes of the test; killed when dropped (a failed test leaves none behind).
-struct Pool(Vec<Child>);
-
-impl Drop for Pool {
-    fn drop(&mut self) {
-        for child in &mut self.0 {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
 /// `agentloop serve --queue` on a free port, added to `pool`: the agent's URL.
-fn serve(dir: &Path, url: &str, pool: &mut Pool) -> String {
+fn serve(dir: &Path, url: &str, pool: &mut Vec<Running>) -> String {
     let child = agentloop(dir)
         .args(["serve", "--bind", "127.0.0.1:0", "--queue", url])
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    pool.0.push(child);
-    let stdout = pool.0.last_mut().unwrap().stdout.take().unwrap();
+    pool.push(Running(child));
+    let stdout = pool.last_mut().unwrap().stdout.take().unwrap();
     let mut lines = BufReader::new(stdout).lines();
     loop {
         let line = lines.next().expect("serve said where it listens").unwrap();
@@ -117,14 +108,15 @@ fn serve(dir: &Path, url: &str, pool: &mut Pool) -> String {
 }
 
 /// `agentloop worker`: 4 runs at once, deliveries enough for the chaos.
-fn worker(dir: &Path, url: &str) -> Child {
-    agentloop(dir)
+fn worker(dir: &Path, url: &str) -> Running {
+    let child = agentloop(dir)
         .args(["worker", "--queue", url, "--concurrency", "4", "--drain-secs", "10"])
         .args(["--max-deliveries", "50"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .unwrap()
+        .unwrap();
+    Running(child)
 }
 
 fn signal(child: &mut Child, signal: &str) {
@@ -198,7 +190,8 @@ fn normalized(entries: &[JournalEntry]) -> Vec<&'static str> {
 
 /// Sends a task without waiting for it: its id.
 async fn send(client: &reqwest::Client, agent_url: &str, text: &str) -> String {
-    let message = json!({"messageId": uuid(), "role": "ROLE_USER", "parts": [{"text": text}]});
+    let message =
+        json!({"messageId": message_id(), "role": "ROLE_USER", "parts": [{"text": text}]});
     let params = json!({"message": message, "configuration": {"returnImmediately": true}});
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": params});
     let response: Value =
@@ -206,7 +199,7 @@ async fn send(client: &reqwest::Client, agent_url: &str, text: &str) -> String {
     response["result"]["task"]["id"].as_str().unwrap_or_else(|| panic!("{response}")).to_owned()
 }
 
-fn uuid() -> String {
+fn message_id() -> String {
     let nanos =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
     format!("m-{nanos}")
@@ -217,15 +210,11 @@ async fn finished(store: &Arc<dyn RunStore>) -> usize {
 }
 
 async fn chaos(kill_signal: &str) {
-    let Ok(url) = std::env::var("AGENTLOOP_REDIS_URL") else {
-        eprintln!("skipped: AGENTLOOP_REDIS_URL is not set");
-        return;
-    };
+    let Some(url) = common::redis_url() else { return };
     let runs: usize =
         std::env::var("AGENTLOOP_CHAOS_RUNS").ok().and_then(|n| n.parse().ok()).unwrap_or(300);
-    let nanos =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-    let prefix = format!("agentloop-test:cli-chaos-{}:{nanos}:", kill_signal.to_lowercase());
+    let keys = Keys::new(&url, &format!("chaos-{}", kill_signal.to_lowercase()));
+    let prefix = keys.prefix.clone();
     let dir = tempfile::tempdir().unwrap();
     let log = setup(dir.path(), &url, &prefix);
     let options = RedisOptions::default().prefix(prefix.clone());
@@ -237,11 +226,11 @@ async fn chaos(kill_signal: &str) {
         .timeout(Duration::from_secs(30))
         .build()
         .unwrap();
-    let mut pool = Pool(Vec::new());
+    let mut pool: Vec<Running> = Vec::new();
     let agent_url = serve(dir.path(), &url, &mut pool);
 
     // The uninterrupted run, on one worker, for its journal's shape.
-    pool.0.push(worker(dir.path(), &url));
+    pool.push(worker(dir.path(), &url));
     let reference = send(&client, &agent_url, "the reference").await;
     let deadline = Instant::now() + Duration::from_secs(60);
     while finished(&store).await < 1 {
@@ -263,7 +252,7 @@ async fn chaos(kill_signal: &str) {
     let seed = started.elapsed().as_nanos() as u64 | 1;
     let mut dice = Dice(seed);
     for _ in 1..WORKERS {
-        pool.0.push(worker(dir.path(), &url));
+        pool.push(worker(dir.path(), &url));
     }
     let (mut kills, mut resolved, mut resolved_by_result) = (0, 0, 0);
     let mut decided = HashSet::new();
@@ -299,15 +288,15 @@ async fn chaos(kill_signal: &str) {
         if Instant::now() >= next_kill {
             // Workers only: the server (index 0) stays.
             let victim = 1 + dice.roll(WORKERS as u64) as usize;
-            signal(&mut pool.0[victim], kill_signal);
-            pool.0[victim] = worker(dir.path(), &url);
+            signal(&mut pool[victim], kill_signal);
+            pool[victim] = worker(dir.path(), &url);
             kills += 1;
             next_kill = Instant::now() + Duration::from_millis(2_000 + dice.roll(3_000));
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let elapsed = started.elapsed();
-    for child in pool.0.iter_mut().skip(1) {
+    for child in pool.iter_mut().skip(1) {
         signal(child, "TERM");
     }
 
@@ -372,16 +361,6 @@ async fn chaos(kill_signal: &str) {
         );
     }
     drop(pool);
-    clean(&url, &prefix);
-}
-
-/// Deletes every key under `prefix`.
-fn clean(url: &str, prefix: &str) {
-    let mut conn = redis::Client::open(url).unwrap().get_connection().unwrap();
-    let keys: Vec<String> = redis::cmd("KEYS").arg(format!("{prefix}*")).query(&mut conn).unwrap();
-    for chunk in keys.chunks(500) {
-        let _: i64 = redis::cmd("DEL").arg(chunk).query(&mut conn).unwrap();
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

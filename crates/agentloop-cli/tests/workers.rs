@@ -8,6 +8,8 @@
 //! refuse a call that does not wait.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
 use assert_cmd::Command;
 use predicates::prelude::*;
 use serde_json::json;
@@ -17,75 +19,7 @@ use std::process::{Child, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-fn redis_url() -> Option<String> {
-    match std::env::var("AGENTLOOP_REDIS_URL") {
-        Ok(url) => Some(url),
-        Err(_) => {
-            eprintln!("skipped: AGENTLOOP_REDIS_URL is not set");
-            None
-        }
-    }
-}
-
-/// A key prefix of this test's own.
-fn prefix(test: &str) -> String {
-    let nanos =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-    format!("agentloop-test:cli-{test}:{}-{nanos}:", std::process::id())
-}
-
-/// The keys of a test's prefix, deleted when it ends (passed or not).
-struct Keys {
-    url: String,
-    prefix: String,
-}
-
-impl Keys {
-    fn new(url: &str, test: &str) -> Self {
-        Self { url: url.to_owned(), prefix: prefix(test) }
-    }
-}
-
-impl Drop for Keys {
-    fn drop(&mut self) {
-        let Ok(mut conn) = redis::Client::open(self.url.as_str()).and_then(|c| c.get_connection())
-        else {
-            return;
-        };
-        let keys: Vec<String> = redis::cmd("KEYS")
-            .arg(format!("{}*", self.prefix))
-            .query(&mut conn)
-            .unwrap_or_default();
-        if !keys.is_empty() {
-            let _: Result<i64, _> = redis::cmd("DEL").arg(&keys).query(&mut conn);
-        }
-    }
-}
-
-/// A worker process, killed if the test ends before it does.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Ok(None) = self.0.try_wait() {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-}
-
-impl std::ops::Deref for Running {
-    type Target = Child;
-    fn deref(&self) -> &Child {
-        &self.0
-    }
-}
-
-impl std::ops::DerefMut for Running {
-    fn deref_mut(&mut self) -> &mut Child {
-        &mut self.0
-    }
-}
+use common::{redis_url, Keys, Running};
 
 /// `agentloop.toml` in `dir`: the agent `helper` on the scripted model playing `turns`, its
 /// runs in Redis under `prefix`.

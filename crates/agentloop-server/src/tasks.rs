@@ -335,14 +335,7 @@ impl Host {
         } else {
             session.answer(task_id, user).await.map_err(|e| self.session_error(e))?
         };
-        // The task as the message leaves it: working again (the stream's updates follow).
-        let mut task = fold.task(None, true);
-        task.status = a2a::TaskStatus {
-            state: TaskState::Working,
-            message: None,
-            timestamp: crate::mapping::timestamp(now_ms()),
-        };
-        task.metadata = None;
+        let task = working_again(&fold);
         let events = self.drive(task_id.to_owned(), events, next_seq, CancellationToken::new());
         Ok(Accepted { task, events })
     }
@@ -622,6 +615,19 @@ impl Host {
         }
         self.served.agent.resume(run_id).await.map_err(internal)
     }
+}
+
+/// The task as a message that continues it leaves it: working again (the stream's updates
+/// follow).
+fn working_again(fold: &TaskFold) -> Task {
+    let mut task = fold.task(None, true);
+    task.status = a2a::TaskStatus {
+        state: TaskState::Working,
+        message: None,
+        timestamp: crate::mapping::timestamp(now_ms()),
+    };
+    task.metadata = None;
+    task
 }
 
 /// The task of a run just started, before its first entry.

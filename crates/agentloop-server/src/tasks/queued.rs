@@ -7,10 +7,9 @@
 
 use super::{parse_decisions, Accepted, Host};
 use crate::mapping::TaskFold;
-use a2a::{A2AError, TaskState};
+use a2a::A2AError;
 use agentloop::message::Message;
 use agentloop::protocol::Envelope;
-use agentloop::store::now_ms;
 use agentloop::worker::{JobKind, Queue, WorkerError};
 use agentloop::{RunOptions, SessionError};
 use futures::StreamExt;
@@ -124,13 +123,7 @@ impl Host {
                 return Err(A2AError::invalid_params(error.to_string()));
             }
         }
-        let mut task = fold.task(None, true);
-        task.status = a2a::TaskStatus {
-            state: TaskState::Working,
-            message: None,
-            timestamp: crate::mapping::timestamp(now_ms()),
-        };
-        task.metadata = None;
+        let task = super::working_again(fold);
         Ok(Accepted { task, events: self.follow(task_id.to_owned(), next_seq) })
     }
 

@@ -1,0 +1,94 @@
+//! What the CLI's process tests share: a Redis key space of a test's own (deleted when the
+//! test ends), child processes that die with the test, and SSE parsing.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use serde_json::Value;
+use std::process::Child;
+
+/// The Redis URL (`AGENTLOOP_REDIS_URL`), or `None` with a notice (the test is skipped).
+pub fn redis_url() -> Option<String> {
+    match std::env::var("AGENTLOOP_REDIS_URL") {
+        Ok(url) => Some(url),
+        Err(_) => {
+            eprintln!("skipped: AGENTLOOP_REDIS_URL is not set");
+            None
+        }
+    }
+}
+
+/// A key prefix of a test's own; every key under it is deleted when the test ends (passed or
+/// not).
+pub struct Keys {
+    pub url: String,
+    pub prefix: String,
+}
+
+impl Keys {
+    pub fn new(url: &str, test: &str) -> Self {
+        let nanos =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+        let prefix = format!("agentloop-test:cli-{test}:{}-{nanos}:", std::process::id());
+        Self { url: url.to_owned(), prefix }
+    }
+}
+
+impl Drop for Keys {
+    fn drop(&mut self) {
+        let Ok(mut conn) = redis::Client::open(self.url.as_str()).and_then(|c| c.get_connection())
+        else {
+            return;
+        };
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("{}*", self.prefix))
+            .query(&mut conn)
+            .unwrap_or_default();
+        for chunk in keys.chunks(500) {
+            let _: Result<i64, _> = redis::cmd("DEL").arg(chunk).query(&mut conn);
+        }
+    }
+}
+
+/// A child process, killed if the test ends before it does.
+pub struct Running(pub Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+impl std::ops::Deref for Running {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Running {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+/// Takes the complete SSE events off the front of `buffer`: each `(id, data as JSON)`.
+pub fn drain_events(buffer: &mut String) -> Vec<(Option<String>, Value)> {
+    let mut events = Vec::new();
+    while let Some(end) = buffer.find("\n\n") {
+        let block: String = buffer.drain(..end + 2).collect();
+        let (mut id, mut data) = (None, String::new());
+        for line in block.lines() {
+            if let Some(v) = line.strip_prefix("id:") {
+                id = Some(v.trim().to_owned());
+            } else if let Some(v) = line.strip_prefix("data:") {
+                data.push_str(v.trim_start());
+            }
+        }
+        if !data.is_empty() {
+            events.push((id, serde_json::from_str(&data).unwrap()));
+        }
+    }
+    events
+}
