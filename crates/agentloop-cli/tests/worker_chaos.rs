@@ -31,7 +31,7 @@ use agentloop::store::redis::{RedisOptions, RedisStore};
 use agentloop::store::{JournalEntry, RunFilter, RunState, RunStore};
 use agentloop::worker::{Queue, QueueOptions};
 use agentloop::StopReason;
-use common::{Keys, Running};
+use common::{agentloop, Keys, Running};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashSet};
 use std::io::{BufRead, BufReader};
@@ -76,22 +76,9 @@ fn setup(dir: &Path, url: &str, prefix: &str) -> PathBuf {
     log
 }
 
-fn agentloop(dir: &Path) -> Command {
-    let mut command = Command::new(assert_cmd::cargo::cargo_bin("agentloop"));
-    command
-        .current_dir(dir)
-        .env("HOME", dir)
-        .env("XDG_CONFIG_HOME", dir)
-        .env_remove("AGENTLOOP_CONFIG")
-        .env_remove("AGENTLOOP_SERVE_TOKEN")
-        .env_remove("AGENTLOOP_LOG")
-        .stdin(Stdio::null());
-    command
-}
-
 /// `agentloop serve --queue` on a free port, added to `pool`: the agent's URL.
 fn serve(dir: &Path, url: &str, pool: &mut Vec<Running>) -> String {
-    let child = agentloop(dir)
+    let child = agentloop(dir, url)
         .args(["serve", "--bind", "127.0.0.1:0", "--queue", url])
         .stdout(Stdio::piped())
         .spawn()
@@ -109,7 +96,7 @@ fn serve(dir: &Path, url: &str, pool: &mut Vec<Running>) -> String {
 
 /// `agentloop worker`: 4 runs at once, deliveries enough for the chaos.
 fn worker(dir: &Path, url: &str) -> Running {
-    let child = agentloop(dir)
+    let child = agentloop(dir, url)
         .args(["worker", "--queue", url, "--concurrency", "4", "--drain-secs", "10"])
         .args(["--max-deliveries", "50"])
         .stdout(Stdio::null())

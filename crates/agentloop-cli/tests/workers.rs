@@ -13,9 +13,8 @@ mod common;
 use assert_cmd::Command;
 use predicates::prelude::*;
 use serde_json::json;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -49,45 +48,12 @@ fn agentloop(dir: &Path) -> Command {
     command
 }
 
-/// `agentloop worker --name NAME ARGS…` in `dir`, once it said it started; its stderr lines
-/// go to the receiver.
+/// `agentloop worker --name NAME ARGS…` in `dir` (2 runs at once), once it said it started;
+/// its stderr lines go to the receiver.
 fn worker(dir: &Path, url: &str, name: &str, args: &[&str]) -> (Running, mpsc::Receiver<String>) {
-    let mut child = Running(
-        std::process::Command::new(assert_cmd::cargo::cargo_bin("agentloop"))
-            .current_dir(dir)
-            .env("HOME", dir)
-            .env("XDG_CONFIG_HOME", dir)
-            .env_remove("AGENTLOOP_CONFIG")
-            .env_remove("AGENTLOOP_LOG")
-            .env("AGENTLOOP_QUEUE", url)
-            .args(["worker", "--concurrency", "2", "--drain-secs", "5", "--name", name])
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    let (lines, receiver) = mpsc::channel();
-    let stderr = child.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines() {
-            let Ok(line) = line else { break };
-            if lines.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match receiver.recv_timeout(left) {
-            Ok(line) if line.contains("worker: started") => break,
-            Ok(_) => {}
-            Err(error) => panic!("the worker did not start: {error}"),
-        }
-    }
-    (child, receiver)
+    let base = ["--concurrency", "2", "--drain-secs", "5", "--name", name];
+    let all: Vec<&str> = base.iter().chain(args).copied().collect();
+    common::worker(dir, url, &all)
 }
 
 /// Waits up to `secs` for the process to exit.
@@ -165,7 +131,7 @@ fn a_worker_executes_queued_runs_and_drains_on_sigterm() {
     let status = exit_within(&mut child, 15);
     assert!(status.success(), "{status:?}");
     assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
-    let stderr: Vec<String> = lines.try_iter().collect();
+    let stderr: Vec<String> = lines.iter().collect();
     assert!(
         stderr
             .iter()

@@ -92,3 +92,57 @@ pub fn drain_events(buffer: &mut String) -> Vec<(Option<String>, Value)> {
     }
     events
 }
+
+/// `agentloop` in `dir`, with the queue `url` (`AGENTLOOP_QUEUE`), its home in `dir` and none
+/// of the caller's configuration or log settings.
+pub fn agentloop(dir: &std::path::Path, url: &str) -> std::process::Command {
+    let mut command = std::process::Command::new(assert_cmd::cargo::cargo_bin("agentloop"));
+    command
+        .current_dir(dir)
+        .env("HOME", dir)
+        .env("XDG_CONFIG_HOME", dir)
+        .env_remove("AGENTLOOP_CONFIG")
+        .env_remove("AGENTLOOP_SERVE_TOKEN")
+        .env_remove("AGENTLOOP_LOG")
+        .env("AGENTLOOP_QUEUE", url)
+        .stdin(std::process::Stdio::null());
+    command
+}
+
+/// `agentloop worker ARGS…` in `dir` on the queue `url`, once it said it started; its stderr
+/// lines go to the receiver.
+pub fn worker(
+    dir: &std::path::Path,
+    url: &str,
+    args: &[&str],
+) -> (Running, std::sync::mpsc::Receiver<String>) {
+    use std::io::BufRead;
+    let mut child = Running(
+        agentloop(dir, url)
+            .arg("worker")
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let (lines, receiver) = std::sync::mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match receiver.recv_timeout(left) {
+            Ok(line) if line.contains("worker: started") => return (child, receiver),
+            Ok(_) => {}
+            Err(error) => panic!("the worker did not start: {error}"),
+        }
+    }
+}
