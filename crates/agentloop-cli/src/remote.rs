@@ -1,3 +1,4 @@
+//! `agentloop runs fork`: a new run from a run's journal up to an entry, with an edit.
 //! `agentloop runs cancel | pause | unpause | approve | reject | answer | retry-call |
 //! set-result | fail`: requests for a run, recorded in the store through the run service, for
 //! the run's executor in whatever process it runs (a cancel or a pause), or for whoever
@@ -6,6 +7,7 @@
 
 use crate::config::StoreSection;
 use crate::runs::cell;
+use agentloop::event::ForkEdit;
 use agentloop::service::{RunService, ServiceError};
 use agentloop::store::RunStore;
 use clap::{Args, Subcommand};
@@ -101,6 +103,26 @@ pub enum RequestCommand {
         #[command(flatten)]
         queue: QueueArg,
     },
+    /// Forks a run at an entry of its journal (`runs show` numbers them) into a new run that
+    /// goes on from there — with a call's result replaced before the model sees it, or with
+    /// a user message — and prints the new run's id; `runs resume NEW` (or, with `--queue`, a
+    /// worker) continues it. The run itself is not changed.
+    Fork {
+        /// The run id.
+        run_id: String,
+        /// The last entry the fork keeps.
+        #[arg(long, value_name = "SEQ")]
+        at: u64,
+        /// The result the model sees for this call instead (`CALL=RESULT`; the result is JSON
+        /// if it parses as JSON, else the text itself).
+        #[arg(long, value_name = "CALL=RESULT", conflicts_with = "message")]
+        tool_result: Option<String>,
+        /// A user message the fork goes on with (after a model's answer or the run's end).
+        #[arg(long, value_name = "TEXT")]
+        message: Option<String>,
+        #[command(flatten)]
+        queue: QueueArg,
+    },
     /// Fails a call that waits for a decision: the model sees the reason as its error result.
     Fail {
         /// The run id.
@@ -141,6 +163,10 @@ pub async fn run(
 ) -> anyhow::Result<i32> {
     let none = QueueArg { url: None };
     let (run_id, request, queue) = match command {
+        RequestCommand::Fork { run_id, at, tool_result, message, queue } => {
+            return fork(ForkArgs { run_id, at, tool_result, message, queue }, store, section)
+                .await;
+        }
         RequestCommand::Cancel { run_id, reason, queue } => {
             (run_id, Request::Cancel(reason), queue)
         }
@@ -172,6 +198,46 @@ pub async fn run(
     };
     let next = request_one(&service, &run_id, request, queue.url.is_some()).await?;
     println!("recorded for {}: {next}", cell(&run_id));
+    Ok(0)
+}
+
+/// What `runs fork` was asked for.
+struct ForkArgs {
+    run_id: String,
+    at: u64,
+    tool_result: Option<String>,
+    message: Option<String>,
+    queue: QueueArg,
+}
+
+/// `runs fork`: forks the run and prints the fork's id (and, with `--queue`, queues it).
+async fn fork(
+    args: ForkArgs,
+    store: Arc<dyn RunStore>,
+    section: &StoreSection,
+) -> anyhow::Result<i32> {
+    let edit = match (args.tool_result, args.message) {
+        (Some(pair), _) => {
+            let Some((call_id, result)) = pair.split_once('=') else {
+                anyhow::bail!("--tool-result: expected CALL=RESULT, e.g. call_1=42");
+            };
+            let result = result_value(result.to_owned());
+            Some(ForkEdit::ToolResult { call_id: call_id.trim().to_owned(), result })
+        }
+        (None, Some(text)) => Some(ForkEdit::UserMessage { text }),
+        (None, None) => None,
+    };
+    let service = RunService::new(store.clone());
+    let fork_id = service.fork(&args.run_id, args.at, edit).await?;
+    match &args.queue.url {
+        Some(url) => {
+            let queue = crate::workers::connect(url, section, None).await?;
+            queue.continue_run(store.as_ref(), &fork_id).await?;
+            eprintln!("a worker continues the fork");
+        }
+        None => eprintln!("`agentloop runs resume {}` continues it", cell(&fork_id)),
+    }
+    println!("{}", cell(&fork_id));
     Ok(0)
 }
 

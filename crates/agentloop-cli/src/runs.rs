@@ -4,6 +4,7 @@
 use crate::config::StoreSection;
 use crate::render::Ending;
 use agentloop::agent::JournalReplay;
+use agentloop::event::ForkEdit;
 use agentloop::run::Decision;
 use agentloop::store::{JournalEntry, MemoryStore, RunFilter, RunState, RunStore, SessionStore};
 use agentloop::{Event, EventStream, StopReason};
@@ -175,7 +176,12 @@ pub async fn show(store: &dyn RunStore, run_id: &str) -> anyhow::Result<()> {
     let entries = journal(store, run_id).await?;
     let start = entries.first().map_or(0, |e| e.at_ms);
     for entry in &entries {
-        let at = format!("+{:>7.3}s", entry.at_ms.saturating_sub(start) as f64 / 1000.0);
+        // The entry's number (what `runs fork --at` takes), then its time.
+        let at = format!(
+            "#{:<3} +{:>7.3}s",
+            entry.seq,
+            entry.at_ms.saturating_sub(start) as f64 / 1000.0
+        );
         let line = match &*entry.event {
             Event::RunStarted { run_id, config, input } => format!(
                 "run {run_id} started (agent {}): {}",
@@ -238,6 +244,20 @@ pub async fn show(store: &dyn RunStore, run_id: &str) -> anyhow::Result<()> {
             }
             Event::InputProvided { message } => {
                 format!("answered: {}", one_line(&message.text(), 100))
+            }
+            Event::RunForked { origin_run_id, at_seq, edit } => {
+                let edit = match edit {
+                    Some(ForkEdit::ToolResult { call_id, result }) => format!(
+                        ", result of {call_id} set to {}",
+                        one_line(&result.to_string(), 80)
+                    ),
+                    Some(ForkEdit::UserMessage { text }) => {
+                        format!(", then the user: {}", one_line(text, 80))
+                    }
+                    Some(other) => format!(", {other:?}"),
+                    None => String::new(),
+                };
+                format!("forked from run {origin_run_id} at #{at_seq}{edit}")
             }
             Event::RunFailed { error, .. } => format!("failed: {error}"),
             Event::RunCancelled { reason, .. } => format!("cancelled: {reason}"),

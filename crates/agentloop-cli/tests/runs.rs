@@ -356,3 +356,67 @@ fn runs_are_deleted_pruned_and_checked() {
         .stdout(predicate::str::contains(&second).not())
         .stdout(predicate::str::contains(&held));
 }
+
+/// `runs fork RUN --at SEQ --tool-result CALL=RESULT` makes a new run from the run's journal
+/// up to that entry (numbered by `runs show`) with the result edited, which `runs show`
+/// names; `runs resume` continues it to its end; the origin is unchanged. A fork point past
+/// the end is refused.
+#[test]
+fn a_run_is_forked_with_an_edited_tool_result_and_resumed() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("script.json");
+    let turns = json!({"follow_history": true, "turns": [
+        {"tool_calls": [{"name": "calculator", "arguments": {"expression": "6 * 7"}}]},
+        {"text": "Done."}
+    ]});
+    std::fs::write(&script, turns.to_string()).unwrap();
+    let scripted = |command: &mut Command| {
+        command.args(["--provider", "scripted", "--script"]).arg(&script);
+    };
+    let mut run = agentloop(dir.path());
+    scripted(&mut run);
+    let output = run.args(["run", "--json", "What is 6 times 7?"]).output().unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let run_id = run_id_of(&output.stdout);
+    let shown = agentloop(dir.path()).args(["runs", "show", &run_id]).output().unwrap();
+    let shown = String::from_utf8_lossy(&shown.stdout).into_owned();
+    // The entry where the calculator's result is journaled (`#N … ← calculator: 42`), and
+    // its call.
+    let line =
+        shown.lines().find(|l| l.contains("← calculator")).unwrap_or_else(|| panic!("{shown}"));
+    let seq = line.trim_start_matches('#').split_whitespace().next().unwrap().to_owned();
+    let call_id = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .find_map(|line| match serde_json::from_str::<Event>(line).ok()? {
+            Event::ToolStarted { call, .. } => Some(call.id.clone()),
+            _ => None,
+        })
+        .unwrap();
+
+    let output = agentloop(dir.path())
+        .args(["runs", "fork", &run_id, "--at", &seq, "--tool-result", &format!("{call_id}=43")])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let fork = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+    assert!(String::from_utf8_lossy(&output.stderr).contains(&format!("runs resume {fork}")));
+    let mut resume = agentloop(dir.path());
+    scripted(&mut resume);
+    let resumed = resume.args(["runs", "resume", &fork, "--json"]).output().unwrap();
+    assert!(resumed.status.success(), "{}", String::from_utf8_lossy(&resumed.stderr));
+    let shown = agentloop(dir.path()).args(["runs", "show", &fork]).output().unwrap();
+    let shown = String::from_utf8_lossy(&shown.stdout).into_owned();
+    assert!(
+        shown.contains(&format!(
+            "forked from run {run_id} at #{seq}, result of {call_id} set to 43"
+        )),
+        "{shown}"
+    );
+    assert!(shown.contains("finished"), "{shown}");
+    let origin = agentloop(dir.path()).args(["runs", "show", &run_id]).output().unwrap();
+    assert!(!String::from_utf8_lossy(&origin.stdout).contains("forked"), "the origin is unchanged");
+
+    agentloop(dir.path()).args(["runs", "fork", &run_id, "--at", "999"]).assert().failure().stderr(
+        predicate::str::contains("cannot be forked at entry 999: its journal ends at entry"),
+    );
+}

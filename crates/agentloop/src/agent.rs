@@ -77,10 +77,7 @@ impl std::fmt::Debug for Agent {
     }
 }
 
-/// Creates a new time-ordered run id.
-pub fn new_run_id() -> String {
-    format!("run_{}", uuid::Uuid::now_v7().simple())
-}
+pub use crate::terms::new_run_id;
 
 impl Agent {
     /// Starts building an agent on this provider.

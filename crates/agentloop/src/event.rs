@@ -399,6 +399,17 @@ pub enum Event {
         /// The event.
         event: Box<Event>,
     },
+    /// The run is a fork: its journal before this entry is another run's up to `at_seq`
+    /// (with this run's id in `run_started`), and `edit` changes what the run goes on from.
+    RunForked {
+        /// The run it was forked from.
+        origin_run_id: String,
+        /// The last entry of the origin's journal it holds.
+        at_seq: u64,
+        /// The change made at the fork point, if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        edit: Option<ForkEdit>,
+    },
     /// Appending to the run's store failed: the run stopped at the last checkpoint (the
     /// event that could not be journaled is not passed on, and the driver is dropped, which
     /// cancels the model call and running tools). Resume it from the store once the store
@@ -406,6 +417,27 @@ pub enum Event {
     JournalFailed {
         /// What went wrong.
         error: String,
+    },
+}
+
+/// What a fork changes at its fork point ([`Event::RunForked`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ForkEdit {
+    /// The result of a call the model has not seen yet (the fork point is after the call's
+    /// result and before the next model call): the model sees `result` instead.
+    ToolResult {
+        /// The call.
+        call_id: String,
+        /// Its result as the fork has it (a string is text, anything else JSON).
+        result: Value,
+    },
+    /// A user message after the fork point, between model calls or after the run's end: the
+    /// run goes on with it (a run that had finished is open again).
+    UserMessage {
+        /// The message's text.
+        text: String,
     },
 }
 
@@ -440,6 +472,7 @@ impl Event {
                 | Self::RunFailed { .. }
                 | Self::RunSuspended { .. }
                 | Self::RunCancelled { .. }
+                | Self::RunForked { .. }
         )
     }
 
@@ -500,6 +533,7 @@ impl Event {
             Self::Checkpointed { .. } => "checkpointed",
             Self::JournalFailed { .. } => "journal_failed",
             Self::Nested { .. } => "nested",
+            Self::RunForked { .. } => "run_forked",
         }
     }
 }

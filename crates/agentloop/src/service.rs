@@ -37,6 +37,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 mod check;
+mod fork;
 mod removal;
 
 pub use check::{CheckReport, Disagreement, Problem, Repair};
@@ -104,6 +105,16 @@ pub enum ServiceError {
         run_id: String,
         /// Why.
         error: RunError,
+    },
+    /// A fork was asked for at a point where it cannot be made ([`RunService::fork`]).
+    #[error("run '{run_id}' cannot be forked at entry {at_seq}: {reason}")]
+    ForkPoint {
+        /// The run.
+        run_id: String,
+        /// The fork point asked for.
+        at_seq: u64,
+        /// Why.
+        reason: String,
     },
 }
 

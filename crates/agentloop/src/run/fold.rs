@@ -5,7 +5,7 @@ use super::breaker::Verdict;
 use super::{
     CallApproval, Decision, Phase, Run, RunError, StallAction, StopReason, ToolFailureMode,
 };
-use crate::event::Event;
+use crate::event::{Event, ForkEdit};
 use crate::message::{Message, ToolResult, ToolResultContent};
 use crate::run::Signal;
 use crate::terms::{ApprovalRecord, AuditEntry};
@@ -224,6 +224,13 @@ impl Run {
                 self.history_mut().push(message.clone());
                 self.phase = Phase::NeedModel;
             }
+            Event::RunForked { edit, .. } => match edit {
+                None => {}
+                Some(ForkEdit::ToolResult { call_id, result }) => {
+                    self.fork_tool_result(call_id, result)?;
+                }
+                Some(ForkEdit::UserMessage { text }) => self.fork_user_message(text)?,
+            },
             Event::RunSuspended { .. } => match &mut self.phase {
                 Phase::AwaitingTools { suspended, .. } => *suspended = true,
                 other => return Err(unexpected("run_suspended", other)),
@@ -373,6 +380,60 @@ fn count(counts: &mut std::collections::BTreeMap<String, u32>, name: &str) {
         Some(n) => *n += 1,
         None => {
             counts.insert(name.to_owned(), 1);
+        }
+    }
+}
+
+impl Run {
+    /// A fork's new result for a call the model has not seen: between the call's result and
+    /// the next model call.
+    fn fork_tool_result(&mut self, call_id: &str, result: &Value) -> Result<(), RunError> {
+        if !matches!(self.phase, Phase::NeedModel) {
+            return Err(RunError::Unexpected {
+                what: "a fork's tool result",
+                phase: self.phase.name(),
+            });
+        }
+        let last_assistant =
+            self.history.iter().rposition(|m| m.role == crate::message::Role::Assistant);
+        let from = last_assistant.map_or(0, |i| i + 1);
+        let found = self.history[from..]
+            .iter()
+            .position(|m| m.tool_results_iter().any(|r| r.call_id == call_id));
+        let Some(offset) = found else { return Err(RunError::UnknownCall(call_id.to_owned())) };
+        let index = from + offset;
+        let content = match result {
+            Value::String(text) => ToolResultContent::Text(text.clone()),
+            other => ToolResultContent::Json(other.clone()),
+        };
+        for part in &mut self.history_mut()[index].content {
+            if let crate::message::Part::ToolResult(tool_result) = part {
+                if tool_result.call_id == call_id {
+                    *tool_result = ToolResult {
+                        call_id: call_id.to_owned(),
+                        content: content.clone(),
+                        is_error: false,
+                    };
+                }
+            }
+        }
+        self.invalidate_from(index);
+        Ok(())
+    }
+
+    /// A fork's user message: between model calls, or after the run's end (it is open again).
+    fn fork_user_message(&mut self, text: &str) -> Result<(), RunError> {
+        match self.phase {
+            Phase::NeedModel | Phase::Finished { .. } => {
+                self.history_mut().push(Message::user(text));
+                self.wind_down = None;
+                self.phase = Phase::NeedModel;
+                Ok(())
+            }
+            _ => Err(RunError::Unexpected {
+                what: "a fork's user message",
+                phase: self.phase.name(),
+            }),
         }
     }
 }

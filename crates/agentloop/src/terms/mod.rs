@@ -21,3 +21,8 @@ pub use limits::{LimitKind, Limits, Price, PriceTable, Spent};
 pub use metrics::{ApprovalRecord, AuditEntry, IterationMetrics, Metrics};
 pub use outcome::{Decision, Outcome, Signal, StopReason, CONTEXT_LIMIT_TEXT};
 pub use output::{OutputMode, OutputSpec, DEFAULT_OUTPUT_RETRIES, OUTPUT_TOOL};
+
+/// Creates a new time-ordered run id.
+pub fn new_run_id() -> String {
+    format!("run_{}", uuid::Uuid::now_v7().simple())
+}
