@@ -173,10 +173,7 @@ impl Session {
     /// Begins the turn of an answer to the question the session's last turn (`run_id`)
     /// stopped to ask: the run and the number of stored messages. Refused unless the session
     /// is ready and its last turn was `run_id` with the run's whole history.
-    async fn begin_answer_turn(
-        &self,
-        run_id: &str,
-    ) -> Result<(Run, usize), SessionError> {
+    async fn begin_answer_turn(&self, run_id: &str) -> Result<(Run, usize), SessionError> {
         let info = self.store.open_session(&self.context_id).await?;
         let not_last = || StoreError::NotInTurn {
             context_id: self.context_id.clone(),
