@@ -1,4 +1,4 @@
-//! The browser UI of runs at `/ui`: one page (HTML, JavaScript and CSS embedded in the
+//! The browser UI of runs at `/ui`: one page (HTML, JavaScript, CSS and an icon embedded in the
 //! binary, no build step) and the read-only JSON API it reads, under `/ui/api/`, over the
 //! run service of the first served agent. docs/UI.md describes the page and the API.
 //!
@@ -24,6 +24,7 @@ pub const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; 
 const INDEX_HTML: &str = include_str!("ui/assets/index.html");
 const APP_JS: &str = include_str!("ui/assets/app.js");
 const APP_CSS: &str = include_str!("ui/assets/app.css");
+const FAVICON: &str = include_str!("ui/assets/favicon.svg");
 
 /// What the UI's handlers share.
 pub(crate) struct UiState {
@@ -43,6 +44,7 @@ pub(crate) fn router(service: RunService, auth: Option<Auth>, keep_alive: Durati
         .route("/ui/", get(index))
         .route("/ui/app.js", get(script))
         .route("/ui/app.css", get(style))
+        .route("/ui/favicon.svg", get(icon))
         .route("/ui/api/runs", get(api::list))
         .route("/ui/api/runs/{id}", get(api::run))
         .route("/ui/api/runs/{id}/events", get(api::events))
@@ -79,6 +81,10 @@ async fn script() -> Response {
 
 async fn style() -> Response {
     asset("text/css; charset=utf-8", APP_CSS)
+}
+
+async fn icon() -> Response {
+    asset("image/svg+xml", FAVICON)
 }
 
 /// An API error: a status and a message, answered as

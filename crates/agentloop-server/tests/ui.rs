@@ -36,6 +36,7 @@ async fn the_page_and_its_assets_carry_a_strict_csp() {
         ("/ui/", "text/html"),
         ("/ui/app.js", "text/javascript"),
         ("/ui/app.css", "text/css"),
+        ("/ui/favicon.svg", "image/svg+xml"),
     ] {
         let response = get(&server, path).await;
         assert_eq!(response.status(), 200, "{path}");

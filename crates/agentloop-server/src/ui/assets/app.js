@@ -4,7 +4,7 @@
 'use strict';
 
 const TOKEN_KEY = 'agentloop.ui.token';
-const TRIM = 600; // characters of a long text shown before "show all"
+const TRIM = 400; // characters of a long text shown before "show all"
 const PAGE = 50;
 
 const $ = (id) => document.getElementById(id);
@@ -182,18 +182,42 @@ const run = { id: null, abort: null, lastSeq: -1, start: 0, group: null, ended: 
 
 const ENDING = new Set(['run_finished', 'run_failed', 'run_cancelled', 'run_suspended']);
 
+/** What an entry is called on the page (its `kind` is shown beside it). */
+const TITLES = {
+  run_started: 'Run started',
+  iteration_started: 'Iteration started',
+  model_requested: 'Asked the model',
+  model_responded: 'Model answered',
+  model_failed: 'Model call failed',
+  tool_started: 'Tool called',
+  tool_completed: 'Tool returned',
+  tool_failed: 'Tool failed',
+  tool_timed_out: 'Tool timed out',
+  approval_requested: 'Waits for approval',
+  approval_decided: 'Approval decided',
+  input_provided: 'Answer given',
+  iteration_completed: 'Iteration done',
+  run_finished: 'Run finished',
+  run_suspended: 'Run suspended',
+  run_failed: 'Run failed',
+  run_cancelled: 'Run cancelled',
+};
+
+/** Entries that say little: one quiet line each. */
+const QUIET = new Set(['model_requested', 'iteration_completed']);
+
 function messageText(message) {
   if (!message || !Array.isArray(message.content)) return '';
   return message.content.filter((p) => p.type === 'text').map((p) => p.text).join('');
 }
 
+/** A tool result's content: `{text}`, `{json}` or `{stored}` (kept as an artifact). */
 function resultText(result) {
-  if (!result) return '';
-  const content = result.content;
-  if (typeof content === 'string') return content;
-  if (Array.isArray(content)) {
-    return content.map((p) => (p && p.type === 'text' ? p.text : json(p))).join('\n');
-  }
+  const content = result && result.content;
+  if (!content) return '';
+  if (typeof content.text === 'string') return content.text;
+  if (content.json !== undefined) return json(content.json);
+  if (content.stored) return `(kept as artifact ${content.stored.artifact}, ${content.stored.bytes} bytes)`;
   return json(content);
 }
 
@@ -203,7 +227,9 @@ function usageText(usage) {
 }
 
 function labelled(label, ...children) {
-  return el('div', 'field', el('span', 'label', label), ...children);
+  const field = el('div', 'field', el('span', 'label', label), ...children);
+  field.dataset.field = label;
+  return field;
 }
 
 /** The body of one journal entry. */
@@ -214,14 +240,16 @@ function entryBody(kind, e) {
       return [labelled('input', longText(input || '(no text)')),
         labelled('agent', el('span', null, (e.config && e.config.agent) || '—'))];
     }
-    case 'model_requested':
-      return [el('span', 'muted', `asked the model (${e.purpose || 'turn'})`)];
+    case 'model_requested': {
+      const purpose = e.purpose && e.purpose.kind;
+      return purpose && purpose !== 'iteration' ? [el('span', 'muted', `for ${purpose.replace(/_/g, ' ')}`)] : [];
+    }
     case 'model_responded': {
       const parts = [];
       const text = messageText(e.message);
       if (text) parts.push(longText(text));
       const calls = (e.message && e.message.content || []).filter((p) => p.type === 'tool_call');
-      for (const call of calls) parts.push(el('div', 'muted', `calls ${call.name}`));
+      for (const call of calls) parts.push(el('div', null, 'calls the tool ', el('strong', null, call.name)));
       parts.push(el('div', 'meta', `${e.duration_ms} ms · ${usageText(e.usage)} · ${e.finish_reason}`));
       return parts;
     }
@@ -287,12 +315,14 @@ function addEntry(entry) {
   if (ENDING.has(entry.kind)) newGroup('End');
   if (!run.group) newGroup('Start');
   const at = `+${((entry.at_ms - run.start) / 1000).toFixed(3)} s`;
-  const card = el('article', `entry kind-${entry.kind}`,
-    el('div', 'entry-head', el('span', 'kind', entry.kind.replace(/_/g, ' ')), el('span', 'at', at),
-      el('span', 'seq', `#${entry.seq}`)));
+  const title = TITLES[entry.kind] || entry.kind.replace(/_/g, ' ');
+  const quiet = QUIET.has(entry.kind);
+  const head = el('div', 'entry-head', el('span', 'kind', title), el('span', 'at', at),
+    el('span', 'seq', `#${entry.seq} ${entry.kind}`));
+  const card = el('article', `entry kind-${entry.kind}${quiet ? ' quiet-entry' : ''}`, head);
   card.dataset.seq = String(entry.seq);
-  for (const part of entryBody(entry.kind, e)) card.append(part);
-  card.append(details(e));
+  for (const part of entryBody(entry.kind, e)) (quiet ? head : card).append(part);
+  if (!quiet) card.append(details(e));
   run.group.append(card);
   if (ENDING.has(entry.kind)) setState(stateAfter(entry));
 }
@@ -328,6 +358,11 @@ function facts(summary, entries) {
   add('last change', summary && time(summary.updated_ms));
   if (summary && summary.usage) add('tokens', usageText(summary.usage));
   if (summary && summary.cost_usd) add('cost', `$${summary.cost_usd.toFixed(6)}`);
+  const last = entries[entries.length - 1];
+  if (last) {
+    const seconds = ((last.at_ms - entries[0].at_ms) / 1000).toFixed(3);
+    add('time', `${seconds} s from the first to the last entry`);
+  }
   add('entries', summary ? summary.entries : entries.length);
 }
 
