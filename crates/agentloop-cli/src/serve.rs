@@ -1,7 +1,8 @@
 //! `agentloop serve`: the configured agent (or the deterministic test agent, `--agent
 //! echo`) over A2A 1.0, on the configured store. Binds 127.0.0.1 unless told otherwise;
 //! with `--token` (or `AGENTLOOP_SERVE_TOKEN`) every method needs `Authorization: Bearer`.
-//! Prints `listening on URL` once it accepts connections; Ctrl-C or SIGTERM stops it
+//! Prints `listening on URL` once it accepts connections (and where the runs UI is:
+//! `agentloop ui` prints `open URL/ui` first); Ctrl-C or SIGTERM stops it
 //! (runs in flight stay in the store, and the next server continues them).
 
 use crate::config::StoreSection;
@@ -31,6 +32,8 @@ pub struct ServeOptions {
     pub push_allow: Option<String>,
     /// The worker pool that executes the tasks (none: this process does).
     pub queue: Option<agentloop::worker::Queue>,
+    /// Asked for as `agentloop ui`: the page's address comes first.
+    pub ui: bool,
 }
 
 /// Where push configs and their delivery cursors are kept: beside the runs (the SQLite
@@ -125,10 +128,16 @@ pub async fn serve(
         println!("tasks are queued to the worker pool (`agentloop worker` executes them)");
     }
     let server = Server::new(agents, config)?;
+    if options.ui {
+        println!("open {public_url}/ui");
+    }
     for name in &names {
         println!(
             "listening on {public_url}/{name} (card: {public_url}/{name}/.well-known/agent-card.json)"
         );
+    }
+    if !options.ui {
+        println!("runs UI at {public_url}/ui");
     }
     server.serve(listener, shutdown()).await.context("serving")?;
     Ok(0)
