@@ -199,7 +199,8 @@ fn resume_from(headers: &HeaderMap) -> Result<u64, ApiError> {
 }
 
 /// `GET /ui/api/runs/{id}/events`: the run's journal entries over SSE (event id: `seq`),
-/// from the start or after `Last-Event-ID`, until the run stops; then an `end` event.
+/// from the start or after `Last-Event-ID`, until the run stops; then an `end` event (none
+/// when the store fails: the stream closes after an `error` event, and the client resumes).
 pub(crate) async fn events(
     State(state): Shared,
     headers: HeaderMap,
@@ -217,18 +218,26 @@ pub(crate) async fn events(
         Ok(_) => {}
         Err(error) => return ApiError::store(&error).into_response(),
     }
-    let journal = state.service.subscribe(&run_id, from).map(|envelope| match envelope {
-        Ok(envelope) => {
-            let data = entry(envelope.seq, envelope.at_ms, &envelope.event).to_string();
-            SseEvent::default().id(envelope.seq.to_string()).data(data)
+    let mut journal = state.service.subscribe(&run_id, from);
+    let stream = async_stream::stream! {
+        while let Some(envelope) = journal.next().await {
+            match envelope {
+                Ok(envelope) => {
+                    let data = entry(envelope.seq, envelope.at_ms, &envelope.event).to_string();
+                    yield SseEvent::default().id(envelope.seq.to_string()).data(data);
+                }
+                Err(error) => {
+                    // No `end`: the client reconnects with the last id it saw.
+                    tracing::warn!(%error, "ui api: a subscription failed");
+                    yield SseEvent::default().event("error")
+                        .data(r#"{"message":"the run store failed"}"#);
+                    return;
+                }
+            }
         }
-        Err(error) => {
-            tracing::warn!(%error, "ui api: a subscription failed");
-            SseEvent::default().event("error").data(r#"{"message":"the run store failed"}"#)
-        }
-    });
-    let end = futures::stream::once(async { SseEvent::default().event("end").data("{}") });
-    let stream = journal.chain(end).map(Ok::<_, std::convert::Infallible>);
+        yield SseEvent::default().event("end").data("{}");
+    };
+    let stream = stream.map(Ok::<_, std::convert::Infallible>);
     no_store(
         Sse::new(stream).keep_alive(KeepAlive::new().interval(state.keep_alive)).into_response(),
     )
