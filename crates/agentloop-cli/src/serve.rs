@@ -1,8 +1,8 @@
 //! `agentloop serve`: the configured agent (or the deterministic test agent, `--agent
 //! echo`) over A2A 1.0, on the configured store. Binds 127.0.0.1 unless told otherwise;
 //! with `--token` (or `AGENTLOOP_SERVE_TOKEN`) every method needs `Authorization: Bearer`.
-//! Prints `listening on URL` once it accepts connections (and where the runs UI is:
-//! `agentloop ui` prints `open URL/ui` first); Ctrl-C or SIGTERM stops it
+//! Prints `listening on URL (card: …; runs UI: …/ui)` once it accepts connections
+//! (`agentloop ui` prints `open URL/ui` first); Ctrl-C or SIGTERM stops it
 //! (runs in flight stay in the store, and the next server continues them).
 
 use crate::config::StoreSection;
@@ -131,13 +131,11 @@ pub async fn serve(
     if options.ui {
         println!("open {public_url}/ui");
     }
+    // One line per agent (a reader may stop after the first): the page's address in it.
     for name in &names {
         println!(
-            "listening on {public_url}/{name} (card: {public_url}/{name}/.well-known/agent-card.json)"
+            "listening on {public_url}/{name} (card: {public_url}/{name}/.well-known/agent-card.json; runs UI: {public_url}/ui)"
         );
-    }
-    if !options.ui {
-        println!("runs UI at {public_url}/ui");
     }
     server.serve(listener, shutdown()).await.context("serving")?;
     Ok(0)
