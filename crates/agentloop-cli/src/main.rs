@@ -64,6 +64,86 @@ struct ProviderFlags {
     script: Option<PathBuf>,
 }
 
+/// The arguments of `serve`.
+#[derive(Debug, Args)]
+struct ServeArgs {
+    /// The address to listen on (another interface than loopback only when told).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    bind: std::net::SocketAddr,
+    /// The URL clients reach the server at, for the agent card (default: http://ADDRESS).
+    #[arg(long)]
+    public_url: Option<String>,
+    /// Serve the deterministic test agent `echo` instead of the configured agent.
+    #[arg(long, value_parser = ["echo"])]
+    agent: Option<String>,
+    /// The agent's name: its path and card name (default: `[agent] name`, else `agent`).
+    #[arg(long)]
+    name: Option<String>,
+    /// The card's description of the agent.
+    #[arg(long)]
+    description: Option<String>,
+    /// Bearer tokens every method requires (comma separated).
+    #[arg(long, env = "AGENTLOOP_SERVE_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// The largest request body, in bytes (413 beyond).
+    #[arg(long, default_value_t = 1024 * 1024)]
+    body_limit: usize,
+    /// Where push notifications may go, comma separated: `public`, host names,
+    /// `*.domain`, IPs or CIDRs (private and loopback addresses only when listed).
+    /// Without it, push notifications are off.
+    #[arg(long, env = "AGENTLOOP_PUSH_ALLOW")]
+    push_allow: Option<String>,
+    /// Queue the tasks to a worker pool (a Redis URL; `agentloop worker` executes them)
+    /// instead of executing them here.
+    #[arg(long, env = "AGENTLOOP_QUEUE", hide_env_values = true, value_name = "URL")]
+    queue: Option<String>,
+    /// With --queue: refuse a new task when its agent's queue already holds this many
+    /// jobs (a JSON-RPC error with a retry hint; 503 with Retry-After over HTTP+JSON).
+    #[arg(long, value_name = "N", requires = "queue")]
+    max_queued: Option<u64>,
+    #[command(flatten)]
+    agent_flags: AgentFlags,
+    /// Whether it was asked for as `agentloop ui` (prints the page's address first).
+    #[arg(skip)]
+    ui: bool,
+}
+
+/// The arguments of `ui`: `serve`'s, fewer.
+#[derive(Debug, Args)]
+struct UiArgs {
+    /// The address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    bind: std::net::SocketAddr,
+    /// Serve the deterministic test agent `echo` instead of the configured agent.
+    #[arg(long, value_parser = ["echo"])]
+    agent: Option<String>,
+    /// Bearer tokens the page and every method require (comma separated).
+    #[arg(long, env = "AGENTLOOP_SERVE_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    #[command(flatten)]
+    agent_flags: AgentFlags,
+}
+
+impl UiArgs {
+    /// The `serve` it stands for.
+    fn into_serve(self) -> ServeArgs {
+        ServeArgs {
+            bind: self.bind,
+            public_url: None,
+            agent: self.agent,
+            name: None,
+            description: None,
+            token: self.token,
+            body_limit: 1024 * 1024,
+            push_allow: None,
+            queue: None,
+            max_queued: None,
+            agent_flags: self.agent_flags,
+            ui: true,
+        }
+    }
+}
+
 #[derive(Debug, Args, Clone)]
 struct AgentFlags {
     /// Built-in tools to offer (comma separated): calculator, read_file, list_dir, write_file,
@@ -128,44 +208,10 @@ enum Command {
     },
     /// Serves the agent over A2A 1.0 (JSON-RPC and HTTP+JSON, streaming over SSE); tasks
     /// are runs in the store. See docs/A2A.md.
-    Serve {
-        /// The address to listen on (another interface than loopback only when told).
-        #[arg(long, default_value = "127.0.0.1:8080")]
-        bind: std::net::SocketAddr,
-        /// The URL clients reach the server at, for the agent card (default: http://ADDRESS).
-        #[arg(long)]
-        public_url: Option<String>,
-        /// Serve the deterministic test agent `echo` instead of the configured agent.
-        #[arg(long, value_parser = ["echo"])]
-        agent: Option<String>,
-        /// The agent's name: its path and card name (default: `[agent] name`, else `agent`).
-        #[arg(long)]
-        name: Option<String>,
-        /// The card's description of the agent.
-        #[arg(long)]
-        description: Option<String>,
-        /// Bearer tokens every method requires (comma separated).
-        #[arg(long, env = "AGENTLOOP_SERVE_TOKEN", hide_env_values = true)]
-        token: Option<String>,
-        /// The largest request body, in bytes (413 beyond).
-        #[arg(long, default_value_t = 1024 * 1024)]
-        body_limit: usize,
-        /// Where push notifications may go, comma separated: `public`, host names,
-        /// `*.domain`, IPs or CIDRs (private and loopback addresses only when listed).
-        /// Without it, push notifications are off.
-        #[arg(long, env = "AGENTLOOP_PUSH_ALLOW")]
-        push_allow: Option<String>,
-        /// Queue the tasks to a worker pool (a Redis URL; `agentloop worker` executes them)
-        /// instead of executing them here.
-        #[arg(long, env = "AGENTLOOP_QUEUE", hide_env_values = true, value_name = "URL")]
-        queue: Option<String>,
-        /// With --queue: refuse a new task when its agent's queue already holds this many
-        /// jobs (a JSON-RPC error with a retry hint; 503 with Retry-After over HTTP+JSON).
-        #[arg(long, value_name = "N", requires = "queue")]
-        max_queued: Option<u64>,
-        #[command(flatten)]
-        agent_flags: AgentFlags,
-    },
+    Serve(ServeArgs),
+    /// The browser UI of the runs in the store: serves the agent as `serve` does, on
+    /// 127.0.0.1:8080 unless told otherwise, and prints the page's address. See docs/UI.md.
+    Ui(UiArgs),
     /// Executes the runs of a worker queue (Redis) with the agents `serve` would serve, on
     /// the configured store, until SIGTERM or Ctrl-C; then drains. See docs/CLI.md.
     Worker(workers::WorkerArgs),
@@ -334,50 +380,8 @@ async fn dispatch_command(cli: Cli, config: Config) -> anyhow::Result<i32> {
             .await?;
             chat::chat(agent, sessions, lines, session).await
         }
-        Command::Serve {
-            bind,
-            public_url,
-            agent,
-            name,
-            description,
-            token,
-            body_limit,
-            push_allow,
-            queue,
-            max_queued,
-            agent_flags,
-        } => {
-            let config = with_agent_flags(&config, &agent_flags);
-            let queue = match &queue {
-                Some(url) => {
-                    workers::shared_store(&config.store)?;
-                    Some(workers::connect(url, &config.store, max_queued).await?)
-                }
-                None => None,
-            };
-            let stores = runs::open(&config.store).await?;
-            let served = if agent.as_deref() == Some("echo") {
-                serve::Served::Echo(stores, config.otel.observer())
-            } else {
-                let mut agents =
-                    agents::served(&config, &cli.provider, &agent_flags, name, &stores).await?;
-                if config.serve.is_empty() {
-                    agents.iter_mut().for_each(|one| one.description.clone_from(&description));
-                }
-                serve::Served::Configured(
-                    agents.into_iter().map(|one| (one.agent, one.description)).collect(),
-                )
-            };
-            let options = serve::ServeOptions {
-                bind,
-                public_url,
-                tokens: token,
-                body_limit,
-                push_allow,
-                queue,
-            };
-            serve::serve(served, options, &config.store).await
-        }
+        Command::Serve(args) => serve_command(&cli.provider, &config, args).await,
+        Command::Ui(args) => serve_command(&cli.provider, &config, args.into_serve()).await,
         Command::Runs { command } => {
             let stores = runs::open(&config.store).await?;
             let store = stores.runs.clone();
@@ -441,6 +445,51 @@ async fn dispatch_command(cli: Cli, config: Config) -> anyhow::Result<i32> {
 }
 
 /// The configuration with the agent flags that override it (`--max-tokens`) applied.
+/// `serve` (and `ui`).
+async fn serve_command(
+    provider: &ProviderFlags,
+    config: &Config,
+    args: ServeArgs,
+) -> anyhow::Result<i32> {
+    let ServeArgs {
+        bind,
+        public_url,
+        agent,
+        name,
+        description,
+        token,
+        body_limit,
+        push_allow,
+        queue,
+        max_queued,
+        agent_flags,
+        ui,
+    } = args;
+    let config = with_agent_flags(config, &agent_flags);
+    let queue = match &queue {
+        Some(url) => {
+            workers::shared_store(&config.store)?;
+            Some(workers::connect(url, &config.store, max_queued).await?)
+        }
+        None => None,
+    };
+    let stores = runs::open(&config.store).await?;
+    let served = if agent.as_deref() == Some("echo") {
+        serve::Served::Echo(stores, config.otel.observer())
+    } else {
+        let mut agents = agents::served(&config, provider, &agent_flags, name, &stores).await?;
+        if config.serve.is_empty() {
+            agents.iter_mut().for_each(|one| one.description.clone_from(&description));
+        }
+        serve::Served::Configured(
+            agents.into_iter().map(|one| (one.agent, one.description)).collect(),
+        )
+    };
+    let options =
+        serve::ServeOptions { bind, public_url, tokens: token, body_limit, push_allow, queue, ui };
+    serve::serve(served, options, &config.store).await
+}
+
 fn with_agent_flags(config: &Config, flags: &AgentFlags) -> Config {
     let mut config = config.clone();
     if let Some(max_tokens) = flags.max_tokens {

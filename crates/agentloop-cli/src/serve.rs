@@ -1,7 +1,8 @@
 //! `agentloop serve`: the configured agent (or the deterministic test agent, `--agent
 //! echo`) over A2A 1.0, on the configured store. Binds 127.0.0.1 unless told otherwise;
 //! with `--token` (or `AGENTLOOP_SERVE_TOKEN`) every method needs `Authorization: Bearer`.
-//! Prints `listening on URL` once it accepts connections; Ctrl-C or SIGTERM stops it
+//! Prints `listening on URL (card: …; runs UI: …/ui)` once it accepts connections
+//! (`agentloop ui` prints `open URL/ui` first); Ctrl-C or SIGTERM stops it
 //! (runs in flight stay in the store, and the next server continues them).
 
 use crate::config::StoreSection;
@@ -31,6 +32,8 @@ pub struct ServeOptions {
     pub push_allow: Option<String>,
     /// The worker pool that executes the tasks (none: this process does).
     pub queue: Option<agentloop::worker::Queue>,
+    /// Asked for as `agentloop ui`: the page's address comes first.
+    pub ui: bool,
 }
 
 /// Where push configs and their delivery cursors are kept: beside the runs (the SQLite
@@ -125,9 +128,13 @@ pub async fn serve(
         println!("tasks are queued to the worker pool (`agentloop worker` executes them)");
     }
     let server = Server::new(agents, config)?;
+    if options.ui {
+        println!("open {public_url}/ui");
+    }
+    // One line per agent (a reader may stop after the first): the page's address in it.
     for name in &names {
         println!(
-            "listening on {public_url}/{name} (card: {public_url}/{name}/.well-known/agent-card.json)"
+            "listening on {public_url}/{name} (card: {public_url}/{name}/.well-known/agent-card.json; runs UI: {public_url}/ui)"
         );
     }
     server.serve(listener, shutdown()).await.context("serving")?;

@@ -2,7 +2,8 @@
 //! streaming over SSE — on the run service, so a task is a durable run: GetTask, ListTasks
 //! and SubscribeToTask read the store, a task outlives the client that started it and the
 //! server process that ran it (a restarted server continues the runs whose executor died).
-//! docs/A2A.md maps runs to tasks and lists what is supported.
+//! docs/A2A.md maps runs to tasks and lists what is supported; the browser UI of runs is at
+//! `/ui` (docs/UI.md).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -23,6 +24,7 @@ pub mod echo;
 pub mod mapping;
 pub mod push;
 pub mod tasks;
+pub mod ui;
 pub mod web;
 
 pub use auth::Auth;
@@ -46,6 +48,9 @@ impl Server {
     pub fn new(agents: Vec<ServedAgent>, config: ServerConfig) -> Result<Self, ServeError> {
         let mut hosts: Vec<Arc<Host>> = Vec::with_capacity(agents.len());
         for served in agents {
+            if served.name() == "ui" {
+                return Err(ServeError::ReservedName(served.name().to_owned()));
+            }
             if hosts.iter().any(|host| host.served().name() == served.name()) {
                 return Err(ServeError::DuplicateName(served.name().to_owned()));
             }

@@ -75,6 +75,9 @@ pub enum ServeError {
     /// The name cannot be a path segment.
     #[error("agent name '{0}' must be 1-64 characters of a-z, 0-9, '-' and '_'")]
     BadName(String),
+    /// The name is the path of something else the server serves (`ui`).
+    #[error("agent name '{0}' is reserved (the server's UI is at /ui)")]
+    ReservedName(String),
     /// Two agents share a name.
     #[error("two agents are named '{0}'")]
     DuplicateName(String),

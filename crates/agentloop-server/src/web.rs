@@ -2,7 +2,8 @@
 //! and the HTTP+JSON binding (`/{name}/message:send`, `/{name}/tasks/…`), both streaming
 //! over SSE; the first agent is also served at `/`. Credentials (when configured) are
 //! checked on every method, never on the card; bodies over the limit get 413; a request
-//! that names a protocol version other than 1.x gets the spec's version error.
+//! that names a protocol version other than 1.x gets the spec's version error. The browser
+//! UI of runs ([`crate::ui`]) is at `/ui`.
 
 use crate::auth::Auth;
 use crate::card::agent_card;
@@ -115,6 +116,10 @@ pub(crate) fn router_with(
     push: Arc<Pusher>,
 ) -> Router {
     let mut app = Router::new();
+    if let Some(first) = hosts.first() {
+        let service = first.service().clone();
+        app = app.merge(crate::ui::router(service, config.auth.clone(), config.keep_alive));
+    }
     for (index, host) in hosts.iter().enumerate() {
         let name = host.served().name().to_owned();
         let url = format!("{}/{name}", config.public_url.trim_end_matches('/'));

@@ -1,0 +1,503 @@
+// The agentloop runs page: plain JavaScript, no build step, no dependency. Every piece of
+// text that comes from the server (model output, tool results, names) is set with
+// textContent or as an attribute value, never parsed as HTML.
+'use strict';
+
+const TOKEN_KEY = 'agentloop.ui.token';
+const TRIM = 400; // characters of a long text shown before "show all"
+const PAGE = 50;
+
+const $ = (id) => document.getElementById(id);
+
+// ---------- DOM helpers ----------
+
+/** An element with a class and children (strings become text nodes). */
+function el(tag, className, ...children) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  for (const child of children) {
+    if (child === null || child === undefined) continue;
+    node.append(typeof child === 'string' ? document.createTextNode(child) : child);
+  }
+  return node;
+}
+
+/** Text that may be long: the first TRIM characters and a "show all" button. */
+function longText(text, tag = 'pre') {
+  const box = el(tag, 'text');
+  const full = String(text);
+  if (full.length <= TRIM) {
+    box.textContent = full;
+    return box;
+  }
+  box.textContent = full.slice(0, TRIM) + '…';
+  const wrap = el('div', 'long', box);
+  const button = el('button', 'quiet show-all', `show all (${full.length} characters)`);
+  button.type = 'button';
+  button.addEventListener('click', () => {
+    box.textContent = full;
+    button.remove();
+  });
+  wrap.append(button);
+  return wrap;
+}
+
+function json(value) {
+  return JSON.stringify(value, null, 2);
+}
+
+function time(ms) {
+  if (!ms) return '';
+  const d = new Date(ms);
+  const pad = (n) => String(n).padStart(2, '0');
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ` +
+    `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+}
+
+function short(id) {
+  return id && id.length > 14 ? id.slice(0, 8) + '…' + id.slice(-4) : (id || '');
+}
+
+function banner(message) {
+  const node = $('banner');
+  node.textContent = message || '';
+  node.hidden = !message;
+}
+
+// ---------- the API ----------
+
+class AuthNeeded extends Error {}
+
+let authHeader = 'Authorization';
+let authScheme = 'bearer';
+
+function credentials() {
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  if (!token) return {};
+  return authScheme === 'bearer' ? { Authorization: `Bearer ${token}` } : { [authHeader]: token };
+}
+
+/** Asks for a token when the server answers 401; rejects with AuthNeeded. */
+async function refused(response) {
+  try {
+    const body = await response.json();
+    if (body && body.error && body.error.scheme) {
+      authScheme = body.error.scheme;
+      authHeader = body.error.header || 'Authorization';
+    }
+  } catch (_) { /* no body */ }
+  sessionStorage.removeItem(TOKEN_KEY);
+  showAuth();
+  throw new AuthNeeded('credentials required');
+}
+
+async function api(path, signal) {
+  const response = await fetch(path, { headers: { Accept: 'application/json', ...credentials() }, signal });
+  if (response.status === 401) await refused(response);
+  let body = null;
+  try { body = await response.json(); } catch (_) { body = null; }
+  if (!response.ok) {
+    const message = body && body.error ? body.error.message : response.statusText;
+    throw new Error(`${response.status}: ${message}`);
+  }
+  return body;
+}
+
+function showAuth() {
+  $('auth').hidden = false;
+  $('list-view').hidden = true;
+  $('run-view').hidden = true;
+  $('auth-token').focus();
+}
+
+// ---------- the runs list ----------
+
+const list = { next: null, shown: 0 };
+
+function filters() {
+  const query = new URLSearchParams();
+  for (const [name, id] of [['state', 'f-state'], ['agent', 'f-agent'], ['session', 'f-session']]) {
+    const value = $(id).value.trim();
+    if (value) query.set(name, value);
+  }
+  return query;
+}
+
+function stateBadge(state) {
+  return el('span', `state state-${state}`, state.replace('_', ' '));
+}
+
+function runRow(run) {
+  const link = el('a', 'run-link', short(run.run_id));
+  link.href = `#/runs/${encodeURIComponent(run.run_id)}`;
+  link.title = run.run_id;
+  const tokens = run.usage ? (run.usage.input || 0) + (run.usage.output || 0) : 0;
+  const cells = [
+    el('td', null, link),
+    el('td', null, stateBadge(run.state)),
+    el('td', null, run.agent || '—'),
+    el('td', 'mono', short(run.session) || '—'),
+    el('td', null, time(run.created_ms)),
+    el('td', null, time(run.updated_ms)),
+    el('td', 'num', String(run.entries)),
+    el('td', 'num', String(tokens)),
+    el('td', 'num', run.cost_usd ? `$${run.cost_usd.toFixed(4)}` : '—'),
+  ];
+  cells[3].title = run.session || '';
+  const row = el('tr', null, ...cells);
+  row.dataset.runId = run.run_id;
+  row.addEventListener('click', (event) => {
+    if (event.target.tagName !== 'A') location.hash = link.getAttribute('href');
+  });
+  return row;
+}
+
+async function loadRuns(more) {
+  const query = filters();
+  query.set('limit', String(PAGE));
+  if (more && list.next) query.set('after', list.next);
+  const page = await api(`/ui/api/runs?${query}`);
+  const body = $('runs-body');
+  if (!more) {
+    body.replaceChildren();
+    list.shown = 0;
+  }
+  for (const run of page.runs) body.append(runRow(run));
+  list.shown += page.runs.length;
+  list.next = page.next;
+  $('more').hidden = !page.next;
+  $('runs-empty').hidden = list.shown > 0;
+  $('runs-count').textContent = list.shown ? `${list.shown} run${list.shown === 1 ? '' : 's'} shown` : '';
+}
+
+function readFiltersFromHash(query) {
+  $('f-state').value = query.get('state') || '';
+  $('f-agent').value = query.get('agent') || '';
+  $('f-session').value = query.get('session') || '';
+}
+
+// ---------- one run ----------
+
+const run = { id: null, abort: null, lastSeq: -1, start: 0, group: null, ended: false };
+
+const ENDING = new Set(['run_finished', 'run_failed', 'run_cancelled', 'run_suspended']);
+
+/** What an entry is called on the page (its `kind` is shown beside it). */
+const TITLES = {
+  run_started: 'Run started',
+  iteration_started: 'Iteration started',
+  model_requested: 'Asked the model',
+  model_responded: 'Model answered',
+  model_failed: 'Model call failed',
+  tool_started: 'Tool called',
+  tool_completed: 'Tool returned',
+  tool_failed: 'Tool failed',
+  tool_timed_out: 'Tool timed out',
+  approval_requested: 'Waits for approval',
+  approval_decided: 'Approval decided',
+  input_provided: 'Answer given',
+  iteration_completed: 'Iteration done',
+  run_finished: 'Run finished',
+  run_suspended: 'Run suspended',
+  run_failed: 'Run failed',
+  run_cancelled: 'Run cancelled',
+};
+
+/** Entries that say little: one quiet line each. */
+const QUIET = new Set(['model_requested', 'iteration_completed']);
+
+function messageText(message) {
+  if (!message || !Array.isArray(message.content)) return '';
+  return message.content.filter((p) => p.type === 'text').map((p) => p.text).join('');
+}
+
+/** A tool result's content: `{text}`, `{json}` or `{stored}` (kept as an artifact). */
+function resultText(result) {
+  const content = result && result.content;
+  if (!content) return '';
+  if (typeof content.text === 'string') return content.text;
+  if (content.json !== undefined) return json(content.json);
+  if (content.stored) return `(kept as artifact ${content.stored.artifact}, ${content.stored.bytes} bytes)`;
+  return json(content);
+}
+
+function usageText(usage) {
+  if (!usage) return '';
+  return `${usage.input || 0} in / ${usage.output || 0} out tokens`;
+}
+
+function labelled(label, ...children) {
+  const field = el('div', 'field', el('span', 'label', label), ...children);
+  field.dataset.field = label;
+  return field;
+}
+
+/** The body of one journal entry. */
+function entryBody(kind, e) {
+  switch (kind) {
+    case 'run_started': {
+      const input = (e.input || []).map(messageText).filter(Boolean).join('\n\n');
+      return [labelled('input', longText(input || '(no text)')),
+        labelled('agent', el('span', null, (e.config && e.config.agent) || '—'))];
+    }
+    case 'model_requested': {
+      const purpose = e.purpose && e.purpose.kind;
+      return purpose && purpose !== 'iteration' ? [el('span', 'muted', `for ${purpose.replace(/_/g, ' ')}`)] : [];
+    }
+    case 'model_responded': {
+      const parts = [];
+      const text = messageText(e.message);
+      if (text) parts.push(longText(text));
+      const calls = (e.message && e.message.content || []).filter((p) => p.type === 'tool_call');
+      for (const call of calls) parts.push(el('div', null, 'calls the tool ', el('strong', null, call.name)));
+      parts.push(el('div', 'meta', `${e.duration_ms} ms · ${usageText(e.usage)} · ${e.finish_reason}`));
+      return parts;
+    }
+    case 'model_failed':
+      return [longText(typeof e.error === 'string' ? e.error : json(e.error))];
+    case 'tool_started':
+      return [labelled('tool', el('strong', null, e.call ? e.call.name : '?')),
+        labelled('arguments', longText(json(e.arguments)))];
+    case 'tool_completed':
+    case 'tool_failed':
+    case 'tool_timed_out': {
+      const parts = [labelled('tool', el('strong', null, e.name || '?'))];
+      if (e.error !== undefined) parts.push(labelled('error', longText(typeof e.error === 'string' ? e.error : json(e.error))));
+      parts.push(labelled('result', longText(resultText(e.result))));
+      const took = kind === 'tool_timed_out' ? `timed out after ${e.timeout_ms} ms` : `${e.duration_ms} ms`;
+      parts.push(el('div', 'meta', took));
+      return parts;
+    }
+    case 'approval_requested':
+      return [labelled('waits for approval', el('strong', null, e.call ? e.call.name : '?')),
+        labelled('arguments', longText(json(e.arguments)))];
+    case 'input_provided':
+      return [labelled('answer', longText(messageText(e.message)))];
+    case 'iteration_completed':
+      return [el('span', 'muted', `done in ${e.duration_ms} ms`)];
+    case 'run_finished':
+    case 'run_suspended': {
+      const o = e.outcome || {};
+      return [labelled('answer', longText(o.answer || '(empty)')),
+        el('div', 'meta', `${o.iterations} iteration(s) · ${usageText(o.usage)}`)];
+    }
+    case 'run_failed':
+      return [longText(typeof e.error === 'string' ? e.error : json(e.error))];
+    case 'run_cancelled':
+      return [el('span', null, e.reason || '')];
+    default:
+      return [];
+  }
+}
+
+function details(event) {
+  const more = el('details', 'raw', el('summary', null, 'event JSON'));
+  more.append(longText(json(event)));
+  return more;
+}
+
+function newGroup(title) {
+  const group = el('section', 'group', el('h3', null, title));
+  $('timeline').append(group);
+  run.group = group;
+  return group;
+}
+
+function addEntry(entry) {
+  if (entry.seq <= run.lastSeq) return; // seen (a resumed stream starts after it anyway)
+  run.lastSeq = entry.seq;
+  if (!run.start) run.start = entry.at_ms;
+  const e = entry.event || {};
+  if (entry.kind === 'iteration_started') {
+    newGroup(`Iteration ${e.iteration}`);
+    return;
+  }
+  if (ENDING.has(entry.kind)) newGroup('End');
+  if (!run.group) newGroup('Start');
+  const at = `+${((entry.at_ms - run.start) / 1000).toFixed(3)} s`;
+  const title = TITLES[entry.kind] || entry.kind.replace(/_/g, ' ');
+  const quiet = QUIET.has(entry.kind);
+  const head = el('div', 'entry-head', el('span', 'kind', title), el('span', 'at', at),
+    el('span', 'seq', `#${entry.seq} ${entry.kind}`));
+  const card = el('article', `entry kind-${entry.kind}${quiet ? ' quiet-entry' : ''}`, head);
+  card.dataset.seq = String(entry.seq);
+  for (const part of entryBody(entry.kind, e)) (quiet ? head : card).append(part);
+  if (!quiet) card.append(details(e));
+  run.group.append(card);
+  if (ENDING.has(entry.kind)) setState(stateAfter(entry));
+}
+
+function stateAfter(entry) {
+  const e = entry.event || {};
+  switch (entry.kind) {
+    case 'run_finished': return e.outcome && e.outcome.stop_reason && e.outcome.stop_reason.kind === 'awaiting_input' ? 'suspended' : 'finished';
+    case 'run_failed': return 'failed';
+    case 'run_cancelled': return 'cancelled';
+    default: return 'suspended';
+  }
+}
+
+function setState(state) {
+  const badge = $('run-state');
+  badge.className = `state state-${state}`;
+  badge.textContent = state.replace('_', ' ');
+}
+
+function facts(summary, entries) {
+  const dl = $('run-facts');
+  dl.replaceChildren();
+  const add = (name, value) => {
+    if (value === null || value === undefined || value === '') return;
+    dl.append(el('dt', null, name), el('dd', null, String(value)));
+  };
+  const started = entries.length && entries[0].kind === 'run_started' ? entries[0].event : null;
+  add('agent', summary ? summary.agent : started && started.config && started.config.agent);
+  add('session', summary && summary.session);
+  add('started by', summary && summary.parent);
+  add('started', time(summary ? summary.created_ms : entries.length && entries[0].at_ms));
+  add('last change', summary && time(summary.updated_ms));
+  if (summary && summary.usage) add('tokens', usageText(summary.usage));
+  if (summary && summary.cost_usd) add('cost', `$${summary.cost_usd.toFixed(6)}`);
+  const last = entries[entries.length - 1];
+  if (last) {
+    const seconds = ((last.at_ms - entries[0].at_ms) / 1000).toFixed(3);
+    add('time', `${seconds} s from the first to the last entry`);
+  }
+  add('entries', summary ? summary.entries : entries.length);
+}
+
+function stopLive() {
+  if (run.abort) run.abort.abort();
+  run.abort = null;
+  $('run-live').hidden = true;
+}
+
+async function openRun(id) {
+  stopLive();
+  Object.assign(run, { id, lastSeq: -1, start: 0, group: null, ended: false });
+  $('run-title').textContent = `Run ${id}`;
+  $('timeline').replaceChildren();
+  $('run-facts').replaceChildren();
+  const data = await api(`/ui/api/runs/${encodeURIComponent(id)}`);
+  if (run.id !== id) return;
+  facts(data.run, data.entries);
+  setState(data.run ? data.run.state : 'running');
+  for (const entry of data.entries) addEntry(entry);
+  const last = data.entries[data.entries.length - 1];
+  if (!last || !ENDING.has(last.kind)) follow(id);
+}
+
+/** Follows a running run over SSE (fetch streaming, so the token can be sent), resuming
+ * after the last entry shown (Last-Event-ID) when the connection drops. */
+async function follow(id) {
+  const abort = new AbortController();
+  run.abort = abort;
+  $('run-live').hidden = false;
+  let delay = 500;
+  while (run.id === id && !abort.signal.aborted) {
+    try {
+      const headers = { Accept: 'text/event-stream', ...credentials() };
+      if (run.lastSeq >= 0) headers['Last-Event-ID'] = String(run.lastSeq);
+      const response = await fetch(`/ui/api/runs/${encodeURIComponent(id)}/events`, { headers, signal: abort.signal });
+      if (response.status === 401) await refused(response);
+      if (!response.ok) throw new Error(`${response.status}`);
+      const ended = await readEvents(response.body, (name, data) => {
+        if (name === 'message' && run.id === id) addEntry(JSON.parse(data));
+      });
+      if (ended) break;
+    } catch (error) {
+      if (abort.signal.aborted || error instanceof AuthNeeded) return;
+      banner(`Live updates interrupted (${error.message}); reconnecting…`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, delay));
+    delay = Math.min(delay * 2, 5000);
+  }
+  if (run.id !== id || abort.signal.aborted) return;
+  banner('');
+  $('run-live').hidden = true;
+  try {
+    const data = await api(`/ui/api/runs/${encodeURIComponent(id)}`);
+    if (run.id === id) {
+      facts(data.run, data.entries);
+      if (data.run) setState(data.run.state);
+    }
+  } catch (_) { /* the timeline is complete; the facts stay as they were */ }
+}
+
+/** Reads an SSE body, calling onEvent(name, data) per event; true when the server sent `end`. */
+async function readEvents(body, onEvent) {
+  const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return false;
+    buffer += value.replace(/\r\n?/g, '\n');
+    let end;
+    while ((end = buffer.indexOf('\n\n')) >= 0) {
+      const block = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      let name = 'message';
+      const data = [];
+      for (const line of block.split('\n')) {
+        if (line.startsWith('event:')) name = line.slice(6).trim();
+        else if (line.startsWith('data:')) data.push(line.slice(5).replace(/^ /, ''));
+      }
+      if (!data.length) continue;
+      if (name === 'end') return true;
+      onEvent(name, data.join('\n'));
+    }
+  }
+}
+
+// ---------- navigation ----------
+
+async function route() {
+  banner('');
+  $('auth').hidden = true;
+  const hash = location.hash.replace(/^#/, '') || '/';
+  const [path, search] = hash.split('?');
+  try {
+    if (path.startsWith('/runs/')) {
+      $('list-view').hidden = true;
+      $('run-view').hidden = false;
+      await openRun(decodeURIComponent(path.slice(6)));
+    } else {
+      stopLive();
+      run.id = null;
+      $('run-view').hidden = true;
+      $('list-view').hidden = false;
+      readFiltersFromHash(new URLSearchParams(search || ''));
+      await loadRuns(false);
+    }
+  } catch (error) {
+    if (!(error instanceof AuthNeeded)) banner(`Could not load: ${error.message}`);
+  }
+}
+
+function start() {
+  $('filters').addEventListener('submit', (event) => {
+    event.preventDefault();
+    const query = filters().toString();
+    const target = `#/${query ? '?' + query : ''}`;
+    if (location.hash === target) route(); else location.hash = target;
+  });
+  $('f-clear').addEventListener('click', () => {
+    for (const id of ['f-state', 'f-agent', 'f-session']) $(id).value = '';
+    if (location.hash === '#/') route(); else location.hash = '#/';
+  });
+  $('more').addEventListener('click', () => {
+    loadRuns(true).catch((error) => {
+      if (!(error instanceof AuthNeeded)) banner(`Could not load: ${error.message}`);
+    });
+  });
+  $('auth-form').addEventListener('submit', (event) => {
+    event.preventDefault();
+    sessionStorage.setItem(TOKEN_KEY, $('auth-token').value.trim());
+    $('auth-token').value = '';
+    route();
+  });
+  window.addEventListener('hashchange', route);
+  route();
+}
+
+start();

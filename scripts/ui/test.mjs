@@ -1,0 +1,213 @@
+// The browser test of the runs UI: starts `agentloop serve --agent echo` on a free port with a
+// fresh store, gives it tasks over JSON-RPC, then drives /ui in headless Chromium (Debian's
+// /usr/bin/chromium through playwright-core): the list, its filters, a timeline, a live run, a
+// message that tries to inject HTML, and a server that needs a token. Screenshots go to
+// docs/ui/ (or $AGENTLOOP_UI_SHOTS). Exits non-zero on the first failure.
+//
+//   export "$(bash scripts/ui/install.sh | tail -n 1)"   # AGENTLOOP_UI_NODE_PATH=…
+//   AGENTLOOP_BIN=target/debug/agentloop node scripts/ui/test.mjs
+import { spawn } from 'node:child_process';
+import { createRequire } from 'node:module';
+import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+
+const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+const nodePath = process.env.AGENTLOOP_UI_NODE_PATH;
+if (!nodePath) throw new Error('AGENTLOOP_UI_NODE_PATH is not set (scripts/ui/install.sh prints it)');
+const { chromium } = createRequire(path.join(nodePath, 'noop.js'))('playwright-core');
+const bin = process.env.AGENTLOOP_BIN ||
+  path.join(process.env.CARGO_TARGET_DIR || path.join(repo, 'target'), 'debug', 'agentloop');
+const shots = process.env.AGENTLOOP_UI_SHOTS || path.join(repo, 'docs', 'ui');
+const XSS = '<script>alert(1)</script><img src=x onerror=alert(2)>';
+const LONG_CALC = 'calc ' + Array.from({ length: 120 }, (_, i) => i + 1).join(' + ');
+
+const children = [];
+const dirs = [];
+function cleanup() {
+  for (const child of children) if (child.exitCode === null) child.kill('SIGTERM');
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+}
+process.on('exit', cleanup);
+
+/** `agentloop serve --agent echo` on a free port with its own store: its root URL and agent URL. */
+async function serve(extra = []) {
+  const dir = mkdtempSync(path.join(tmpdir(), 'agentloop-ui-'));
+  dirs.push(dir);
+  const env = { ...process.env, XDG_CONFIG_HOME: dir };
+  delete env.AGENTLOOP_SERVE_TOKEN;
+  const child = spawn(bin, ['serve', '--agent', 'echo', '--bind', '127.0.0.1:0', ...extra], {
+    cwd: dir,
+    env,
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  children.push(child);
+  const agentUrl = await new Promise((resolve, reject) => {
+    let buffer = '';
+    const timer = setTimeout(() => reject(new Error('the server did not start in 30 s')), 30000);
+    child.on('exit', (code) => reject(new Error(`the server exited (${code})`)));
+    child.stdout.on('data', (chunk) => {
+      buffer += chunk;
+      const match = buffer.match(/^listening on (\S+) \(/m);
+      if (match) {
+        clearTimeout(timer);
+        resolve(match[1]);
+      }
+    });
+  });
+  return { root: new URL(agentUrl).origin, agentUrl };
+}
+
+/** SendMessage over JSON-RPC: the task. */
+async function send(server, text, { wait = true, token } = {}) {
+  const body = {
+    jsonrpc: '2.0', id: 1, method: 'SendMessage',
+    params: {
+      message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text }] },
+      configuration: { returnImmediately: !wait },
+    },
+  };
+  const headers = { 'content-type': 'application/json' };
+  if (token) headers.authorization = `Bearer ${token}`;
+  const response = await fetch(server.agentUrl, { method: 'POST', headers, body: JSON.stringify(body) });
+  const reply = await response.json();
+  assert.ok(reply.result && reply.result.task, `SendMessage ${text}: ${JSON.stringify(reply)}`);
+  return reply.result.task;
+}
+
+function step(name) {
+  console.log(`ui test: ${name}`);
+}
+
+async function main() {
+  mkdirSync(shots, { recursive: true });
+  const server = await serve();
+  step(`server at ${server.root}`);
+  const long = await send(server, LONG_CALC); // too long for the calculator: a long error
+  const calc = await send(server, 'calc (17 * 23) + 4');
+  await send(server, 'Hello! This run just echoes its message back.');
+  const xss = await send(server, XSS);
+  const failed = await send(server, 'fail');
+
+  const userData = mkdtempSync(path.join(tmpdir(), 'agentloop-ui-chromium-'));
+  dirs.push(userData);
+  // A persistent context on a fresh user-data-dir (Chromium's --user-data-dir).
+  const context = await chromium.launchPersistentContext(userData, {
+    executablePath: '/usr/bin/chromium',
+    headless: true,
+    viewport: { width: 1280, height: 800 },
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+  try {
+    const page = await context.newPage();
+    const dialogs = [];
+    const injected = [];
+    const problems = [];
+    page.on('dialog', (dialog) => { dialogs.push(dialog.message()); dialog.dismiss(); });
+    page.on('request', (request) => {
+      const url = new URL(request.url());
+      if (url.pathname === '/x' || url.pathname.endsWith('/x')) injected.push(request.url());
+    });
+    page.on('console', (message) => { if (message.type() === 'error') problems.push(message.text()); });
+    page.on('pageerror', (error) => problems.push(String(error)));
+
+    step('the list shows the runs');
+    await page.goto(`${server.root}/ui`);
+    await page.locator('#runs-body tr').nth(4).waitFor();
+    assert.equal(await page.locator('#runs-body tr').count(), 5);
+    assert.match(await page.locator('#runs-count').textContent(), /5 runs/);
+    await page.screenshot({ path: path.join(shots, 'list.png') });
+
+    step('filters: state failed, then an agent nobody runs, then clear');
+    await page.selectOption('#f-state', 'failed');
+    await page.click('#filters button[type=submit]');
+    await page.waitForFunction(() => document.querySelectorAll('#runs-body tr').length === 1);
+    assert.equal(await page.locator('#runs-body tr').getAttribute('data-run-id'), failed.id);
+    assert.equal(await page.locator('#runs-body .state').textContent(), 'failed');
+    assert.match(page.url(), /state=failed/);
+    await page.selectOption('#f-state', '');
+    await page.fill('#f-agent', 'nobody');
+    await page.click('#filters button[type=submit]');
+    await page.locator('#runs-empty').waitFor();
+    await page.click('#f-clear');
+    await page.waitForFunction(() => document.querySelectorAll('#runs-body tr').length === 5);
+
+    step('a timeline: iterations, a tool call and its result');
+    await page.click(`#runs-body tr[data-run-id="${calc.id}"] a`);
+    await page.locator('.kind-run_finished').waitFor();
+    assert.ok(await page.locator('.group h3', { hasText: 'Iteration 1' }).count() >= 1);
+    assert.match(await page.locator('.kind-tool_started').first().textContent(), /calculator/);
+    assert.equal(await page.locator('.kind-tool_completed [data-field=result] pre').textContent(), '395');
+    assert.match(await page.locator('.kind-run_finished').textContent(), /395/);
+    assert.match(await page.locator('#run-state').textContent(), /finished/);
+    await page.screenshot({ path: path.join(shots, 'timeline.png'), fullPage: true });
+
+    step('a long tool result: cut, then shown whole');
+    await page.goto(`${server.root}/ui#/runs/${encodeURIComponent(long.id)}`);
+    const failedCall = page.locator('.kind-tool_failed').first();
+    await failedCall.waitFor();
+    const result = failedCall.locator('[data-field=result]');
+    assert.doesNotMatch(await result.locator('pre').textContent(), /119 \+ 120/);
+    await result.locator('.show-all').click();
+    assert.equal(await result.locator('.show-all').count(), 0, 'the button goes once the text is whole');
+    assert.match(await result.locator('pre').textContent(), /119 \+ 120/);
+    await failedCall.locator('details.raw summary').click();
+    assert.match(await failedCall.locator('details.raw pre').textContent(), /tool_failed/);
+
+    step('HTML in a message is shown as text');
+    await page.goto(`${server.root}/ui#/runs/${encodeURIComponent(xss.id)}`);
+    await page.locator('.kind-run_finished').waitFor();
+    const input = await page.locator('.kind-run_started pre.text').first().textContent();
+    assert.equal(input, XSS);
+    assert.equal(await page.locator('#timeline img, #timeline script').count(), 0);
+
+    step('a live run updates to its end');
+    const live = await send(server, 'steps 3 1', { wait: false });
+    await page.goto(`${server.root}/ui#/runs/${encodeURIComponent(live.id)}`);
+    await page.locator('#run-live').waitFor({ state: 'visible' });
+    await page.locator('.kind-tool_completed').first().waitFor({ timeout: 15000 });
+    assert.ok(await page.locator('#run-live').isVisible(), 'still live after the first call');
+    assert.match(await page.locator('#run-state').textContent(), /running/);
+    await page.screenshot({ path: path.join(shots, 'live.png'), fullPage: true });
+    await page.locator('.kind-run_finished').waitFor({ timeout: 20000 });
+    await page.locator('#run-live').waitFor({ state: 'hidden' });
+    assert.match(await page.locator('#run-state').textContent(), /finished/);
+    const seqs = await page.locator('.entry').evaluateAll((nodes) => nodes.map((n) => Number(n.dataset.seq)));
+    assert.deepEqual(seqs, [...seqs].sort((a, b) => a - b), 'entries in order');
+    assert.equal(new Set(seqs).size, seqs.length, 'no entry twice');
+
+    assert.deepEqual(dialogs, [], 'no dialog opened');
+    assert.deepEqual(injected, [], 'no request to the injected image');
+    assert.deepEqual(problems, [], 'no error in the console (CSP included)');
+    await page.close();
+
+    step('a server with a token: the page asks for it, keeps it for the tab');
+    const guarded = await serve(['--token', 'ui-test-token']);
+    await send(guarded, 'calc 1 + 1', { token: 'ui-test-token' });
+    const tab = await context.newPage();
+    await tab.goto(`${guarded.root}/ui`);
+    await tab.locator('#auth').waitFor({ state: 'visible' });
+    await tab.fill('#auth-token', 'ui-test-token');
+    await tab.click('#auth-form button');
+    await tab.locator('#runs-body tr').first().waitFor();
+    assert.equal(await tab.locator('#runs-body tr').count(), 1);
+    assert.equal(await tab.evaluate(() => localStorage.length), 0, 'nothing in localStorage');
+    await tab.close();
+  } finally {
+    await context.close();
+  }
+  step('passed');
+}
+
+main().then(() => {
+  cleanup();
+  process.exit(0);
+}, (error) => {
+  console.error(`ui test failed: ${error && error.stack ? error.stack : error}`);
+  cleanup();
+  process.exit(1);
+});
