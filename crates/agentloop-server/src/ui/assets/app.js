@@ -196,6 +196,7 @@ const TITLES = {
   approval_requested: 'Waits for approval',
   approval_decided: 'Approval decided',
   input_provided: 'Answer given',
+  run_forked: 'Forked',
   iteration_completed: 'Iteration done',
   run_finished: 'Run finished',
   run_suspended: 'Run suspended',
@@ -273,6 +274,18 @@ function entryBody(kind, e) {
         labelled('arguments', longText(json(e.arguments)))];
     case 'input_provided':
       return [labelled('answer', longText(messageText(e.message)))];
+    case 'run_forked': {
+      const origin = el('a', null, e.origin_run_id || '?');
+      origin.href = `#/runs/${encodeURIComponent(e.origin_run_id || '')}`;
+      const parts = [labelled('from', origin, el('span', 'muted', ` at #${e.at_seq}`))];
+      const edit = e.edit || {};
+      if (edit.kind === 'tool_result') {
+        parts.push(labelled(`result of ${edit.call_id}`, longText(typeof edit.result === 'string' ? edit.result : json(edit.result))));
+      } else if (edit.kind === 'user_message') {
+        parts.push(labelled('user message', longText(edit.text || '')));
+      }
+      return parts;
+    }
     case 'iteration_completed':
       return [el('span', 'muted', `done in ${e.duration_ms} ms`)];
     case 'run_finished':
