@@ -1,7 +1,9 @@
 // The browser test of the runs UI: starts `agentloop serve --agent echo` on a free port with a
 // fresh store, gives it tasks over JSON-RPC, then drives /ui in headless Chromium (Debian's
 // /usr/bin/chromium through playwright-core): the list, its filters, a timeline, a live run, a
-// message that tries to inject HTML, and a server that needs a token. Screenshots go to
+// message that tries to inject HTML, a connection cut mid-stream (through a TCP proxy), the
+// actions (approve, answer, cancel, chat, fork and compare), and a server that needs a
+// token. Screenshots go to
 // docs/ui/ (or $AGENTLOOP_UI_SHOTS). Exits non-zero on the first failure.
 //
 //   export "$(bash scripts/ui/install.sh | tail -n 1)"   # AGENTLOOP_UI_NODE_PATH=…
@@ -14,6 +16,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
+import net from 'node:net';
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const nodePath = process.env.AGENTLOOP_UI_NODE_PATH;
@@ -61,8 +64,34 @@ async function serve(extra = []) {
   return { root: new URL(agentUrl).origin, agentUrl };
 }
 
+/** A TCP proxy to `root` on a free port: its origin, and `cut()`, which drops every
+ * connection through it (the server and the browser each see theirs reset). */
+async function proxy(root) {
+  const target = new URL(root);
+  const sockets = new Set();
+  const server = net.createServer((client) => {
+    const upstream = net.connect(Number(target.port), target.hostname);
+    for (const [a, b] of [[client, upstream], [upstream, client]]) {
+      sockets.add(a);
+      a.pipe(b);
+      a.on('error', () => b.destroy());
+      a.on('close', () => { sockets.delete(a); b.destroy(); });
+    }
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    root: `http://127.0.0.1:${server.address().port}`,
+    cut() {
+      const n = sockets.size;
+      for (const socket of sockets) socket.destroy();
+      return n;
+    },
+    close() { server.close(); },
+  };
+}
+
 /** SendMessage over JSON-RPC: the task. */
-async function send(server, text, { wait = true, token } = {}) {
+async function send(server, text, { wait = true, token, traceparent } = {}) {
   const body = {
     jsonrpc: '2.0', id: 1, method: 'SendMessage',
     params: {
@@ -72,6 +101,7 @@ async function send(server, text, { wait = true, token } = {}) {
   };
   const headers = { 'content-type': 'application/json' };
   if (token) headers.authorization = `Bearer ${token}`;
+  if (traceparent) headers.traceparent = traceparent;
   const response = await fetch(server.agentUrl, { method: 'POST', headers, body: JSON.stringify(body) });
   const reply = await response.json();
   assert.ok(reply.result && reply.result.task, `SendMessage ${text}: ${JSON.stringify(reply)}`);
@@ -84,7 +114,7 @@ function step(name) {
 
 async function main() {
   mkdirSync(shots, { recursive: true });
-  const server = await serve();
+  const server = await serve(['--trace-url', 'http://127.0.0.1:16686/trace/{trace_id}']);
   step(`server at ${server.root}`);
   const long = await send(server, LONG_CALC); // too long for the calculator: a long error
   const calc = await send(server, 'calc (17 * 23) + 4');
@@ -136,6 +166,11 @@ async function main() {
     await page.click('#f-clear');
     await page.waitForFunction(() => document.querySelectorAll('#runs-body tr').length === 5);
 
+    step('the list updates by itself: a new run appears');
+    const fresh = await send(server, 'a run started while the list is open');
+    await page.locator(`#runs-body tr[data-run-id="${fresh.id}"]`).waitFor({ timeout: 10000 });
+    assert.equal(await page.locator('#runs-body tr').count(), 6);
+
     step('a timeline: iterations, a tool call and its result');
     await page.click(`#runs-body tr[data-run-id="${calc.id}"] a`);
     await page.locator('.kind-run_finished').waitFor();
@@ -144,7 +179,23 @@ async function main() {
     assert.equal(await page.locator('.kind-tool_completed [data-field=result] pre').textContent(), '395');
     assert.match(await page.locator('.kind-run_finished').textContent(), /395/);
     assert.match(await page.locator('#run-state').textContent(), /finished/);
+
+    step('a sub-agent run nested under the call that started it');
+    const traceId = '0af7651916cd43dd8448eb211c80319c';
+    const delegated = await send(server, 'delegate calc 6 * 7', { traceparent: `00-${traceId}-b7ad6b7169203331-01` });
+    await page.goto(`${server.root}/ui#/runs/${encodeURIComponent(delegated.id)}`);
+    const subrun = page.locator('.kind-tool_started .subrun');
+    await subrun.waitFor();
+    assert.match(await subrun.textContent(), /echo-helper/);
+    await subrun.locator('details.subrun-timeline summary').click();
+    await subrun.locator('.subrun-entries li', { hasText: '42' }).first().waitFor();
+    assert.match(await page.locator('.kind-run_finished').textContent(), /The helper answered: The result is 42/);
+    assert.equal(await page.locator('#run-facts [data-fact=trace] a').getAttribute('href'),
+      `http://127.0.0.1:16686/trace/${traceId}`, 'the trace id links to the trace');
     await page.screenshot({ path: path.join(shots, 'timeline.png'), fullPage: true });
+    await subrun.locator('a').click();
+    await page.locator('.kind-run_finished').waitFor();
+    assert.match(await page.locator('#run-facts').textContent(), new RegExp(delegated.id));
 
     step('a long tool result: cut, then shown whole');
     await page.goto(`${server.root}/ui#/runs/${encodeURIComponent(long.id)}`);
@@ -165,20 +216,102 @@ async function main() {
     assert.equal(input, XSS);
     assert.equal(await page.locator('#timeline img, #timeline script').count(), 0);
 
-    step('a live run updates to its end');
+    step('a live run updates to its end, across a connection cut mid-stream');
+    const relay = await proxy(server.root);
     const live = await send(server, 'steps 3 1', { wait: false });
-    await page.goto(`${server.root}/ui#/runs/${encodeURIComponent(live.id)}`);
+    await page.goto(`${relay.root}/ui#/runs/${encodeURIComponent(live.id)}`);
     await page.locator('#run-live').waitFor({ state: 'visible' });
     await page.locator('.kind-tool_completed').first().waitFor({ timeout: 15000 });
     assert.ok(await page.locator('#run-live').isVisible(), 'still live after the first call');
     assert.match(await page.locator('#run-state').textContent(), /running/);
     await page.screenshot({ path: path.join(shots, 'live.png'), fullPage: true });
+    const shownBefore = await page.locator('.entry').count();
+    const beforeCut = problems.length;
+    assert.ok(relay.cut() > 0, 'a connection was cut');
+    await page.locator('#banner', { hasText: 'reconnecting' }).waitFor({ timeout: 5000 });
     await page.locator('.kind-run_finished').waitFor({ timeout: 20000 });
+    // The browser logs the stream it lost; nothing else may go wrong.
+    const cutErrors = problems.splice(beforeCut);
+    assert.ok(cutErrors.every((text) => /ERR_INCOMPLETE_CHUNKED_ENCODING|ERR_CONNECTION_RESET|ERR_EMPTY_RESPONSE/.test(text)),
+      `only the cut stream failed: ${cutErrors}`);
+    assert.ok(await page.locator('.entry').count() > shownBefore, 'entries after the cut arrived');
+    relay.close();
     await page.locator('#run-live').waitFor({ state: 'hidden' });
     assert.match(await page.locator('#run-state').textContent(), /finished/);
     const seqs = await page.locator('.entry').evaluateAll((nodes) => nodes.map((n) => Number(n.dataset.seq)));
     assert.deepEqual(seqs, [...seqs].sort((a, b) => a - b), 'entries in order');
     assert.equal(new Set(seqs).size, seqs.length, 'no entry twice');
+
+    step('streamed text appears as the model writes it, then the answer replaces it');
+    const streamed = await send(server, 'stream 150', { wait: false });
+    await page.goto(`${server.root}/ui#/runs/${encodeURIComponent(streamed.id)}`);
+    const streamingBox = page.locator('.kind-streaming pre');
+    await page.waitForFunction(() => {
+      const box = document.querySelector('.kind-streaming pre');
+      return box && /chunk \d+ chunk/.test(box.textContent);
+    }, null, { timeout: 10000 });
+    const partial = await streamingBox.textContent();
+    assert.doesNotMatch(partial, /chunk 150$/, 'shown before the end');
+    await page.locator('.kind-run_finished').waitFor({ timeout: 20000 });
+    assert.equal(await page.locator('.kind-streaming').count(), 0, 'the journaled answer replaced it');
+    assert.match(await page.locator('.kind-model_responded').last().textContent(), /^Model answered.*chunk 1 chunk 2 chunk 3 /);
+
+    step('approve a deferred call from the page');
+    const guardedCall = await send(server, 'approve');
+    await page.goto(`${server.root}/ui#/runs/${encodeURIComponent(guardedCall.id)}`);
+    await page.locator('.decide-form button.approve').click();
+    await page.locator('.kind-approval_decided').waitFor({ timeout: 15000 });
+    await page.locator('.kind-run_finished').waitFor({ timeout: 15000 });
+    await page.waitForFunction(() => /finished/.test(document.getElementById('run-state').textContent));
+    assert.equal(await page.locator('.decide-form').count(), 0, 'no decision asked any more');
+
+    step('answer the question a run asks');
+    const asking = await send(server, 'ask what is your name?');
+    await page.goto(`${server.root}/ui#/runs/${encodeURIComponent(asking.id)}`);
+    await page.fill('.answer-form .answer-text', 'Ada Lovelace');
+    await page.click('.answer-form button');
+    await page.locator('.kind-input_provided').waitFor({ timeout: 15000 });
+    await page.locator('.kind-run_finished >> nth=-1').waitFor();
+    await page.waitForFunction(() => /finished/.test(document.getElementById('run-state').textContent));
+    assert.match(await page.locator('.kind-run_finished').last().textContent(), /Ada Lovelace/);
+
+    step('cancel a running run');
+    const slow = await send(server, 'slow 30', { wait: false });
+    await page.goto(`${server.root}/ui#/runs/${encodeURIComponent(slow.id)}`);
+    await page.locator('#run-actions button', { hasText: 'Cancel' }).click();
+    await page.locator('.kind-run_cancelled').waitFor({ timeout: 15000 });
+    await page.waitForFunction(() => /cancelled/.test(document.getElementById('run-state').textContent));
+
+    step('chat: a new conversation, then its next turn');
+    await page.goto(`${server.root}/ui#/`);
+    await page.click('#nav-chat');
+    await page.fill('#chat-text', 'hello from the chat page');
+    await page.click('#chat-form button[type=submit]');
+    await page.waitForFunction(() => /finished/.test(document.getElementById('run-state').textContent));
+    assert.match(await page.locator('.kind-run_finished').textContent(), /hello from the chat page/);
+    const firstTurn = page.url();
+    await page.fill('#run-actions .chat-next', 'the second turn');
+    await page.click('#run-actions .continue-form button');
+    await page.waitForFunction((before) => location.href !== before, firstTurn);
+    await page.waitForFunction(() => /finished/.test(document.getElementById('run-state').textContent));
+    assert.match(await page.locator('.kind-run_finished').textContent(), /the second turn/);
+
+    step('fork a run with an edited tool result, then compare the two');
+    await page.goto(`${server.root}/ui#/runs/${encodeURIComponent(calc.id)}`);
+    const toolCard = page.locator('.kind-tool_completed').first();
+    await toolCard.locator('.fork-button').click();
+    await toolCard.locator('.fork-form .fork-text').fill('400');
+    await toolCard.locator('.fork-form button[type=submit]').click();
+    await page.waitForFunction((origin) => location.hash.startsWith('#/runs/') && !location.hash.includes(origin), calc.id);
+    await page.locator('.kind-run_forked').waitFor();
+    await page.waitForFunction(() => /finished/.test(document.getElementById('run-state').textContent));
+    assert.match(await page.locator('.kind-run_finished').textContent(), /400/);
+    await page.click('#run-actions .compare-link');
+    await page.locator('.cmp-first').waitFor();
+    assert.match(await page.locator('#compare-answer-a').textContent(), /395/);
+    assert.match(await page.locator('#compare-answer-b').textContent(), /400/);
+    assert.match(await page.locator('.cmp-first').textContent(), /Forked/);
+    await page.screenshot({ path: path.join(shots, 'compare.png'), fullPage: true });
 
     assert.deepEqual(dialogs, [], 'no dialog opened');
     assert.deepEqual(injected, [], 'no request to the injected image');

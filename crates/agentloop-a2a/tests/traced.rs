@@ -20,8 +20,11 @@ async fn a_remote_agents_run_nests_under_the_calling_tool_span() {
 
     // The server: the echo agent, traced.
     let store = Arc::new(MemoryStore::new());
-    let agent =
-        echo::echo_builder(store.clone(), store).observer(telemetry.observer()).build().unwrap();
+    let agent = echo::echo_builder(store.clone(), store)
+        .unwrap()
+        .observer(telemetry.observer())
+        .build()
+        .unwrap();
     let served = ServedAgent::new(agent, echo::ECHO_DESCRIPTION).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let root = format!("http://{}", listener.local_addr().unwrap());

@@ -101,6 +101,10 @@ struct ServeArgs {
     /// jobs (a JSON-RPC error with a retry hint; 503 with Retry-After over HTTP+JSON).
     #[arg(long, value_name = "N", requires = "queue")]
     max_queued: Option<u64>,
+    /// The runs UI's link to a run's trace in your tracing backend: a URL in which
+    /// `{trace_id}` is replaced (e.g. `http://jaeger:16686/trace/{trace_id}`).
+    #[arg(long, env = "AGENTLOOP_TRACE_URL", value_name = "TEMPLATE")]
+    trace_url: Option<String>,
     #[command(flatten)]
     agent_flags: AgentFlags,
     /// Whether it was asked for as `agentloop ui` (prints the page's address first).
@@ -120,6 +124,9 @@ struct UiArgs {
     /// Bearer tokens the page and every method require (comma separated).
     #[arg(long, env = "AGENTLOOP_SERVE_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// The link to a run's trace: a URL in which `{trace_id}` is replaced.
+    #[arg(long, env = "AGENTLOOP_TRACE_URL", value_name = "TEMPLATE")]
+    trace_url: Option<String>,
     #[command(flatten)]
     agent_flags: AgentFlags,
 }
@@ -138,6 +145,7 @@ impl UiArgs {
             push_allow: None,
             queue: None,
             max_queued: None,
+            trace_url: self.trace_url,
             agent_flags: self.agent_flags,
             ui: true,
         }
@@ -462,6 +470,7 @@ async fn serve_command(
         push_allow,
         queue,
         max_queued,
+        trace_url,
         agent_flags,
         ui,
     } = args;
@@ -485,8 +494,16 @@ async fn serve_command(
             agents.into_iter().map(|one| (one.agent, one.description)).collect(),
         )
     };
-    let options =
-        serve::ServeOptions { bind, public_url, tokens: token, body_limit, push_allow, queue, ui };
+    let options = serve::ServeOptions {
+        bind,
+        public_url,
+        tokens: token,
+        body_limit,
+        push_allow,
+        queue,
+        ui,
+        trace_url,
+    };
     serve::serve(served, options, &config.store).await
 }
 

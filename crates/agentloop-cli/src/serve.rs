@@ -34,6 +34,8 @@ pub struct ServeOptions {
     pub queue: Option<agentloop::worker::Queue>,
     /// Asked for as `agentloop ui`: the page's address comes first.
     pub ui: bool,
+    /// The runs UI's link to a run's trace (`{trace_id}` replaced).
+    pub trace_url: Option<String>,
 }
 
 /// Where push configs and their delivery cursors are kept: beside the runs (the SQLite
@@ -74,7 +76,7 @@ pub async fn serve(
 ) -> anyhow::Result<i32> {
     let agents = match served {
         Served::Echo(stores, observer) => {
-            let mut builder = echo::echo_builder(stores.runs, stores.sessions);
+            let mut builder = echo::echo_builder(stores.runs, stores.sessions)?;
             if let Some(observer) = observer {
                 builder = builder.observer(observer);
             }
@@ -121,6 +123,7 @@ pub async fn serve(
         push_allow,
         push_store,
         queue: options.queue,
+        trace_url: options.trace_url,
         ..ServerConfig::default()
     };
     let names: Vec<String> = agents.iter().map(|agent| agent.name().to_owned()).collect();

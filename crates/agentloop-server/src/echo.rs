@@ -12,6 +12,7 @@
 //! | `steps N SECONDS` | calls the calculator N times (at most 50; the iteration limit of 4 allows 3), SECONDS (at most 60) before each call, then answers: a long task that journals its progress (to stop its worker midway) | completed |
 //! | `loop` | calls the calculator until the iteration limit ends the run | completed, limit in the metadata |
 //! | `fail` | the model call fails (not retried) | failed |
+//! | `delegate TASK` | hands TASK to the `helper` tool: a sub-agent (`echo-helper`, the echo model with the calculator) whose run is the call's child run, then answers with its answer | completed |
 //! | anything else | the message itself, in a few chunks — or, when the run asks for a typed answer in tool mode (an A2A message's `agentloop.output`), the `final_answer` call with the message as its arguments (parsed as JSON, else `{"response": message}`) | completed |
 
 use crate::tasks::{ServeError, ServedAgent};
@@ -122,6 +123,8 @@ fn decide(messages: &[Message], answer_tool: bool) -> Reply {
             Reply::Call { name: "calculator", arguments, delay }
         }
         ("fail", _) => Reply::Fail("the echo agent was asked to fail".to_owned()),
+        ("delegate", None) => call("helper", json!({"input": rest})),
+        ("delegate", Some(result)) => text(format!("The helper answered: {result}")),
         (_, Some(result)) => text(format!("The tool said: {result}")),
         _ if answer_tool => {
             let arguments = serde_json::from_str::<Value>(&said)
@@ -213,30 +216,45 @@ pub fn echo_agent(
     store: Arc<dyn RunStore>,
     sessions: Arc<dyn SessionStore>,
 ) -> Result<Agent, agentloop::error::BuildError> {
-    echo_builder(store, sessions).build()
+    echo_builder(store, sessions)?.build()
+}
+
+/// The echo agent's sub-agent (`echo-helper`, the `helper` tool): the echo model with the
+/// calculator, journaled in `store`.
+pub fn echo_helper(store: Arc<dyn RunStore>) -> Result<Agent, agentloop::error::BuildError> {
+    Agent::builder(EchoModel)
+        .name("echo-helper")
+        .instructions("Echo the task; `calc EXPR` computes.")
+        .tool(Calculator)
+        .max_iterations(4)
+        .store(store)
+        .build()
 }
 
 /// The echo agent's builder (to add an observer, say), journaled in `store`.
 pub fn echo_builder(
     store: Arc<dyn RunStore>,
     sessions: Arc<dyn SessionStore>,
-) -> agentloop::AgentBuilder {
-    Agent::builder(EchoModel)
+) -> Result<agentloop::AgentBuilder, agentloop::error::BuildError> {
+    let helper = echo_helper(store.clone())?
+        .as_tool("helper", "A sub-agent that echoes its task and computes `calc EXPR`.");
+    Ok(Agent::builder(EchoModel)
         .name("echo")
         .instructions("Echo the user; follow the test commands.")
         .tool(Calculator)
         .tool(AskUser)
         .tool(GuardedAction)
         .hook(GuardedApproval)
+        .dyn_tool(Arc::new(helper))
         .max_iterations(4)
         .store(store)
-        .session_store(sessions)
+        .session_store(sessions))
 }
 
 /// What the echo agent's card says it does.
 pub const ECHO_DESCRIPTION: &str = "A deterministic test agent: echoes messages; `stream N`, \
-`calc EXPR`, `ask Q`, `approve`, `slow S`, `steps N S`, `loop` and `fail` drive every task \
-state.";
+`calc EXPR`, `ask Q`, `approve`, `slow S`, `steps N S`, `loop`, `fail` and `delegate TASK` \
+(to a sub-agent) drive every task state.";
 
 /// The echo agent, ready to serve.
 pub fn served_echo(

@@ -22,7 +22,7 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 mod control;
@@ -110,7 +110,13 @@ impl ServedAgent {
 /// A run this process drives.
 struct Live {
     cancel: CancellationToken,
+    /// Its stream-only events (text, reasoning and argument deltas), for whoever watches
+    /// ([`Host::watch_deltas`]).
+    deltas: broadcast::Sender<Envelope>,
 }
+
+/// How many stream-only events a slow watcher may fall behind before it misses some.
+const DELTA_BUFFER: usize = 1024;
 
 /// The tasks of one served agent.
 pub struct Host {
@@ -366,7 +372,8 @@ impl Host {
     ) -> (mpsc::UnboundedReceiver<Envelope>, oneshot::Receiver<()>) {
         let (sender, receiver) = mpsc::unbounded_channel();
         let (journaled, known) = oneshot::channel();
-        self.live().insert(run_id.clone(), Live { cancel });
+        let (deltas, _) = broadcast::channel(DELTA_BUFFER);
+        self.live().insert(run_id.clone(), Live { cancel, deltas: deltas.clone() });
         let host = self.clone();
         tokio::spawn(async move {
             let mut journaled = Some(journaled);
@@ -376,6 +383,8 @@ impl Host {
                     if let Some(signal) = journaled.take() {
                         let _ = signal.send(());
                     }
+                } else if deltas.receiver_count() > 0 {
+                    let _ = deltas.send(envelope.clone());
                 }
                 // A listener that went away does not stop the run.
                 let _ = sender.send(envelope);
@@ -408,6 +417,14 @@ impl Host {
         }
     }
 
+    /// The stream-only events (text, reasoning and argument deltas) of a run this process
+    /// drives now, from now on; `None` when it drives no such run (a worker, another process
+    /// or nobody executes it). A watcher that falls behind by more than 1,024 events misses
+    /// some (`RecvError::Lagged`); the journal has the whole answer anyway.
+    pub fn watch_deltas(&self, run_id: &str) -> Option<broadcast::Receiver<Envelope>> {
+        self.live().get(run_id).map(|live| live.deltas.subscribe())
+    }
+
     /// CancelTask: asks the run's executor, wherever it runs, to cancel; a task that waits
     /// for input (no executor) is cancelled here. Waits a moment for the cancellation.
     pub async fn cancel(self: &Arc<Self>, task_id: &str) -> Result<Task, A2AError> {
@@ -420,25 +437,9 @@ impl Host {
         if self.queue.is_some() {
             // The run service queued the run's continuation: a worker cancels it.
         } else if *fold.state() == TaskState::InputRequired {
-            // Nothing drives a waiting run: resuming it applies the cancellation. The
-            // executor that just stopped may still hold the lease for a moment.
-            let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
-            loop {
-                match self.served.agent.resume(task_id).await {
-                    Ok(events) => {
-                        drop(self.drive(task_id.to_owned(), events, 0, CancellationToken::new()));
-                        break;
-                    }
-                    Err(agentloop::ResumeError::Store(StoreError::LeaseHeld { .. }))
-                        if tokio::time::Instant::now() < deadline =>
-                    {
-                        tokio::time::sleep(Duration::from_millis(25)).await;
-                    }
-                    Err(error) => {
-                        tracing::warn!(%error, task_id, "a2a: a waiting task could not be cancelled here");
-                        break;
-                    }
-                }
+            // Nothing drives a waiting run: resuming it applies the cancellation.
+            if let Err(error) = self.resume_here(task_id).await {
+                tracing::warn!(%error, task_id, "a2a: a waiting task could not be cancelled here");
             }
         } else if let Some(cancel) = self.live().get(task_id).map(|live| live.cancel.clone()) {
             cancel.cancel();

@@ -1,20 +1,26 @@
 //! The browser UI of runs at `/ui`: one page (HTML, JavaScript, CSS and an icon embedded in the
-//! binary, no build step) and the read-only JSON API it reads, under `/ui/api/`, over the
-//! run service of the first served agent. docs/UI.md describes the page and the API.
+//! binary, no build step) and the JSON API it reads and acts through, under `/ui/api/`, over
+//! the run service of the first served agent and the served agents' hosts. docs/UI.md
+//! describes the page and the API.
 //!
 //! Every response carries a Content-Security-Policy that allows scripts and styles from the
 //! server only (no inline script) and `X-Content-Type-Options: nosniff`. The API requires
 //! the server's credentials when it has some; the page itself holds no data and is public.
+//! Nothing changes on a GET; an action is a POST with a JSON body, refused from another
+//! origin (see [`act`]).
 
 use crate::auth::Auth;
+use crate::tasks::Host;
+use crate::ServerConfig;
 use agentloop::service::RunService;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use std::sync::Arc;
 use std::time::Duration;
 
+mod act;
 mod api;
 
 /// The page's Content-Security-Policy.
@@ -23,6 +29,7 @@ pub const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; 
 
 const INDEX_HTML: &str = include_str!("ui/assets/index.html");
 const APP_JS: &str = include_str!("ui/assets/app.js");
+const ACT_JS: &str = include_str!("ui/assets/act.js");
 const APP_CSS: &str = include_str!("ui/assets/app.css");
 const FAVICON: &str = include_str!("ui/assets/favicon.svg");
 
@@ -30,24 +37,45 @@ const FAVICON: &str = include_str!("ui/assets/favicon.svg");
 pub(crate) struct UiState {
     /// The runs.
     pub(crate) service: RunService,
+    /// The served agents, which continue the runs an action is for.
+    pub(crate) hosts: Vec<Arc<Host>>,
     /// The credentials the API requires.
     pub(crate) auth: Option<Auth>,
     /// The interval of SSE keep-alive comments.
     pub(crate) keep_alive: Duration,
+    /// The link to a run's trace (`{trace_id}` replaced).
+    pub(crate) trace_url: Option<String>,
 }
 
-/// The UI's routes: the page at `/ui` and `/ui/`, its assets, and the API.
-pub(crate) fn router(service: RunService, auth: Option<Auth>, keep_alive: Duration) -> Router {
-    let state = Arc::new(UiState { service, auth, keep_alive });
+/// The UI's routes: the page at `/ui` and `/ui/`, its assets, and the API, over the run
+/// service of the first of `hosts`.
+pub(crate) fn router(hosts: &[Arc<Host>], config: &ServerConfig) -> Router {
+    let Some(first) = hosts.first() else { return Router::new() };
+    let state = Arc::new(UiState {
+        service: first.service().clone(),
+        hosts: hosts.to_vec(),
+        auth: config.auth.clone(),
+        keep_alive: config.keep_alive,
+        trace_url: config.trace_url.clone(),
+    });
     Router::new()
         .route("/ui", get(index))
         .route("/ui/", get(index))
         .route("/ui/app.js", get(script))
+        .route("/ui/act.js", get(act_script))
         .route("/ui/app.css", get(style))
         .route("/ui/favicon.svg", get(icon))
         .route("/ui/api/runs", get(api::list))
         .route("/ui/api/runs/{id}", get(api::run))
         .route("/ui/api/runs/{id}/events", get(api::events))
+        .route("/ui/api/agents", get(act::agents))
+        .route("/ui/api/chat", post(act::chat))
+        .route("/ui/api/runs/{id}/cancel", post(act::cancel))
+        .route("/ui/api/runs/{id}/pause", post(act::pause))
+        .route("/ui/api/runs/{id}/resume", post(act::resume))
+        .route("/ui/api/runs/{id}/decide", post(act::decide))
+        .route("/ui/api/runs/{id}/answer", post(act::answer))
+        .route("/ui/api/runs/{id}/fork", post(act::fork))
         .route("/ui/api/{*rest}", get(api::not_found))
         .with_state(state)
         .layer(axum::middleware::map_response(secure))
@@ -79,6 +107,10 @@ async fn script() -> Response {
     asset("text/javascript; charset=utf-8", APP_JS)
 }
 
+async fn act_script() -> Response {
+    asset("text/javascript; charset=utf-8", ACT_JS)
+}
+
 async fn style() -> Response {
     asset("text/css; charset=utf-8", APP_CSS)
 }
@@ -103,6 +135,10 @@ impl ApiError {
 
     pub(crate) fn not_found(message: impl Into<String>) -> Self {
         Self { status: StatusCode::NOT_FOUND, message: message.into() }
+    }
+
+    pub(crate) fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        Self { status, message: message.into() }
     }
 
     /// The store failed: logged, answered without its details.

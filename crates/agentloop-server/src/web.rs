@@ -62,6 +62,9 @@ pub struct ServerConfig {
     /// The worker pool that executes the tasks (`agentloop::worker`; see
     /// [`Host::queued`]): `None` (the default) executes them in this process.
     pub queue: Option<agentloop::worker::Queue>,
+    /// The runs UI's link to a run's trace in a tracing backend: a URL in which
+    /// `{trace_id}` is replaced by the run's trace id. `None`: the id is shown, unlinked.
+    pub trace_url: Option<String>,
 }
 
 impl Default for ServerConfig {
@@ -79,6 +82,7 @@ impl Default for ServerConfig {
             push_store: None,
             push_delivery: DeliveryOptions::default(),
             queue: None,
+            trace_url: None,
         }
     }
 }
@@ -116,10 +120,7 @@ pub(crate) fn router_with(
     push: Arc<Pusher>,
 ) -> Router {
     let mut app = Router::new();
-    if let Some(first) = hosts.first() {
-        let service = first.service().clone();
-        app = app.merge(crate::ui::router(service, config.auth.clone(), config.keep_alive));
-    }
+    app = app.merge(crate::ui::router(hosts, &config));
     for (index, host) in hosts.iter().enumerate() {
         let name = host.served().name().to_owned();
         let url = format!("{}/{name}", config.public_url.trim_end_matches('/'));

@@ -35,6 +35,7 @@ async fn the_page_and_its_assets_carry_a_strict_csp() {
         ("/ui", "text/html"),
         ("/ui/", "text/html"),
         ("/ui/app.js", "text/javascript"),
+        ("/ui/act.js", "text/javascript"),
         ("/ui/app.css", "text/css"),
         ("/ui/favicon.svg", "image/svg+xml"),
     ] {
@@ -48,9 +49,12 @@ async fn the_page_and_its_assets_carry_a_strict_csp() {
     let page = get(&server, "/ui").await.text().await.unwrap();
     assert!(page.contains(r#"<script src="/ui/app.js" defer></script>"#));
     // No inline script: the only script element loads the file.
-    assert_eq!(page.matches("<script").count(), 1);
-    let script = get(&server, "/ui/app.js").await.text().await.unwrap();
-    assert!(!script.contains("innerHTML"), "the page sets text, never HTML");
+    assert_eq!(page.matches("<script").count(), 2);
+    assert!(page.contains(r#"<script src="/ui/act.js" defer></script>"#));
+    for path in ["/ui/app.js", "/ui/act.js"] {
+        let script = get(&server, path).await.text().await.unwrap();
+        assert!(!script.contains("innerHTML"), "{path}: the page sets text, never HTML");
+    }
     // The API answers carry the headers too.
     let response = get(&server, "/ui/api/runs").await;
     assert_eq!(response.headers()["content-security-policy"], agentloop_server::ui::CSP);
@@ -82,6 +86,16 @@ async fn the_list_filters_and_pages_with_a_cursor() {
     assert_eq!(finished["runs"].as_array().unwrap().len(), 4);
     let (_, nobody) = get_json(&server, "/ui/api/runs?agent=nobody").await;
     assert!(nobody["runs"].as_array().unwrap().is_empty());
+    // A time range: the runs created in it.
+    let (first, last) =
+        (all["runs"][4]["created_ms"].as_u64().unwrap(), row["created_ms"].as_u64().unwrap());
+    let (_, range) =
+        get_json(&server, &format!("/ui/api/runs?since={first}&until={}", last + 1)).await;
+    assert_eq!(range["runs"].as_array().unwrap().len(), 5, "{range}");
+    let (_, later) = get_json(&server, &format!("/ui/api/runs?since={}", last + 1)).await;
+    assert!(later["runs"].as_array().unwrap().is_empty(), "{later}");
+    let (_, earlier) = get_json(&server, &format!("/ui/api/runs?until={first}")).await;
+    assert!(earlier["runs"].as_array().unwrap().is_empty(), "{earlier}");
     let session = row["session"].as_str().unwrap();
     let (_, one) = get_json(&server, &format!("/ui/api/runs?session={session}")).await;
     assert_eq!(ids(&one), vec![row["run_id"].as_str().unwrap().to_owned()]);
@@ -117,6 +131,8 @@ async fn bad_parameters_get_400_with_a_message() {
         ("limit=100000", "limit"),
         ("after=%21%21", "after"),
         ("colour=blue", "colour"),
+        ("since=5&until=5", "since"),
+        ("since=yesterday", "since"),
     ] {
         let (status, body) = get_json(&server, &format!("/ui/api/runs?{query}")).await;
         assert_eq!(status, 400, "{query}: {body}");

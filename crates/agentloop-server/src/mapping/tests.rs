@@ -157,8 +157,11 @@ async fn a_typed_answer_is_the_answer_artifacts_data_part_folded_and_streamed() 
     let schema = serde_json::json!({"type": "object", "properties": {"city": {"type": "string"}},
         "required": ["city"]});
     let spec = OutputSpec::new("place", schema).with_mode(OutputMode::Native);
-    let agent =
-        crate::echo::echo_builder(store.clone(), store.clone()).output(spec).build().unwrap();
+    let agent = crate::echo::echo_builder(store.clone(), store.clone())
+        .unwrap()
+        .output(spec)
+        .build()
+        .unwrap();
     let session = agent.session("ctx-1").await.unwrap();
     let options = RunOptions { run_id: Some("run-1".into()), ..RunOptions::default() };
     // The echo model answers with the text it is given: here, a JSON object the schema takes.

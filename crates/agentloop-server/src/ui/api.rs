@@ -1,7 +1,10 @@
-//! The UI's JSON API (read-only): the runs of the registry, one run's journal, and the
-//! journal as it grows over SSE. docs/UI.md gives the shapes.
+//! The UI's JSON API, its reading half: the runs of the registry, one run's journal, and
+//! the journal as it grows over SSE (with the text as the model streams it, when this
+//! process executes the run). docs/UI.md gives the shapes.
 
 use super::{refusal, ApiError, UiState};
+use agentloop::event::Event;
+use agentloop::protocol::Envelope;
 use agentloop::store::{JournalEntry, RunCursor, RunFilter, RunState, RunSummary};
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
@@ -14,6 +17,7 @@ use futures::StreamExt;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::sync::Arc;
+use tokio::sync::broadcast;
 
 /// The runs of a page when the request names no `limit`.
 pub const DEFAULT_LIMIT: usize = 50;
@@ -30,6 +34,10 @@ pub(crate) struct ListQuery {
     agent: Option<String>,
     session: Option<String>,
     parent: Option<String>,
+    /// Runs created at or after this time (ms since the Unix epoch).
+    since: Option<u64>,
+    /// Runs created before this time (ms since the Unix epoch).
+    until: Option<u64>,
     limit: Option<usize>,
     after: Option<String>,
 }
@@ -85,6 +93,13 @@ fn filter_of(query: ListQuery) -> Result<(RunFilter, usize), ApiError> {
     }
     if let Some(parent) = nonempty(query.parent) {
         filter = filter.parent_run_id(parent);
+    }
+    if query.since.is_some() || query.until.is_some() {
+        let (since, until) = (query.since.unwrap_or(0), query.until.unwrap_or(u64::MAX));
+        if since >= until {
+            return Err(ApiError::bad_request("since: must be before until"));
+        }
+        filter = filter.created_between(since, until);
     }
     let limit = query.limit.unwrap_or(DEFAULT_LIMIT);
     if limit == 0 || limit > MAX_LIMIT {
@@ -198,9 +213,36 @@ fn resume_from(headers: &HeaderMap) -> Result<u64, ApiError> {
     Ok(seq.saturating_add(1))
 }
 
+/// What a watcher of a run's text deltas gets next: `None` once there is nothing more to
+/// watch (never, without a watch).
+async fn next_delta(deltas: &mut Option<broadcast::Receiver<Envelope>>) -> Option<Envelope> {
+    let Some(receiver) = deltas else { return std::future::pending().await };
+    loop {
+        match receiver.recv().await {
+            Ok(envelope) => return Some(envelope),
+            // Missed some: the journal has the whole text once the model answered.
+            Err(broadcast::error::RecvError::Lagged(_)) => {}
+            Err(broadcast::error::RecvError::Closed) => return None,
+        }
+    }
+}
+
+/// A stream-only event as the `delta` SSE event has it: `{"kind", "delta"}` for the text and
+/// the reasoning the model streams; `None` for the rest.
+fn delta(envelope: &Envelope) -> Option<String> {
+    let (kind, text) = match &envelope.event {
+        Event::TextDelta { delta } => ("text", delta),
+        Event::ReasoningDelta { delta } => ("reasoning", delta),
+        _ => return None,
+    };
+    Some(json!({"kind": kind, "delta": text, "after_seq": envelope.seq}).to_string())
+}
+
 /// `GET /ui/api/runs/{id}/events`: the run's journal entries over SSE (event id: `seq`),
 /// from the start or after `Last-Event-ID`, until the run stops; then an `end` event (none
 /// when the store fails: the stream closes after an `error` event, and the client resumes).
+/// While this process executes the run, the text the model streams comes between them as
+/// `delta` events (no id: a resumed stream does not replay them).
 pub(crate) async fn events(
     State(state): Shared,
     headers: HeaderMap,
@@ -218,20 +260,33 @@ pub(crate) async fn events(
         Ok(_) => {}
         Err(error) => return ApiError::store(&error).into_response(),
     }
+    let mut deltas = state.hosts.iter().find_map(|host| host.watch_deltas(&run_id));
     let mut journal = state.service.subscribe(&run_id, from);
     let stream = async_stream::stream! {
-        while let Some(envelope) = journal.next().await {
-            match envelope {
-                Ok(envelope) => {
+        loop {
+            let next = tokio::select! {
+                biased;
+                entry = journal.next() => Next::Entry(entry),
+                delta = next_delta(&mut deltas) => Next::Delta(delta),
+            };
+            match next {
+                Next::Entry(None) => break,
+                Next::Entry(Some(Ok(envelope))) => {
                     let data = entry(envelope.seq, envelope.at_ms, &envelope.event).to_string();
                     yield SseEvent::default().id(envelope.seq.to_string()).data(data);
                 }
-                Err(error) => {
+                Next::Entry(Some(Err(error))) => {
                     // No `end`: the client reconnects with the last id it saw.
                     tracing::warn!(%error, "ui api: a subscription failed");
                     yield SseEvent::default().event("error")
                         .data(r#"{"message":"the run store failed"}"#);
                     return;
+                }
+                Next::Delta(None) => deltas = None,
+                Next::Delta(Some(envelope)) => {
+                    if let Some(data) = delta(&envelope) {
+                        yield SseEvent::default().event("delta").data(data);
+                    }
                 }
             }
         }
@@ -241,6 +296,12 @@ pub(crate) async fn events(
     no_store(
         Sse::new(stream).keep_alive(KeepAlive::new().interval(state.keep_alive)).into_response(),
     )
+}
+
+/// What the events stream waits for: the journal's next entry or a delta.
+enum Next {
+    Entry(Option<Result<Envelope, agentloop::store::StoreError>>),
+    Delta(Option<Envelope>),
 }
 
 /// Any other path under `/ui/api/`.

@@ -54,6 +54,14 @@ function time(ms) {
     `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
 }
 
+/** A duration in ms, readable. */
+function seconds(ms) {
+  if (!(ms >= 0)) return '';
+  if (ms < 1000) return `${ms} ms`;
+  if (ms < 120000) return `${(ms / 1000).toFixed(1)} s`;
+  return `${Math.round(ms / 60000)} min`;
+}
+
 function short(id) {
   return id && id.length > 14 ? id.slice(0, 8) + '…' + id.slice(-4) : (id || '');
 }
@@ -103,16 +111,48 @@ async function api(path, signal) {
   return body;
 }
 
+const VIEWS = ['list-view', 'run-view', 'chat-view', 'compare-view'];
+
+/** Shows one view; leaving a run stops following it. */
+function showView(id) {
+  if (id !== 'run-view') {
+    stopLive();
+    run.id = null;
+  }
+  for (const view of VIEWS) {
+    const node = $(view);
+    if (node) node.hidden = view !== id;
+  }
+}
+
 function showAuth() {
   $('auth').hidden = false;
-  $('list-view').hidden = true;
-  $('run-view').hidden = true;
+  for (const view of VIEWS) {
+    const node = $(view);
+    if (node) node.hidden = true;
+  }
   $('auth-token').focus();
 }
 
 // ---------- the runs list ----------
 
-const list = { next: null, shown: 0 };
+const list = { next: null, shown: 0, pages: 0, timer: null };
+const LIST_REFRESH_MS = 3000; // the first page of the list is read again this often
+
+/** A datetime-local input's value as ms since the epoch ('' when empty). */
+function inputMs(id) {
+  const value = $(id).value;
+  const ms = value ? new Date(value).getTime() : NaN;
+  return Number.isFinite(ms) ? String(ms) : '';
+}
+
+/** ms since the epoch as a datetime-local input's value (local time). */
+function msInput(ms) {
+  const n = Number(ms);
+  if (!ms || !Number.isFinite(n)) return '';
+  const d = new Date(n - new Date(n).getTimezoneOffset() * 60000);
+  return d.toISOString().slice(0, 16);
+}
 
 function filters() {
   const query = new URLSearchParams();
@@ -120,7 +160,24 @@ function filters() {
     const value = $(id).value.trim();
     if (value) query.set(name, value);
   }
+  for (const [name, id] of [['since', 'f-since'], ['until', 'f-until']]) {
+    const ms = inputMs(id);
+    if (ms) query.set(name, ms);
+  }
   return query;
+}
+
+/** Reads the first page again every few seconds while it is the only one shown (running
+ * rows change, new runs appear); paused while the tab is hidden. */
+function scheduleListRefresh() {
+  clearTimeout(list.timer);
+  list.timer = setTimeout(async () => {
+    if ($('list-view').hidden || list.pages > 1) return;
+    if (!document.hidden) {
+      try { await loadRuns(false); } catch (_) { /* the next try */ }
+    }
+    scheduleListRefresh();
+  }, LIST_REFRESH_MS);
 }
 
 function stateBadge(state) {
@@ -139,11 +196,14 @@ function runRow(run) {
     el('td', 'mono', short(run.session) || '—'),
     el('td', null, time(run.created_ms)),
     el('td', null, time(run.updated_ms)),
+    el('td', 'num', seconds(run.updated_ms - run.created_ms)),
+    el('td', 'mono', short(run.owner) || '—'),
     el('td', 'num', String(run.entries)),
     el('td', 'num', String(tokens)),
     el('td', 'num', run.cost_usd ? `$${run.cost_usd.toFixed(4)}` : '—'),
   ];
   cells[3].title = run.session || '';
+  cells[7].title = run.owner ? `executed by ${run.owner}` : '';
   const row = el('tr', null, ...cells);
   row.dataset.runId = run.run_id;
   row.addEventListener('click', (event) => {
@@ -158,11 +218,15 @@ async function loadRuns(more) {
   if (more && list.next) query.set('after', list.next);
   const page = await api(`/ui/api/runs?${query}`);
   const body = $('runs-body');
+  const rows = page.runs.map(runRow);
   if (!more) {
-    body.replaceChildren();
+    body.replaceChildren(...rows);
     list.shown = 0;
+    list.pages = 1;
+  } else {
+    body.append(...rows);
+    list.pages += 1;
   }
-  for (const run of page.runs) body.append(runRow(run));
   list.shown += page.runs.length;
   list.next = page.next;
   $('more').hidden = !page.next;
@@ -174,11 +238,13 @@ function readFiltersFromHash(query) {
   $('f-state').value = query.get('state') || '';
   $('f-agent').value = query.get('agent') || '';
   $('f-session').value = query.get('session') || '';
+  $('f-since').value = msInput(query.get('since'));
+  $('f-until').value = msInput(query.get('until'));
 }
 
 // ---------- one run ----------
 
-const run = { id: null, abort: null, lastSeq: -1, start: 0, group: null, ended: false };
+const run = { id: null, abort: null, lastSeq: -1, start: 0, group: null, ended: false, streaming: null };
 
 const ENDING = new Set(['run_finished', 'run_failed', 'run_cancelled', 'run_suspended']);
 
@@ -316,9 +382,28 @@ function newGroup(title) {
   return group;
 }
 
+/** Text the model streams (a `delta` event): shown as it comes, in a box the model's journaled
+ * answer replaces. */
+function showDelta(delta) {
+  if (delta.kind !== 'text' || !delta.delta) return;
+  if (!run.streaming) {
+    if (!run.group) newGroup('Start');
+    const head = el('div', 'entry-head', el('span', 'kind', 'Model is answering…'));
+    run.streaming = el('article', 'entry kind-streaming', head, el('pre', 'text'));
+    run.group.append(run.streaming);
+  }
+  run.streaming.querySelector('pre').textContent += delta.delta;
+}
+
+function endStreaming() {
+  if (run.streaming) run.streaming.remove();
+  run.streaming = null;
+}
+
 function addEntry(entry) {
   if (entry.seq <= run.lastSeq) return; // seen (a resumed stream starts after it anyway)
   run.lastSeq = entry.seq;
+  if (entry.kind === 'model_responded' || entry.kind === 'model_failed' || ENDING.has(entry.kind)) endStreaming();
   if (!run.start) run.start = entry.at_ms;
   const e = entry.event || {};
   if (entry.kind === 'iteration_started') {
@@ -334,10 +419,22 @@ function addEntry(entry) {
     el('span', 'seq', `#${entry.seq} ${entry.kind}`));
   const card = el('article', `entry kind-${entry.kind}${quiet ? ' quiet-entry' : ''}`, head);
   card.dataset.seq = String(entry.seq);
+  if (e.result && e.result.call_id) card.dataset.callId = e.result.call_id;
+  else if (e.call && e.call.id) card.dataset.callId = e.call.id;
   for (const part of entryBody(entry.kind, e)) (quiet ? head : card).append(part);
   if (!quiet) card.append(details(e));
   run.group.append(card);
+  if (typeof decorate === 'function') decorate(entry, card); // act.js
+  liveFacts(entry);
   if (ENDING.has(entry.kind)) setState(stateAfter(entry));
+}
+
+/** The facts that grow with the journal, as entries arrive. */
+function liveFacts(entry) {
+  const entries = document.querySelector('#run-facts [data-fact=entries]');
+  if (entries && Number(entries.textContent) < entry.seq + 1) entries.textContent = String(entry.seq + 1);
+  const took = document.querySelector('#run-facts [data-fact=time]');
+  if (took) took.textContent = `${((entry.at_ms - run.start) / 1000).toFixed(3)} s from the first to the last entry`;
 }
 
 function stateAfter(entry) {
@@ -354,6 +451,7 @@ function setState(state) {
   const badge = $('run-state');
   badge.className = `state state-${state}`;
   badge.textContent = state.replace('_', ' ');
+  if (typeof onRunState === 'function') onRunState(state); // act.js
 }
 
 function facts(summary, entries) {
@@ -361,7 +459,9 @@ function facts(summary, entries) {
   dl.replaceChildren();
   const add = (name, value) => {
     if (value === null || value === undefined || value === '') return;
-    dl.append(el('dt', null, name), el('dd', null, String(value)));
+    const dd = el('dd', null, String(value));
+    dd.dataset.fact = name;
+    dl.append(el('dt', null, name), dd);
   };
   const started = entries.length && entries[0].kind === 'run_started' ? entries[0].event : null;
   add('agent', summary ? summary.agent : started && started.config && started.config.agent);
@@ -387,13 +487,15 @@ function stopLive() {
 
 async function openRun(id) {
   stopLive();
-  Object.assign(run, { id, lastSeq: -1, start: 0, group: null, ended: false });
+  Object.assign(run, { id, lastSeq: -1, start: 0, group: null, ended: false, streaming: null });
   $('run-title').textContent = `Run ${id}`;
   $('timeline').replaceChildren();
   $('run-facts').replaceChildren();
+  if (typeof resetActing === 'function') resetActing(); // act.js
   const data = await api(`/ui/api/runs/${encodeURIComponent(id)}`);
   if (run.id !== id) return;
   facts(data.run, data.entries);
+  if (typeof onRunLoaded === 'function') onRunLoaded(data); // act.js
   setState(data.run ? data.run.state : 'running');
   for (const entry of data.entries) addEntry(entry);
   const last = data.entries[data.entries.length - 1];
@@ -415,7 +517,9 @@ async function follow(id) {
       if (response.status === 401) await refused(response);
       if (!response.ok) throw new Error(`${response.status}`);
       const ended = await readEvents(response.body, (name, data) => {
-        if (name === 'message' && run.id === id) addEntry(JSON.parse(data));
+        if (run.id !== id) return;
+        if (name === 'message') addEntry(JSON.parse(data));
+        else if (name === 'delta') showDelta(JSON.parse(data));
       });
       if (ended) break;
     } catch (error) {
@@ -425,6 +529,7 @@ async function follow(id) {
     await new Promise((resolve) => setTimeout(resolve, delay));
     delay = Math.min(delay * 2, 5000);
   }
+  if (run.abort === abort) run.abort = null; // no longer followed (act.js follows again)
   if (run.id !== id || abort.signal.aborted) return;
   banner('');
   $('run-live').hidden = true;
@@ -432,6 +537,7 @@ async function follow(id) {
     const data = await api(`/ui/api/runs/${encodeURIComponent(id)}`);
     if (run.id === id) {
       facts(data.run, data.entries);
+      if (typeof onRunLoaded === 'function') onRunLoaded(data); // act.js
       if (data.run) setState(data.run.state);
     }
   } catch (_) { /* the timeline is complete; the facts stay as they were */ }
@@ -471,16 +577,15 @@ async function route() {
   const [path, search] = hash.split('?');
   try {
     if (path.startsWith('/runs/')) {
-      $('list-view').hidden = true;
-      $('run-view').hidden = false;
+      showView('run-view');
       await openRun(decodeURIComponent(path.slice(6)));
+    } else if (typeof routeMore === 'function' && await routeMore(path, new URLSearchParams(search || ''))) {
+      // act.js: the chat and compare views
     } else {
-      stopLive();
-      run.id = null;
-      $('run-view').hidden = true;
-      $('list-view').hidden = false;
+      showView('list-view');
       readFiltersFromHash(new URLSearchParams(search || ''));
       await loadRuns(false);
+      scheduleListRefresh();
     }
   } catch (error) {
     if (!(error instanceof AuthNeeded)) banner(`Could not load: ${error.message}`);
@@ -495,7 +600,7 @@ function start() {
     if (location.hash === target) route(); else location.hash = target;
   });
   $('f-clear').addEventListener('click', () => {
-    for (const id of ['f-state', 'f-agent', 'f-session']) $(id).value = '';
+    for (const id of ['f-state', 'f-agent', 'f-session', 'f-since', 'f-until']) $(id).value = '';
     if (location.hash === '#/') route(); else location.hash = '#/';
   });
   $('more').addEventListener('click', () => {
@@ -509,8 +614,10 @@ function start() {
     $('auth-token').value = '';
     route();
   });
+  if (typeof startActions === 'function') startActions(); // act.js
   window.addEventListener('hashchange', route);
   route();
 }
 
-start();
+// After every deferred script (act.js too) has run.
+document.addEventListener('DOMContentLoaded', start);
