@@ -144,6 +144,7 @@ async function main() {
     });
     page.on('console', (message) => { if (message.type() === 'error') problems.push(message.text()); });
     page.on('pageerror', (error) => problems.push(String(error)));
+    page.on('response', (response) => { if (response.status() >= 400) problems.push(`${response.status()} ${response.url()}`); });
 
     step('the list shows the runs');
     await page.goto(`${server.root}/ui`);
@@ -179,6 +180,8 @@ async function main() {
     assert.equal(await page.locator('.kind-tool_completed [data-field=result] pre').textContent(), '395');
     assert.match(await page.locator('.kind-run_finished').textContent(), /395/);
     assert.match(await page.locator('#run-state').textContent(), /finished/);
+    assert.match(await page.locator('#waterfall summary').textContent(), /Where the time went: .* model .* \(2 calls\), tools .* \(1 call\)/);
+    assert.equal(await page.locator('#waterfall .wf-bar').count(), 3);
 
     step('a sub-agent run nested under the call that started it');
     const traceId = '0af7651916cd43dd8448eb211c80319c';

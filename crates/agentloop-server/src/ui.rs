@@ -30,6 +30,7 @@ pub const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; 
 const INDEX_HTML: &str = include_str!("ui/assets/index.html");
 const APP_JS: &str = include_str!("ui/assets/app.js");
 const ACT_JS: &str = include_str!("ui/assets/act.js");
+const WATERFALL_JS: &str = include_str!("ui/assets/waterfall.js");
 const APP_CSS: &str = include_str!("ui/assets/app.css");
 const FAVICON: &str = include_str!("ui/assets/favicon.svg");
 
@@ -63,6 +64,7 @@ pub(crate) fn router(hosts: &[Arc<Host>], config: &ServerConfig) -> Router {
         .route("/ui/", get(index))
         .route("/ui/app.js", get(script))
         .route("/ui/act.js", get(act_script))
+        .route("/ui/waterfall.js", get(waterfall_script))
         .route("/ui/app.css", get(style))
         .route("/ui/favicon.svg", get(icon))
         .route("/ui/api/runs", get(api::list))
@@ -109,6 +111,10 @@ async fn script() -> Response {
 
 async fn act_script() -> Response {
     asset("text/javascript; charset=utf-8", ACT_JS)
+}
+
+async fn waterfall_script() -> Response {
+    asset("text/javascript; charset=utf-8", WATERFALL_JS)
 }
 
 async fn style() -> Response {

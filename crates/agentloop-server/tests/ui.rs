@@ -36,6 +36,7 @@ async fn the_page_and_its_assets_carry_a_strict_csp() {
         ("/ui/", "text/html"),
         ("/ui/app.js", "text/javascript"),
         ("/ui/act.js", "text/javascript"),
+        ("/ui/waterfall.js", "text/javascript"),
         ("/ui/app.css", "text/css"),
         ("/ui/favicon.svg", "image/svg+xml"),
     ] {
@@ -49,9 +50,10 @@ async fn the_page_and_its_assets_carry_a_strict_csp() {
     let page = get(&server, "/ui").await.text().await.unwrap();
     assert!(page.contains(r#"<script src="/ui/app.js" defer></script>"#));
     // No inline script: the only script element loads the file.
-    assert_eq!(page.matches("<script").count(), 2);
+    assert_eq!(page.matches("<script").count(), 3);
+    assert!(page.contains(r#"<script src="/ui/waterfall.js" defer></script>"#));
     assert!(page.contains(r#"<script src="/ui/act.js" defer></script>"#));
-    for path in ["/ui/app.js", "/ui/act.js"] {
+    for path in ["/ui/app.js", "/ui/act.js", "/ui/waterfall.js"] {
         let script = get(&server, path).await.text().await.unwrap();
         assert!(!script.contains("innerHTML"), "{path}: the page sets text, never HTML");
     }

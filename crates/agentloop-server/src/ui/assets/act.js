@@ -52,6 +52,7 @@ function onRunLoaded(data) {
   showRunActions();
   showTrace(data.entries);
   loadChildren(run.id);
+  if (typeof drawWaterfall === 'function') drawWaterfall(data.entries); // waterfall.js
 }
 
 /** What the server offers (its agents, the link to a trace), read once. */
@@ -300,6 +301,8 @@ function resetActing() {
   Object.assign(acting, { summary: null, waiting: new Map(), origin: null });
   const box = $('run-actions');
   if (box) box.replaceChildren();
+  const waterfall = $('waterfall');
+  if (waterfall) waterfall.replaceChildren();
 }
 
 // ---------- fork ----------
