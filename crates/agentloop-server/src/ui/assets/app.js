@@ -263,6 +263,15 @@ const TITLES = {
   approval_decided: 'Approval decided',
   input_provided: 'Answer given',
   run_forked: 'Forked',
+  limit_reached: 'Limit reached',
+  attention_needed: 'Needs an operator',
+  stall_detected: 'Stall detected',
+  paused: 'Paused',
+  resumed: 'Resumed',
+  continuation_requested: 'Asked to go on',
+  compaction_started: 'Compacting the context',
+  compaction_completed: 'Context compacted',
+  compaction_failed: 'Compaction failed',
   iteration_completed: 'Iteration done',
   run_finished: 'Run finished',
   run_suspended: 'Run suspended',
@@ -317,7 +326,8 @@ function entryBody(kind, e) {
       if (text) parts.push(longText(text));
       const calls = (e.message && e.message.content || []).filter((p) => p.type === 'tool_call');
       for (const call of calls) parts.push(el('div', null, 'calls the tool ', el('strong', null, call.name)));
-      parts.push(el('div', 'meta', `${e.duration_ms} ms · ${usageText(e.usage)} · ${e.finish_reason}`));
+      const model = e.response_model ? ` · ${e.response_model}` : '';
+      parts.push(el('div', 'meta', `${e.duration_ms} ms · ${usageText(e.usage)} · ${e.finish_reason}${model}`));
       return parts;
     }
     case 'model_failed':
@@ -340,6 +350,30 @@ function entryBody(kind, e) {
         labelled('arguments', longText(json(e.arguments)))];
     case 'input_provided':
       return [labelled('answer', longText(messageText(e.message)))];
+    case 'approval_decided': {
+      const d = e.decision || {};
+      const parts = [labelled('call', el('span', 'mono', e.call_id || '?')),
+        labelled('decision', el('strong', null, (d.kind || '?').replace(/_/g, ' ')))];
+      if (d.reason) parts.push(labelled('reason', longText(d.reason)));
+      if (d.result !== undefined) parts.push(labelled('result', longText(typeof d.result === 'string' ? d.result : json(d.result))));
+      return parts;
+    }
+    case 'limit_reached':
+      return [el('span', null, typeof e.limit === 'string' ? e.limit : JSON.stringify(e.limit))];
+    case 'attention_needed':
+      return [labelled('call', el('span', 'mono', e.call_id || '?')), labelled('why', longText(e.reason || ''))];
+    case 'stall_detected':
+      return [el('span', null, `${e.tool} called ${e.count} times alike (${e.action})`)];
+    case 'paused':
+      return [el('span', null, e.reason || '')];
+    case 'continuation_requested':
+      return [longText(e.prompt || '')];
+    case 'compaction_started':
+      return [el('span', null, `${e.tokens_before} tokens before; the first ${e.cut} messages are summarised`)];
+    case 'compaction_completed':
+      return [el('div', 'meta', `${e.tokens_before} → ${e.tokens_after} tokens`), labelled('summary', longText(e.summary || ''))];
+    case 'compaction_failed':
+      return [longText(e.error || '')];
     case 'run_forked': {
       const origin = el('a', null, e.origin_run_id || '?');
       origin.href = `#/runs/${encodeURIComponent(e.origin_run_id || '')}`;
