@@ -137,8 +137,16 @@ fn done(run_id: &str, target: &Target, continued: bool) -> Response {
     (StatusCode::ACCEPTED, Json(body)).into_response()
 }
 
-fn respond(result: Result<Response, ApiError>) -> Response {
-    result.unwrap_or_else(IntoResponse::into_response)
+/// Runs `action` once the request may act ([`admit`]); its error as the answer.
+async fn acting(
+    state: &UiState,
+    headers: &HeaderMap,
+    action: impl std::future::Future<Output = Result<Response, ApiError>>,
+) -> Response {
+    if let Some(refused) = admit(state, headers) {
+        return refused;
+    }
+    action.await.unwrap_or_else(IntoResponse::into_response)
 }
 
 /// A message to the task `run_id` of `host` (an answer or a decision), continued as A2A does.
@@ -164,26 +172,21 @@ pub(crate) async fn cancel(
     Path(run_id): Path<String>,
     body: Body<ReasonBody>,
 ) -> Response {
-    if let Some(refused) = admit(&state, &headers) {
-        return refused;
-    }
-    respond(
-        async {
-            let body = parsed(body)?;
-            let target = target(&state, &run_id).await?;
-            match &target.host {
-                Some(host) => {
-                    drop(host.cancel(&run_id).await.map_err(a2a_error)?);
-                }
-                None => {
-                    let reason = body.reason.unwrap_or_else(|| "cancelled from the UI".to_owned());
-                    state.service.cancel(&run_id, reason).await.map_err(service_error)?;
-                }
+    acting(&state, &headers, async {
+        let body = parsed(body)?;
+        let target = target(&state, &run_id).await?;
+        match &target.host {
+            Some(host) => {
+                drop(host.cancel(&run_id).await.map_err(a2a_error)?);
             }
-            Ok(done(&run_id, &target, target.host.is_some()))
+            None => {
+                let reason = body.reason.unwrap_or_else(|| "cancelled from the UI".to_owned());
+                state.service.cancel(&run_id, reason).await.map_err(service_error)?;
+            }
         }
-        .await,
-    )
+        Ok(done(&run_id, &target, target.host.is_some()))
+    })
+    .await
 }
 
 /// `POST /ui/api/runs/{id}/pause` `{"reason"?}`: the executor pauses at its next safe point.
@@ -193,19 +196,14 @@ pub(crate) async fn pause(
     Path(run_id): Path<String>,
     body: Body<ReasonBody>,
 ) -> Response {
-    if let Some(refused) = admit(&state, &headers) {
-        return refused;
-    }
-    respond(
-        async {
-            let body = parsed(body)?;
-            let target = target(&state, &run_id).await?;
-            let reason = body.reason.unwrap_or_else(|| "paused from the UI".to_owned());
-            state.service.pause(&run_id, reason).await.map_err(|e| ApiError::store(&e))?;
-            Ok(done(&run_id, &target, true))
-        }
-        .await,
-    )
+    acting(&state, &headers, async {
+        let body = parsed(body)?;
+        let target = target(&state, &run_id).await?;
+        let reason = body.reason.unwrap_or_else(|| "paused from the UI".to_owned());
+        state.service.pause(&run_id, reason).await.map_err(|e| ApiError::store(&e))?;
+        Ok(done(&run_id, &target, true))
+    })
+    .await
 }
 
 /// `POST /ui/api/runs/{id}/resume` `{}`: the executor goes on after a pause.
@@ -215,18 +213,13 @@ pub(crate) async fn resume(
     Path(run_id): Path<String>,
     body: Body<ReasonBody>,
 ) -> Response {
-    if let Some(refused) = admit(&state, &headers) {
-        return refused;
-    }
-    respond(
-        async {
-            parsed(body)?;
-            let target = target(&state, &run_id).await?;
-            state.service.resume(&run_id).await.map_err(|e| ApiError::store(&e))?;
-            Ok(done(&run_id, &target, true))
-        }
-        .await,
-    )
+    acting(&state, &headers, async {
+        parsed(body)?;
+        let target = target(&state, &run_id).await?;
+        state.service.resume(&run_id).await.map_err(|e| ApiError::store(&e))?;
+        Ok(done(&run_id, &target, true))
+    })
+    .await
 }
 
 /// A decision's kind.
@@ -253,37 +246,32 @@ pub(crate) async fn decide(
     Path(run_id): Path<String>,
     body: Body<DecideBody>,
 ) -> Response {
-    if let Some(refused) = admit(&state, &headers) {
-        return refused;
-    }
-    respond(
-        async {
-            let body = parsed(body)?;
-            let target = target(&state, &run_id).await?;
-            let reason = body.reason.filter(|r| !r.trim().is_empty());
-            if let (Some(host), Some(_)) = (&target.host, &target.context) {
-                let mut data = json!({"callId": body.call_id});
-                data["decision"] = Value::from(match body.decision {
-                    Verdict::Approve => "approve",
-                    Verdict::Reject => "reject",
-                });
-                if let Some(reason) = reason {
-                    data["reason"] = Value::from(reason);
-                }
-                to_task(host, &run_id, a2a::Part::data(data)).await?;
-                return Ok(done(&run_id, &target, true));
+    acting(&state, &headers, async {
+        let body = parsed(body)?;
+        let target = target(&state, &run_id).await?;
+        let reason = body.reason.filter(|r| !r.trim().is_empty());
+        if let (Some(host), Some(_)) = (&target.host, &target.context) {
+            let mut data = json!({"callId": body.call_id});
+            data["decision"] = Value::from(match body.decision {
+                Verdict::Approve => "approve",
+                Verdict::Reject => "reject",
+            });
+            if let Some(reason) = reason {
+                data["reason"] = Value::from(reason);
             }
-            let decision = match body.decision {
-                Verdict::Approve => Decision::Approve,
-                Verdict::Reject => Decision::Reject {
-                    reason: reason.unwrap_or_else(|| "rejected from the UI".to_owned()),
-                },
-            };
-            state.service.decide(&run_id, &body.call_id, decision).await.map_err(service_error)?;
-            continue_recorded(&run_id, &target).await
+            to_task(host, &run_id, a2a::Part::data(data)).await?;
+            return Ok(done(&run_id, &target, true));
         }
-        .await,
-    )
+        let decision = match body.decision {
+            Verdict::Approve => Decision::Approve,
+            Verdict::Reject => Decision::Reject {
+                reason: reason.unwrap_or_else(|| "rejected from the UI".to_owned()),
+            },
+        };
+        state.service.decide(&run_id, &body.call_id, decision).await.map_err(service_error)?;
+        continue_recorded(&run_id, &target).await
+    })
+    .await
 }
 
 /// After a request recorded through the service: the host of the run's agent continues it.
@@ -318,22 +306,17 @@ pub(crate) async fn answer(
     Path(run_id): Path<String>,
     body: Body<AnswerBody>,
 ) -> Response {
-    if let Some(refused) = admit(&state, &headers) {
-        return refused;
-    }
-    respond(
-        async {
-            let text = text_of(parsed(body)?.text)?;
-            let target = target(&state, &run_id).await?;
-            if let (Some(host), Some(_)) = (&target.host, &target.context) {
-                to_task(host, &run_id, a2a::Part::text(text)).await?;
-                return Ok(done(&run_id, &target, true));
-            }
-            state.service.send_input(&run_id, text).await.map_err(service_error)?;
-            continue_recorded(&run_id, &target).await
+    acting(&state, &headers, async {
+        let text = text_of(parsed(body)?.text)?;
+        let target = target(&state, &run_id).await?;
+        if let (Some(host), Some(_)) = (&target.host, &target.context) {
+            to_task(host, &run_id, a2a::Part::text(text)).await?;
+            return Ok(done(&run_id, &target, true));
         }
-        .await,
-    )
+        state.service.send_input(&run_id, text).await.map_err(service_error)?;
+        continue_recorded(&run_id, &target).await
+    })
+    .await
 }
 
 /// The body of `fork`.
@@ -354,26 +337,21 @@ pub(crate) async fn fork(
     Path(run_id): Path<String>,
     body: Body<ForkBody>,
 ) -> Response {
-    if let Some(refused) = admit(&state, &headers) {
-        return refused;
-    }
-    respond(
-        async {
-            let body = parsed(body)?;
-            let target = target(&state, &run_id).await?;
-            let fork_id =
-                state.service.fork(&run_id, body.at_seq, body.edit).await.map_err(service_error)?;
-            let continued = match &target.host {
-                Some(host) => {
-                    host.continue_stored(&fork_id).await.map_err(a2a_error)?;
-                    true
-                }
-                None => false,
-            };
-            Ok(done(&fork_id, &target, continued))
-        }
-        .await,
-    )
+    acting(&state, &headers, async {
+        let body = parsed(body)?;
+        let target = target(&state, &run_id).await?;
+        let fork_id =
+            state.service.fork(&run_id, body.at_seq, body.edit).await.map_err(service_error)?;
+        let continued = match &target.host {
+            Some(host) => {
+                host.continue_stored(&fork_id).await.map_err(a2a_error)?;
+                true
+            }
+            None => false,
+        };
+        Ok(done(&fork_id, &target, continued))
+    })
+    .await
 }
 
 /// The body of `chat`.
@@ -394,31 +372,26 @@ pub(crate) async fn chat(
     headers: HeaderMap,
     body: Body<ChatBody>,
 ) -> Response {
-    if let Some(refused) = admit(&state, &headers) {
-        return refused;
-    }
-    respond(
-        async {
-            let body = parsed(body)?;
-            let text = text_of(body.text)?;
-            let host = match body.agent.as_deref().filter(|a| !a.is_empty()) {
-                Some(agent) => state.hosts.iter().find(|h| h.served().name() == agent),
-                None => state.hosts.first(),
-            }
-            .ok_or_else(|| ApiError::not_found("no such agent served here"))?;
-            let mut message = a2a::Message::new(a2a::Role::User, vec![a2a::Part::text(text)]);
-            // A session as the list shows it (`a2a/{agent}/{context}`) or the bare context.
-            message.context_id = body
-                .session
-                .filter(|s| !s.trim().is_empty())
-                .map(|s| host.context_of(&s).map_or(s.clone(), str::to_owned));
-            let accepted = host.send(&message, None).await.map_err(a2a_error)?;
-            let body = json!({"run_id": accepted.task.id, "session": accepted.task.context_id,
-                "agent": host.served().name()});
-            Ok((StatusCode::ACCEPTED, Json(body)).into_response())
+    acting(&state, &headers, async {
+        let body = parsed(body)?;
+        let text = text_of(body.text)?;
+        let host = match body.agent.as_deref().filter(|a| !a.is_empty()) {
+            Some(agent) => state.hosts.iter().find(|h| h.served().name() == agent),
+            None => state.hosts.first(),
         }
-        .await,
-    )
+        .ok_or_else(|| ApiError::not_found("no such agent served here"))?;
+        let mut message = a2a::Message::new(a2a::Role::User, vec![a2a::Part::text(text)]);
+        // A session as the list shows it (`a2a/{agent}/{context}`) or the bare context.
+        message.context_id = body
+            .session
+            .filter(|s| !s.trim().is_empty())
+            .map(|s| host.context_of(&s).map_or(s.clone(), str::to_owned));
+        let accepted = host.send(&message, None).await.map_err(a2a_error)?;
+        let body = json!({"run_id": accepted.task.id, "session": accepted.task.context_id,
+            "agent": host.served().name()});
+        Ok((StatusCode::ACCEPTED, Json(body)).into_response())
+    })
+    .await
 }
 
 /// `GET /ui/api/agents`: `{"agents": [{"name", "description", "queued"}], "trace_url"}`,
