@@ -2,7 +2,7 @@
 //! "Runs UI").
 //!
 //! `cargo run --release -p agentloop-bench --bin bench-ui [-- --store sqlite|redis --runs N
-//! --requests N --pages N]` (defaults sqlite, 100000, 200, 2000; `--smoke` runs tiny numbers;
+//! --requests N --pages N]` (defaults sqlite, 100000, 200, every page; `--smoke` runs tiny numbers;
 //! Redis at `AGENTLOOP_REDIS_URL`, default `redis://127.0.0.1:6379`, under a key prefix of its
 //! own that is emptied afterwards). Seeds `--runs` finished and failed runs of ten agents
 //! (sessions, tokens, cost, 10–12 journal entries each) and one run of 1,000 model + tool
@@ -13,7 +13,7 @@
 //! - `GET /ui/api/runs`: the first page (50 runs);
 //! - the first page of one agent among ten, of one state (`failed`, a tenth of the runs), and of
 //!   a state no run is in (`suspended`: the worst case, every run is looked at);
-//! - pages 2 to `--pages` through the whole list, each from the previous page's `next`;
+//! - pages 2 to `--pages` (default: to the end of the list), each from the previous page's `next`;
 //! - `GET /ui/api/runs/{id}` of the 1,000-iteration run.
 //!
 //! `--serve` seeds, then serves until SIGINT or SIGTERM (and then empties its store) for the
@@ -64,7 +64,7 @@ struct Options {
 
 fn parse() -> Result<Options> {
     let mut options =
-        Options { runs: 100_000, requests: 200, pages: 2_000, redis: false, serve: false };
+        Options { runs: 100_000, requests: 200, pages: usize::MAX, redis: false, serve: false };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let mut value = || -> Result<usize> {
@@ -459,6 +459,40 @@ async fn bench(root: &str, options: &Options) -> Result<()> {
     Ok(())
 }
 
+/// Where the time of `GET /ui/api/runs/{id}` goes, in process: the store's `load`, and, for
+/// comparison, the answer's JSON built through a `serde_json::Value` per entry (as the API
+/// did before it serialized the entries directly).
+async fn breakdown(store: &Arc<dyn RunStore>, requests: usize) -> Result<()> {
+    let (mut loads, mut encodes) = (Vec::new(), Vec::new());
+    for _ in 0..requests.min(50) {
+        let started = Instant::now();
+        let entries = store.load(LONG_RUN).await?;
+        loads.push(started.elapsed());
+        let started = Instant::now();
+        let shown: Vec<Value> = entries
+            .iter()
+            .map(|e| json!({"seq": e.seq, "at_ms": e.at_ms, "kind": e.event.kind(), "event": &*e.event}))
+            .collect();
+        let text = serde_json::to_vec(&json!({"run": null, "entries": shown}))?;
+        encodes.push(started.elapsed());
+        if text.len() < 1_000 {
+            return Err("the long run's answer is too short".into());
+        }
+    }
+    loads.sort();
+    encodes.sort();
+    println!(
+        "  - of which, in process: the store's `load` of its {} entries p50 {:.2} ms, p99 {:.2} ms; \
+         the answer through a `Value` per entry (the API before) p50 {:.2} ms, p99 {:.2} ms",
+        store.next_seq(LONG_RUN).await?,
+        ms(percentile(&loads, 0.5)),
+        ms(percentile(&loads, 0.99)),
+        ms(percentile(&encodes, 0.5)),
+        ms(percentile(&encodes, 0.99)),
+    );
+    Ok(())
+}
+
 /// Waits for SIGINT or SIGTERM.
 async fn stopped() -> Result<()> {
     use tokio::signal::unix::{signal, SignalKind};
@@ -480,7 +514,7 @@ async fn main() -> Result<()> {
         let store = backend.open().await?;
         seed(&store, options.runs).await?;
         seed_long(&store).await?;
-        let (root, stop) = serve(store, backend.sessions().await?).await?;
+        let (root, stop) = serve(store.clone(), backend.sessions().await?).await?;
         if options.serve {
             println!("serving {root}/ui run_1000={LONG_RUN}");
             std::io::stdout().flush()?;
@@ -488,6 +522,7 @@ async fn main() -> Result<()> {
         } else {
             println!("runs UI API over {} runs ({}):", options.runs, backend.describe());
             bench(&root, &options).await?;
+            breakdown(&store, options.requests).await?;
         }
         let _ = stop.send(());
         Ok::<_, Box<dyn Error>>(())
