@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use base64::Engine as _;
 use futures::StreamExt;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use tokio::sync::broadcast;
@@ -128,9 +128,26 @@ fn row(run: &RunSummary) -> Value {
     })
 }
 
-/// A journal entry as the API shows it: `seq`, `at_ms`, `kind` and the event.
-fn entry(seq: u64, at_ms: u64, event: &agentloop::Event) -> Value {
-    json!({"seq": seq, "at_ms": at_ms, "kind": event.kind(), "event": event})
+/// A journal entry as the API shows it: `seq`, `at_ms`, `kind` and the event. Serialized as
+/// it stands: a run of 1,000 iterations has 6,000 entries, and building a `Value` of each
+/// first took about half the answer's time (docs/PERFORMANCE.md, "Runs UI").
+#[derive(Serialize)]
+struct Entry<'a> {
+    seq: u64,
+    at_ms: u64,
+    kind: &'static str,
+    event: &'a agentloop::Event,
+}
+
+fn entry(seq: u64, at_ms: u64, event: &agentloop::Event) -> Entry<'_> {
+    Entry { seq, at_ms, kind: event.kind(), event }
+}
+
+/// The answer of `GET /ui/api/runs/{id}`.
+#[derive(Serialize)]
+struct Journal<'a> {
+    run: Option<Value>,
+    entries: Vec<Entry<'a>>,
 }
 
 /// `GET /ui/api/runs`: `{runs: [...], next: cursor|null}`, newest first.
@@ -190,14 +207,12 @@ pub(crate) async fn run(
             return Err(ApiError::not_found("no such run"));
         };
         let summary = summary_of(&state, &run_id, first).await?;
-        let entries: Vec<Value> = entries.iter().map(|e| entry(e.seq, e.at_ms, &e.event)).collect();
-        Ok(json!({"run": summary.as_ref().map(row), "entries": entries}))
+        let shown = entries.iter().map(|e| entry(e.seq, e.at_ms, &e.event)).collect();
+        let body = Journal { run: summary.as_ref().map(row), entries: shown };
+        Ok(no_store(Json(body).into_response()))
     }
     .await;
-    match result {
-        Ok(body) => no_store(Json(body).into_response()),
-        Err(error) => error.into_response(),
-    }
+    result.unwrap_or_else(IntoResponse::into_response)
 }
 
 /// The seq after the one `Last-Event-ID` names (0 without the header).
@@ -272,8 +287,16 @@ pub(crate) async fn events(
             match next {
                 Next::Entry(None) => break,
                 Next::Entry(Some(Ok(envelope))) => {
-                    let data = entry(envelope.seq, envelope.at_ms, &envelope.event).to_string();
-                    yield SseEvent::default().id(envelope.seq.to_string()).data(data);
+                    let shown = entry(envelope.seq, envelope.at_ms, &envelope.event);
+                    match serde_json::to_string(&shown) {
+                        Ok(data) => yield SseEvent::default().id(envelope.seq.to_string()).data(data),
+                        Err(error) => {
+                            tracing::warn!(%error, "ui api: an entry could not be encoded");
+                            yield SseEvent::default().event("error")
+                                .data(r#"{"message":"an entry could not be encoded"}"#);
+                            return;
+                        }
+                    }
                 }
                 Next::Entry(Some(Err(error))) => {
                     // No `end`: the client reconnects with the last id it saw.

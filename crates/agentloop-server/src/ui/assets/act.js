@@ -51,8 +51,12 @@ function onRunLoaded(data) {
   acting.summary = data.run;
   showRunActions();
   showTrace(data.entries);
-  loadChildren(run.id);
   if (typeof drawWaterfall === 'function') drawWaterfall(data.entries); // waterfall.js
+}
+
+/** Called by app.js once every entry of a run's journal is on the page. */
+function onRunShown() {
+  loadChildren(run.id);
 }
 
 /** What the server offers (its agents, the link to a trace), read once. */
@@ -242,6 +246,7 @@ async function followAgain() {
     for (const entry of data.entries) addEntry(entry);
     facts(data.run, data.entries);
     onRunLoaded(data);
+    onRunShown(data);
     if (data.run && ENDING.has(last.kind)) setState(data.run.state);
     else follow(id);
     return;

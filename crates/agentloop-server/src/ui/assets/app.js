@@ -6,6 +6,7 @@
 const TOKEN_KEY = 'agentloop.ui.token';
 const TRIM = 400; // characters of a long text shown before "show all"
 const PAGE = 50;
+const SLICE_MS = 10; // of a long timeline rendered between two chances for the page to respond
 
 const $ = (id) => document.getElementById(id);
 
@@ -244,7 +245,7 @@ function readFiltersFromHash(query) {
 
 // ---------- one run ----------
 
-const run = { id: null, abort: null, lastSeq: -1, start: 0, group: null, ended: false, streaming: null };
+const run = { id: null, abort: null, lastSeq: -1, start: 0, group: null, ended: false, streaming: null, shown: 0 };
 
 const ENDING = new Set(['run_finished', 'run_failed', 'run_cancelled', 'run_suspended']);
 
@@ -403,9 +404,12 @@ function entryBody(kind, e) {
   }
 }
 
+/** The event's JSON, built when first opened (a long timeline has thousands). */
 function details(event) {
   const more = el('details', 'raw', el('summary', null, 'event JSON'));
-  more.append(longText(json(event)));
+  more.addEventListener('toggle', () => {
+    if (more.open && more.childElementCount === 1) more.append(longText(json(event)));
+  });
   return more;
 }
 
@@ -513,6 +517,33 @@ function facts(summary, entries) {
   add('entries', summary ? summary.entries : entries.length);
 }
 
+/** Lets the page handle input and paint: a message to itself. (A timer would wait at least
+ * 4 ms once nested; `scheduler.yield()` resumes ahead of other tasks, which then waited
+ * hundreds of milliseconds in scripts/ui/bench.mjs.) */
+function yieldToPage() {
+  return new Promise((resolve) => {
+    const channel = new MessageChannel();
+    channel.port1.onmessage = () => resolve();
+    channel.port2.postMessage(null);
+  });
+}
+
+/** Adds a journal's entries SLICE_MS at a time, yielding between slices, so that a long run's
+ * timeline neither freezes the page nor holds back the first entries. False when the page
+ * moved on (`current()` turned false) before the last. */
+async function addEntries(entries, current) {
+  let next = 0;
+  while (next < entries.length) {
+    const until = performance.now() + SLICE_MS;
+    do addEntry(entries[next++]); while (next < entries.length && performance.now() < until);
+    if (next < entries.length) {
+      await yieldToPage();
+      if (!current()) return false;
+    }
+  }
+  return true;
+}
+
 function stopLive() {
   if (run.abort) run.abort.abort();
   run.abort = null;
@@ -521,17 +552,20 @@ function stopLive() {
 
 async function openRun(id) {
   stopLive();
-  Object.assign(run, { id, lastSeq: -1, start: 0, group: null, ended: false, streaming: null });
+  const shown = run.shown + 1;
+  Object.assign(run, { id, lastSeq: -1, start: 0, group: null, ended: false, streaming: null, shown });
   $('run-title').textContent = `Run ${id}`;
   $('timeline').replaceChildren();
   $('run-facts').replaceChildren();
   if (typeof resetActing === 'function') resetActing(); // act.js
+  const current = () => run.shown === shown && run.id === id;
   const data = await api(`/ui/api/runs/${encodeURIComponent(id)}`);
-  if (run.id !== id) return;
+  if (!current()) return;
   facts(data.run, data.entries);
   if (typeof onRunLoaded === 'function') onRunLoaded(data); // act.js
   setState(data.run ? data.run.state : 'running');
-  for (const entry of data.entries) addEntry(entry);
+  if (!await addEntries(data.entries, current)) return;
+  if (typeof onRunShown === 'function') onRunShown(data); // act.js
   const last = data.entries[data.entries.length - 1];
   if (!last || !ENDING.has(last.kind)) follow(id);
 }
@@ -572,6 +606,7 @@ async function follow(id) {
     if (run.id === id) {
       facts(data.run, data.entries);
       if (typeof onRunLoaded === 'function') onRunLoaded(data); // act.js
+      if (typeof onRunShown === 'function') onRunShown(data); // act.js
       if (data.run) setState(data.run.state);
     }
   } catch (_) { /* the timeline is complete; the facts stay as they were */ }
