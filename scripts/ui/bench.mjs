@@ -13,16 +13,12 @@
 //   BENCH_UI_BIN=target/release/bench-ui node scripts/ui/bench.mjs [--loads 20] [--timelines 5]
 //     [bench-ui options: --store redis, --runs N, --smoke]
 import { spawn } from 'node:child_process';
-import { createRequire } from 'node:module';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { launch } from './chromium.mjs';
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
-const nodePath = process.env.AGENTLOOP_UI_NODE_PATH;
-if (!nodePath) throw new Error('AGENTLOOP_UI_NODE_PATH is not set (scripts/ui/install.sh prints it)');
-const { chromium } = createRequire(path.join(nodePath, 'noop.js'))('playwright-core');
 const bin = process.env.BENCH_UI_BIN ||
   path.join(process.env.CARGO_TARGET_DIR || path.join(repo, 'target'), 'release', 'bench-ui');
 
@@ -161,15 +157,7 @@ async function timeline(context, server) {
 async function main() {
   const server = await serve();
   console.log(`bench-ui serving ${server.url} (${passed.join(' ') || 'sqlite, 100000 runs'})`);
-  const userData = mkdtempSync(path.join(tmpdir(), 'agentloop-ui-bench-'));
-  dirs.push(userData);
-  const context = await chromium.launchPersistentContext(userData, {
-    executablePath: '/usr/bin/chromium',
-    headless: true,
-    viewport: { width: 1280, height: 800 },
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
+  const context = await launch('agentloop-ui-bench-', dirs);
   const problems = [];
   context.on('console', (message) => { if (message.type() === 'error') problems.push(message.text()); });
   context.on('weberror', (error) => problems.push(String(error.error())));

@@ -9,19 +9,16 @@
 //   export "$(bash scripts/ui/install.sh | tail -n 1)"   # AGENTLOOP_UI_NODE_PATH=…
 //   AGENTLOOP_BIN=target/debug/agentloop node scripts/ui/test.mjs
 import { spawn } from 'node:child_process';
-import { createRequire } from 'node:module';
 import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { launch } from './chromium.mjs';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import net from 'node:net';
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
-const nodePath = process.env.AGENTLOOP_UI_NODE_PATH;
-if (!nodePath) throw new Error('AGENTLOOP_UI_NODE_PATH is not set (scripts/ui/install.sh prints it)');
-const { chromium } = createRequire(path.join(nodePath, 'noop.js'))('playwright-core');
 const bin = process.env.AGENTLOOP_BIN ||
   path.join(process.env.CARGO_TARGET_DIR || path.join(repo, 'target'), 'debug', 'agentloop');
 const shots = process.env.AGENTLOOP_UI_SHOTS || path.join(repo, 'docs', 'ui');
@@ -122,16 +119,7 @@ async function main() {
   const xss = await send(server, XSS);
   const failed = await send(server, 'fail');
 
-  const userData = mkdtempSync(path.join(tmpdir(), 'agentloop-ui-chromium-'));
-  dirs.push(userData);
-  // A persistent context on a fresh user-data-dir (Chromium's --user-data-dir).
-  const context = await chromium.launchPersistentContext(userData, {
-    executablePath: '/usr/bin/chromium',
-    headless: true,
-    viewport: { width: 1280, height: 800 },
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
+  const context = await launch('agentloop-ui-chromium-', dirs);
   try {
     const page = await context.newPage();
     const dialogs = [];

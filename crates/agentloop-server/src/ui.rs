@@ -33,6 +33,8 @@ const ACT_JS: &str = include_str!("ui/assets/act.js");
 const WATERFALL_JS: &str = include_str!("ui/assets/waterfall.js");
 const APP_CSS: &str = include_str!("ui/assets/app.css");
 const FAVICON: &str = include_str!("ui/assets/favicon.svg");
+const HTML: &str = "text/html; charset=utf-8";
+const JS: &str = "text/javascript; charset=utf-8";
 
 /// What the UI's handlers share.
 pub(crate) struct UiState {
@@ -60,13 +62,13 @@ pub(crate) fn router(hosts: &[Arc<Host>], config: &ServerConfig) -> Router {
         trace_url: config.trace_url.clone(),
     });
     Router::new()
-        .route("/ui", get(index))
-        .route("/ui/", get(index))
-        .route("/ui/app.js", get(script))
-        .route("/ui/act.js", get(act_script))
-        .route("/ui/waterfall.js", get(waterfall_script))
-        .route("/ui/app.css", get(style))
-        .route("/ui/favicon.svg", get(icon))
+        .route("/ui", get(|| async { asset(HTML, INDEX_HTML) }))
+        .route("/ui/", get(|| async { asset(HTML, INDEX_HTML) }))
+        .route("/ui/app.js", get(|| async { asset(JS, APP_JS) }))
+        .route("/ui/act.js", get(|| async { asset(JS, ACT_JS) }))
+        .route("/ui/waterfall.js", get(|| async { asset(JS, WATERFALL_JS) }))
+        .route("/ui/app.css", get(|| async { asset("text/css; charset=utf-8", APP_CSS) }))
+        .route("/ui/favicon.svg", get(|| async { asset("image/svg+xml", FAVICON) }))
         .route("/ui/api/runs", get(api::list))
         .route("/ui/api/runs/{id}", get(api::run))
         .route("/ui/api/runs/{id}/events", get(api::events))
@@ -99,30 +101,6 @@ fn asset(content_type: &'static str, body: &'static str) -> Response {
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     response
-}
-
-async fn index() -> Response {
-    asset("text/html; charset=utf-8", INDEX_HTML)
-}
-
-async fn script() -> Response {
-    asset("text/javascript; charset=utf-8", APP_JS)
-}
-
-async fn act_script() -> Response {
-    asset("text/javascript; charset=utf-8", ACT_JS)
-}
-
-async fn waterfall_script() -> Response {
-    asset("text/javascript; charset=utf-8", WATERFALL_JS)
-}
-
-async fn style() -> Response {
-    asset("text/css; charset=utf-8", APP_CSS)
-}
-
-async fn icon() -> Response {
-    asset("image/svg+xml", FAVICON)
 }
 
 /// An API error: a status and a message, answered as
