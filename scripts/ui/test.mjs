@@ -155,6 +155,19 @@ async function main() {
     await page.click('#f-clear');
     await page.waitForFunction(() => document.querySelectorAll('#runs-body tr').length === 5);
 
+    step('search the inputs and answers');
+    await page.fill('#f-q', 'CALC (17');
+    await page.click('#filters button[type=submit]');
+    await page.waitForFunction((id) => {
+      const rows = document.querySelectorAll('#runs-body tr');
+      return rows.length === 1 && rows[0].dataset.runId === id;
+    }, calc.id);
+    assert.match(page.url(), /q=CALC/);
+    assert.match(await page.locator('#runs-body .answered').textContent(), /395/);
+    assert.match(await page.locator('#runs-body .asked').textContent(), /calc/);
+    await page.click('#f-clear');
+    await page.waitForFunction(() => document.querySelectorAll('#runs-body tr').length === 5);
+
     step('the list updates by itself: a new run appears');
     const fresh = await send(server, 'a run started while the list is open');
     await page.locator(`#runs-body tr[data-run-id="${fresh.id}"]`).waitFor({ timeout: 10000 });
@@ -303,6 +316,21 @@ async function main() {
     assert.match(await page.locator('#compare-answer-b').textContent(), /400/);
     assert.match(await page.locator('.cmp-first').textContent(), /Forked/);
     await page.screenshot({ path: path.join(shots, 'compare.png'), fullPage: true });
+
+    step('the origin lists its fork; a fork with the answer edited ends with it');
+    await page.goto(`${server.root}/ui#/runs/${encodeURIComponent(calc.id)}`);
+    await page.locator('#run-facts [data-fact=forks] a.fork-link').first().waitFor();
+    assert.equal(await page.locator('#run-facts [data-fact=forks] a.fork-link').count(), 1);
+    const endCard = page.locator('.kind-run_finished').first();
+    await endCard.locator('.fork-button').click();
+    assert.equal(await endCard.locator('.fork-form .fork-kind').inputValue(), 'model_answer');
+    await endCard.locator('.fork-form .fork-text').fill('About four hundred.');
+    await endCard.locator('.fork-form button[type=submit]').click();
+    await page.waitForFunction((origin) => location.hash.startsWith('#/runs/') && !location.hash.includes(origin), calc.id);
+    await page.waitForFunction(() => /finished/.test(document.getElementById('run-state').textContent));
+    assert.match(await page.locator('.kind-run_finished').last().textContent(), /About four hundred\./);
+    await page.goto(`${server.root}/ui#/runs/${encodeURIComponent(calc.id)}`);
+    await page.waitForFunction(() => document.querySelectorAll('#run-facts [data-fact=forks] a.fork-link').length === 2);
 
     assert.deepEqual(dialogs, [], 'no dialog opened');
     assert.deepEqual(injected, [], 'no request to the injected image');

@@ -104,8 +104,8 @@ pub enum RequestCommand {
         queue: QueueArg,
     },
     /// Forks a run at an entry of its journal (`runs show` numbers them) into a new run that
-    /// goes on from there — with a call's result replaced before the model sees it, or with
-    /// a user message — and prints the new run's id; `runs resume NEW` (or, with `--queue`, a
+    /// goes on from there — with a call's result replaced before the model sees it, with a
+    /// user message, or with the model's final answer replaced — and prints the new run's id; `runs resume NEW` (or, with `--queue`, a
     /// worker) continues it. The run itself is not changed.
     Fork {
         /// The run id.
@@ -115,11 +115,15 @@ pub enum RequestCommand {
         at: u64,
         /// The result the model sees for this call instead (`CALL=RESULT`; the result is JSON
         /// if it parses as JSON, else the text itself).
-        #[arg(long, value_name = "CALL=RESULT", conflicts_with = "message")]
+        #[arg(long, value_name = "CALL=RESULT", conflicts_with_all = ["message", "answer"])]
         tool_result: Option<String>,
         /// A user message the fork goes on with (after a model's answer or the run's end).
-        #[arg(long, value_name = "TEXT")]
+        #[arg(long, value_name = "TEXT", conflicts_with = "answer")]
         message: Option<String>,
+        /// The answer the fork ends with instead of the model's (at or after the run's end,
+        /// when it finished with the model's answer).
+        #[arg(long, value_name = "TEXT")]
+        answer: Option<String>,
         #[command(flatten)]
         queue: QueueArg,
     },
@@ -163,9 +167,9 @@ pub async fn run(
 ) -> anyhow::Result<i32> {
     let none = QueueArg { url: None };
     let (run_id, request, queue) = match command {
-        RequestCommand::Fork { run_id, at, tool_result, message, queue } => {
-            return fork(ForkArgs { run_id, at, tool_result, message, queue }, store, section)
-                .await;
+        RequestCommand::Fork { run_id, at, tool_result, message, answer, queue } => {
+            let args = ForkArgs { run_id, at, tool_result, message, answer, queue };
+            return fork(args, store, section).await;
         }
         RequestCommand::Cancel { run_id, reason, queue } => {
             (run_id, Request::Cancel(reason), queue)
@@ -207,6 +211,7 @@ struct ForkArgs {
     at: u64,
     tool_result: Option<String>,
     message: Option<String>,
+    answer: Option<String>,
     queue: QueueArg,
 }
 
@@ -216,16 +221,17 @@ async fn fork(
     store: Arc<dyn RunStore>,
     section: &StoreSection,
 ) -> anyhow::Result<i32> {
-    let edit = match (args.tool_result, args.message) {
-        (Some(pair), _) => {
+    let edit = match (args.tool_result, args.message, args.answer) {
+        (Some(pair), _, _) => {
             let Some((call_id, result)) = pair.split_once('=') else {
                 anyhow::bail!("--tool-result: expected CALL=RESULT, e.g. call_1=42");
             };
             let result = result_value(result.to_owned());
             Some(ForkEdit::ToolResult { call_id: call_id.trim().to_owned(), result })
         }
-        (None, Some(text)) => Some(ForkEdit::UserMessage { text }),
-        (None, None) => None,
+        (None, Some(text), _) => Some(ForkEdit::UserMessage { text }),
+        (None, None, Some(text)) => Some(ForkEdit::ModelAnswer { text }),
+        (None, None, None) => None,
     };
     let service = RunService::new(store.clone());
     let fork_id = service.fork(&args.run_id, args.at, edit).await?;

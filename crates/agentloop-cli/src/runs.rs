@@ -254,6 +254,9 @@ pub async fn show(store: &dyn RunStore, run_id: &str) -> anyhow::Result<()> {
                     Some(ForkEdit::UserMessage { text }) => {
                         format!(", then the user: {}", one_line(text, 80))
                     }
+                    Some(ForkEdit::ModelAnswer { text }) => {
+                        format!(", the answer replaced by: {}", one_line(text, 80))
+                    }
                     Some(other) => format!(", {other:?}"),
                     None => String::new(),
                 };

@@ -101,6 +101,18 @@ async fn the_list_filters_and_pages_with_a_cursor() {
     let session = row["session"].as_str().unwrap();
     let (_, one) = get_json(&server, &format!("/ui/api/runs?session={session}")).await;
     assert_eq!(ids(&one), vec![row["run_id"].as_str().unwrap().to_owned()]);
+    // A search: in the input and in the answer, ASCII letters in either case.
+    assert_eq!(row["input"], "and another", "{row}");
+    let (_, calc) = get_json(&server, "/ui/api/runs?q=CALC%202").await;
+    assert_eq!(calc["runs"].as_array().unwrap().len(), 1, "{calc}");
+    assert_eq!(calc["runs"][0]["input"], "calc 2 + 2");
+    let answered = calc["runs"][0]["answer"].as_str().unwrap().to_owned();
+    let (_, by_answer) = get_json(&server, &format!("/ui/api/runs?q={answered}")).await;
+    assert_eq!(ids(&by_answer), ids(&calc), "{by_answer}");
+    let (_, none) = get_json(&server, "/ui/api/runs?q=nothing%20like%20this").await;
+    assert!(none["runs"].as_array().unwrap().is_empty());
+    let (_, blank) = get_json(&server, "/ui/api/runs?q=%20%20").await;
+    assert_eq!(ids(&blank), ids(&all), "a blank search is no filter");
 
     // Pages of 2: every run once, in the order of the whole listing.
     let mut paged = Vec::new();
@@ -135,6 +147,7 @@ async fn bad_parameters_get_400_with_a_message() {
         ("colour=blue", "colour"),
         ("since=5&until=5", "since"),
         ("since=yesterday", "since"),
+        (&format!("q={}", "x".repeat(201)), "q"),
     ] {
         let (status, body) = get_json(&server, &format!("/ui/api/runs?{query}")).await;
         assert_eq!(status, 400, "{query}: {body}");

@@ -191,6 +191,23 @@ async fn a_fork_with_an_edited_tool_result_answers_differently() {
     assert_eq!(answer(&forked_run), "The result is 5.", "{forked_run}");
     let marker = entries(&forked_run, "run_forked");
     assert_eq!(marker[0]["event"]["origin_run_id"], origin.as_str());
+    // Linked both ways: the fork names its origin, the origin lists its forks.
+    assert_eq!(forked_run["run"]["origin"], origin.as_str(), "{forked_run}");
+    let url = format!("{}/ui/api/runs?origin={origin}", server.root);
+    let forks: Value = server.client.get(url).send().await.unwrap().json().await.unwrap();
+    assert_schema("RunsPage", &forks);
+    let forks: Vec<&str> =
+        forks["runs"].as_array().unwrap().iter().map(|r| r["run_id"].as_str().unwrap()).collect();
+    assert_eq!(forks, [fork]);
+
+    // The model's answer, replaced at the run's end: a finished fork with that answer.
+    let end = run["entries"].as_array().unwrap().last().unwrap()["seq"].as_u64().unwrap();
+    let edit = json!({"kind": "model_answer", "text": "The result is four."});
+    let (status, forked) = post(&server, &path, json!({"at_seq": end, "edit": edit})).await;
+    assert_eq!(status, 202, "{forked}");
+    let answered = wait_for(&server, forked["run_id"].as_str().unwrap(), "finished").await;
+    assert_eq!(answer(&answered), "The result is four.", "{answered}");
+    assert_eq!(answered["run"]["answer"], "The result is four.");
 
     // A point past the end, a bad edit: refused with a reason.
     let (status, refused) = post(&server, &path, json!({"at_seq": 10_000})).await;

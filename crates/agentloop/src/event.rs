@@ -439,6 +439,15 @@ pub enum ForkEdit {
         /// The message's text.
         text: String,
     },
+    /// The model's last answer, at a point after the run's end (a run that finished with a
+    /// completed answer): the fork finishes with `text` instead (its journal closes with a
+    /// `run_finished` of its own), and goes on from there as any finished run does (a next
+    /// user message). A typed output the answer had is dropped: the edited text is not
+    /// validated against the output schema.
+    ModelAnswer {
+        /// The answer as the fork has it.
+        text: String,
+    },
 }
 
 impl Event {

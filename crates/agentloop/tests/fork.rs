@@ -1,6 +1,6 @@
 //! Forks (`RunService::fork`): a new run from another's journal up to an entry, with an edit
-//! — a tool's result the model has not seen, or a user message after the run's end — that a
-//! process with the agent continues; the origin is unchanged, and a fork point where the edit
+//! — a tool's result the model has not seen, a user message after the run's end, the model's
+//! answer that ended the run — that a process with the agent continues; the origin is unchanged, and a fork point where the edit
 //! cannot apply is refused.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -11,7 +11,7 @@ use agentloop::message::{Message, Role};
 use agentloop::provider::scripted::{ScriptedModel, ScriptedTurn};
 use agentloop::provider::{ChunkStream, ModelRequest, Provider};
 use agentloop::service::{RunService, ServiceError};
-use agentloop::store::{MemoryStore, RunStore};
+use agentloop::store::{MemoryStore, RunFilter, RunState, RunStore};
 use agentloop::{Agent, RunOptions};
 use common::Add;
 use serde_json::json;
@@ -89,6 +89,34 @@ async fn a_fork_goes_on_from_its_point_with_its_edit() {
     // No edit: the fork goes on as the origin would have (here: the model reads the result).
     let fork = service.fork("origin", completed, None).await.unwrap();
     assert_eq!(answer_of(&agent, &fork).await, "The tool said 4.");
+
+    // After the run's end, the model's answer: the fork is finished with it, listed as
+    // forked from the origin, and goes on from it with a next message.
+    let edit = ForkEdit::ModelAnswer { text: "The tool said 5.".into() };
+    let fork = service.fork("origin", last, Some(edit)).await.unwrap();
+    let journal = store.load(&fork).await.unwrap();
+    assert_eq!(journal.len() as u64, last + 3, "the prefix, run_forked, run_finished");
+    let Event::RunFinished { outcome } = &*journal.last().unwrap().event else {
+        panic!("not finished: {:?}", journal.last());
+    };
+    assert_eq!(
+        (outcome.run_id.as_str(), outcome.answer.as_str()),
+        (fork.as_str(), "The tool said 5.")
+    );
+    let listed = store.list_runs(&RunFilter::all().origin_run_id("origin")).await.unwrap();
+    let row = listed.iter().find(|r| r.run_id == fork).unwrap();
+    assert_eq!((row.state, row.answer.as_deref()), (RunState::Finished, Some("The tool said 5.")));
+    let next = ForkEdit::UserMessage { text: "again".into() };
+    let further = service.fork(&fork, last + 2, Some(next)).await.unwrap();
+    let history = agentloop::run::Run::from_journal(
+        store.load(&further).await.unwrap().iter().map(|e| &*e.event),
+    )
+    .unwrap()
+    .history()
+    .to_vec();
+    let said: Vec<String> = history.iter().map(Message::text).collect();
+    assert_eq!(said[said.len() - 2..], ["The tool said 5.".to_owned(), "again".to_owned()]);
+    assert_eq!(answer_of(&agent, &further).await, "You said: again");
 }
 
 #[tokio::test]
@@ -119,6 +147,10 @@ async fn a_fork_where_its_edit_cannot_apply_is_refused() {
     let message = ForkEdit::UserMessage { text: "wait".into() };
     let reason = refused(service.fork("origin", started, Some(message)).await);
     assert!(reason.contains("fork's user message"), "{reason}");
+    // An answer only where the run ended with one.
+    let answer = || Some(ForkEdit::ModelAnswer { text: "5".into() });
+    let reason = refused(service.fork("origin", completed, answer()).await);
+    assert!(reason.contains("fork's model answer"), "{reason}");
     assert!(matches!(service.fork("nobody", 0, None).await, Err(ServiceError::NotFound(_))));
     // Nothing was written for a refused fork.
     assert_eq!(store.list_runs(&agentloop::store::RunFilter::all()).await.unwrap().len(), 1);

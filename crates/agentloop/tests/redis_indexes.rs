@@ -1,6 +1,6 @@
 //! Redis lists a filtered page from the index of what it filters on (an agent's, a session's,
-//! a parent's runs), and runs journaled before those indexes existed are added to them when
-//! a store connects.
+//! a parent's, a state's runs), and runs journaled before those indexes existed are added to
+//! them (and get their input from their journals) when a store connects.
 #![cfg(feature = "redis")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -70,15 +70,25 @@ async fn filtered_listings_use_the_indexes_and_older_runs_join_them() {
     for n in 0..5 {
         dropped.push(format!("{prefix}runs:context:ctx_{n}"));
     }
+    dropped.push(format!("{prefix}runs:state:running"));
     dropped.push(format!("{prefix}runs:indexed"));
     let _: () = redis::cmd("DEL").arg(&dropped).query_async(&mut conn).await.unwrap();
+    for n in 0..30 {
+        let meta = format!("{prefix}run:run_{n:02}:meta");
+        let _: () = redis::cmd("HDEL").arg(meta).arg("input").query_async(&mut conn).await.unwrap();
+    }
     assert!(store.list_runs(&RunFilter::all().agent("agent_1")).await.unwrap().is_empty());
+    let running = RunFilter::all().state(agentloop::store::RunState::Running);
+    assert!(store.list_runs(&running).await.unwrap().is_empty());
     let reconnected = open().await;
     assert_eq!(
         ids(reconnected.list_runs(&RunFilter::all().agent("agent_1")).await.unwrap()),
         of_agent
     );
     assert_eq!(ids(reconnected.list_runs(&both).await.unwrap()), of_both);
+    let listed = reconnected.list_runs(&running).await.unwrap();
+    assert_eq!(listed.len(), 30);
+    assert!(listed.iter().all(|run| run.input.as_deref() == Some("hi")), "from the journal");
 
     // Deleting a run takes it out of its indexes too.
     assert!(reconnected.delete_run("run_22").await.unwrap());

@@ -34,7 +34,7 @@ type Stores = Arc<dyn AllStores>;
 
 #[path = "store_conformance/registry.rs"]
 mod registry_suite;
-use registry_suite::registry;
+use registry_suite::{registry, registry_texts};
 
 #[path = "store_conformance/outputs.rs"]
 mod outputs_suite;
@@ -656,6 +656,7 @@ conformance!(
     tails_and_remote_control,
     list_pages,
     registry,
+    registry_texts,
     many_runs_at_once,
     delete_removes_everything_a_run_owns,
     delete_refuses_a_live_lease,
@@ -711,7 +712,7 @@ async fn sqlite_writers_on_two_connections_never_interleave() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("shared.db");
     let (first, second) = (SqliteStore::open(&path).unwrap(), SqliteStore::open(&path).unwrap());
-    assert_eq!(first.schema_version().await.unwrap(), 7, "migrations ran once");
+    assert_eq!(first.schema_version().await.unwrap(), 8, "migrations ran once");
     racing_writers(Arc::new(first), Arc::new(second)).await;
 }
 
@@ -727,7 +728,7 @@ async fn sqlite_creates_its_directory_and_reopens_its_file() {
         store.append(&id, 0, &journal(&id)).await.unwrap();
     }
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(store.schema_version().await.unwrap(), 7);
+    assert_eq!(store.schema_version().await.unwrap(), 8);
     assert_eq!(store.load(&id).await.unwrap().len(), 6, "the journal survived the reopen");
     assert_eq!(agentloop::store::sqlite::DEFAULT_PATH, ".agentloop/agentloop.db");
 }

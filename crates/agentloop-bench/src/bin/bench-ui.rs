@@ -12,7 +12,9 @@
 //!
 //! - `GET /ui/api/runs`: the first page (50 runs);
 //! - the first page of one agent among ten, of one state (`failed`, a tenth of the runs), and of
-//!   a state no run is in (`suspended`: the worst case, every run is looked at);
+//!   a state no run is in (`suspended`);
+//! - the first page of a search (`q`) that every run matches, and of one that a single run
+//!   matches (the worst case: every run's input and answer is read);
 //! - pages 2 to `--pages` (default: to the end of the list), each from the previous page's `next`;
 //! - `GET /ui/api/runs/{id}` of the 1,000-iteration run.
 //!
@@ -51,6 +53,8 @@ const LONG_RUN: &str = "run_1000_iterations";
 const LONG_ITERATIONS: usize = 1_000;
 /// The runs appended at once while seeding.
 const SEED_CONCURRENCY: usize = 32;
+/// What each seeded run was asked (then its number).
+const QUESTION: &str = "What is 17 times 23? Then explain the result in one sentence.";
 /// Requests before each measurement that are not counted.
 const WARM_UP: usize = 5;
 
@@ -183,9 +187,7 @@ async fn template(turns: Vec<ScriptedTurn>) -> Result<Vec<Event>> {
         .build()?;
     let options = RunOptions { run_id: Some("template".into()), ..RunOptions::default() };
     // A failing template fails its run: the journal is what counts.
-    let _ = agent
-        .run_with("What is 17 times 23? Then explain the result in one sentence.", options)
-        .await;
+    let _ = agent.run_with(QUESTION, options).await;
     Ok(store.load("template").await?.iter().map(|entry| (*entry.event).clone()).collect())
 }
 
@@ -223,8 +225,11 @@ fn seeded(template: &[Event], n: usize, created_ms: u64) -> Result<Vec<JournalEn
     for (seq, event) in template.iter().enumerate() {
         let mut event = event.clone();
         match &mut event {
-            Event::RunStarted { run_id, config, .. } => {
+            Event::RunStarted { run_id, config, input } => {
                 *run_id = format!("run_{n:06}");
+                if let Some(asked) = input.last_mut() {
+                    *asked = Message::user(format!("{QUESTION} (request {n:06})"));
+                }
                 config.agent = Some(format!("agent_{}", n % AGENTS));
                 config.context_id = Some(format!("session_{:06}", n / RUNS_PER_SESSION));
             }
@@ -442,6 +447,13 @@ async fn bench(root: &str, options: &Options) -> Result<()> {
             requests,
         ),
         ("a state no run is in (`suspended`)", "?state=suspended".into(), 0, requests.min(20)),
+        ("a search every run matches", "?q=17%20times".into(), 50.min(runs), requests),
+        (
+            "a search one run matches (every input and answer is read)",
+            format!("?q=request%20{:06}", runs / 2),
+            1.min(runs),
+            requests.min(20),
+        ),
     ] {
         let (mut times, size) =
             measure(&client, format!("{api}{query}"), requests, full(expected)).await?;

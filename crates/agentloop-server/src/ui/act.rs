@@ -328,8 +328,9 @@ pub(crate) struct ForkBody {
 }
 
 /// `POST /ui/api/runs/{id}/fork` `{"at_seq", "edit"?}`: a new run from the journal up to
-/// `at_seq` with the edit (`{"kind": "tool_result", "call_id", "result"}` or
-/// `{"kind": "user_message", "text"}`), continued by the host of its agent. Answers
+/// `at_seq` with the edit (`{"kind": "tool_result", "call_id", "result"}`,
+/// `{"kind": "user_message", "text"}` or `{"kind": "model_answer", "text"}`), continued by the
+/// host of its agent. Answers
 /// `{"run_id": fork, …}`.
 pub(crate) async fn fork(
     State(state): Shared,

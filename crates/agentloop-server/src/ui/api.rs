@@ -23,6 +23,8 @@ use tokio::sync::broadcast;
 pub const DEFAULT_LIMIT: usize = 50;
 /// The most runs of a page.
 pub const MAX_LIMIT: usize = 500;
+/// The longest search text (`q`).
+pub const MAX_SEARCH_CHARS: usize = 200;
 
 type Shared = State<Arc<UiState>>;
 
@@ -34,6 +36,10 @@ pub(crate) struct ListQuery {
     agent: Option<String>,
     session: Option<String>,
     parent: Option<String>,
+    /// Runs forked from this run.
+    origin: Option<String>,
+    /// Runs whose input or answer contains this text (ASCII letters in either case).
+    q: Option<String>,
     /// Runs created at or after this time (ms since the Unix epoch).
     since: Option<u64>,
     /// Runs created before this time (ms since the Unix epoch).
@@ -94,6 +100,15 @@ fn filter_of(query: ListQuery) -> Result<(RunFilter, usize), ApiError> {
     if let Some(parent) = nonempty(query.parent) {
         filter = filter.parent_run_id(parent);
     }
+    if let Some(origin) = nonempty(query.origin) {
+        filter = filter.origin_run_id(origin);
+    }
+    if let Some(text) = query.q.map(|q| q.trim().to_owned()).filter(|q| !q.is_empty()) {
+        if text.chars().count() > MAX_SEARCH_CHARS {
+            return Err(ApiError::bad_request(format!("q: at most {MAX_SEARCH_CHARS} characters")));
+        }
+        filter = filter.text(text);
+    }
     if query.since.is_some() || query.until.is_some() {
         let (since, until) = (query.since.unwrap_or(0), query.until.unwrap_or(u64::MAX));
         if since >= until {
@@ -119,6 +134,9 @@ fn row(run: &RunSummary) -> Value {
         "agent": run.agent,
         "session": run.context_id,
         "parent": run.parent_run_id,
+        "origin": run.origin_run_id,
+        "input": run.input,
+        "answer": run.answer,
         "created_ms": run.created_ms,
         "updated_ms": run.updated_ms,
         "entries": run.entries,

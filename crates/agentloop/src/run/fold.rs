@@ -230,6 +230,7 @@ impl Run {
                     self.fork_tool_result(call_id, result)?;
                 }
                 Some(ForkEdit::UserMessage { text }) => self.fork_user_message(text)?,
+                Some(ForkEdit::ModelAnswer { text }) => self.fork_model_answer(text)?,
             },
             Event::RunSuspended { .. } => match &mut self.phase {
                 Phase::AwaitingTools { suspended, .. } => *suspended = true,
@@ -435,5 +436,33 @@ impl Run {
                 phase: self.phase.name(),
             }),
         }
+    }
+
+    /// A fork's model answer: after a run that finished with the model's answer, which it
+    /// replaces (in the history the model sees next and in the outcome).
+    fn fork_model_answer(&mut self, text: &str) -> Result<(), RunError> {
+        let unexpected = |phase: &Phase| RunError::Unexpected {
+            what: "a fork's model answer (only after a run that finished with one)",
+            phase: phase.name(),
+        };
+        let completed = matches!(
+            &self.phase,
+            Phase::Finished { outcome } if outcome.stop_reason == StopReason::Completed
+        );
+        let last = self.history.len().checked_sub(1);
+        let answered = last.and_then(|i| self.history.get(i)).is_some_and(|message| {
+            message.role == crate::message::Role::Assistant && !message.has_tool_calls()
+        });
+        let (true, true, Some(index)) = (completed, answered, last) else {
+            return Err(unexpected(&self.phase));
+        };
+        self.history_mut()[index] = Message::assistant(text);
+        self.invalidate_from(index);
+        if let Phase::Finished { outcome } = &mut self.phase {
+            outcome.answer = text.to_owned();
+            outcome.output = None;
+            outcome.citations.clear();
+        }
+        Ok(())
     }
 }

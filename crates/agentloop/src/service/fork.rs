@@ -14,15 +14,16 @@ impl RunService {
     /// Forks run `run_id` at its journal entry `at_seq` into a new run, and returns the new
     /// run's id. The fork's journal is the origin's entries `0..=at_seq` — its `run_started`
     /// under the new id — then `run_forked`, which names the origin and the fork point and
-    /// holds `edit`: a call's result replaced before the model sees it, or a user message
-    /// the run goes on with (after a model call, or after the run's end). The origin is not
-    /// changed. The fork is a stored run that no process executes yet: any process with the
+    /// holds `edit`: a call's result replaced before the model sees it, a user message the
+    /// run goes on with (after a model call, or after the run's end), or the model's answer
+    /// of a finished run replaced (the fork then ends with it: a `run_finished` follows).
+    /// The origin is not changed. The fork is a stored run that no process executes yet: any process with the
     /// agent continues it ([`Agent::resume`](crate::Agent::resume), a worker), after the
     /// usual identity check of the agent against its journaled configuration.
     ///
     /// Refused ([`ServiceError::ForkPoint`]) when `at_seq` is past the journal's end or the
     /// edit does not apply there (a result for a call the model has already seen, a message
-    /// while tools run).
+    /// while tools run, an answer before the run's end).
     pub async fn fork(
         &self,
         run_id: &str,
@@ -55,11 +56,19 @@ impl RunService {
             };
             new.push(entry);
         }
+        let answered = matches!(edit, Some(ForkEdit::ModelAnswer { .. }));
         let forked = Event::RunForked { origin_run_id: run_id.to_owned(), at_seq, edit };
         new.push(JournalEntry::of(at_seq + 1, forked)?);
         // The fork must fold: the prefix did, so only the edit can fail.
-        Run::from_journal(new.iter().map(|entry| &*entry.event))
+        let run = Run::from_journal(new.iter().map(|entry| &*entry.event))
             .map_err(|error| refused(error.to_string()))?;
+        // An edited answer ends the fork with it (a finished run, as the origin was).
+        if let (true, Some(outcome)) = (answered, run.outcome()) {
+            let mut outcome = outcome.clone();
+            outcome.run_id.clone_from(&fork_id);
+            let finished = Event::RunFinished { outcome: Box::new(outcome) };
+            new.push(JournalEntry::of(at_seq + 2, finished)?);
+        }
         self.store.append_entries(&fork_id, 0, &new).await?;
         Ok(fork_id)
     }

@@ -120,6 +120,9 @@ impl MemoryStore {
                 agent: None,
                 context_id: None,
                 parent_run_id: None,
+                origin_run_id: None,
+                input: None,
+                answer: None,
                 state: RunState::Running,
                 created_ms: update.first_ms,
                 updated_ms: update.first_ms,
@@ -139,6 +142,15 @@ impl MemoryStore {
             summary.context_id = started.context_id;
             summary.parent_run_id = started.parent_run_id;
             record.price = started.price;
+        }
+        if let Some(origin) = update.origin_run_id {
+            summary.origin_run_id = Some(origin);
+        }
+        if let Some(input) = update.input {
+            summary.input = Some(input).filter(|text| !text.is_empty());
+        }
+        if let Some(answer) = update.answer {
+            summary.answer = Some(answer).filter(|text| !text.is_empty());
         }
         summary.usage += update.usage;
         summary.cost_usd = cost_of(record.price.as_ref(), &summary.usage);

@@ -43,8 +43,8 @@ pub use lease::{Lease, DEFAULT_LEASE_TTL};
 pub use memory::MemoryStore;
 #[cfg(any(feature = "sqlite", feature = "redis"))]
 pub use outputs::DEFAULT_LARGE_OUTPUT_BYTES;
-pub(crate) use registry::{cost_of, SummaryUpdate};
-pub use registry::{RunCursor, RunFilter, RunSummary};
+pub(crate) use registry::{cost_of, input_preview, preview, SummaryUpdate};
+pub use registry::{RunCursor, RunFilter, RunSummary, PREVIEW_CHARS};
 pub use stats::WriteStats;
 
 #[cfg(any(test, feature = "redis"))]

@@ -5,11 +5,12 @@
 //! | key | type | what |
 //! | --- | --- | --- |
 //! | `run:{id}:journal` | list | the journal entries, as JSON, in order |
-//! | `run:{id}:meta` | hash | agent, context, parent, state, times, length, price, tokens (for `list`) |
+//! | `run:{id}:meta` | hash | agent, context, parent, origin, state, times, length, price, tokens, the input's and the answer's start (for `list`) |
 //! | `run:{id}:lease` | hash | owner, epoch and expiry of the run's lease ([`crate::store::lease`]) |
 //! | `run:{id}:control` | hash | what was requested of the run's executor ([`super::RemoteControl`]) |
 //! | `runs` | sorted set | run ids by creation time (the index `list` scans) |
 //! | `runs:parent:{id}` | sorted set | the runs a run started, by creation time (`list` by parent) |
+//! | `runs:agent:{name}`, `runs:context:{id}`, `runs:origin:{id}`, `runs:state:{state}` | sorted set | the runs of an agent, of a session, forked from a run, in a state, by creation time |
 //! | `session:{context}` | hash | the session's state and counters |
 //! | `session:{context}:messages` | list | its conversation, as JSON |
 //! | `artifact:{id}` / `artifact:{id}:chunks` | hash / list | an artifact and its chunks |
@@ -19,7 +20,7 @@
 //! state of a session) is one Lua script, so it is atomic: of two writers appending at the
 //! same sequence number, exactly one succeeds and the other gets
 //! [`StoreError::Conflict`]. With a TTL, every key a write touches gets it again (the `runs`
-//! and `runs:parent:{id}` indexes keep expired ids until `list` meets and drops them). Redis
+//! and `runs:…` indexes keep expired ids until `list` meets and drops them). Redis
 //! Cluster is not supported (the scripts touch keys of several slots).
 
 use super::registry::Started;
@@ -161,68 +162,6 @@ impl RedisStore {
         Ok(store)
     }
 
-    /// Runs journaled before the agent and session indexes existed are added to them once
-    /// (a marker key records that it was done, unless there were no runs; it goes with the
-    /// store's last run; adding twice is harmless).
-    async fn index_older_runs(&self) -> Result<(), StoreError> {
-        const VERSION: &str = "2";
-        let marker = self.indexed_marker();
-        let done: Option<String> = ::redis::cmd("GET")
-            .arg(&marker)
-            .query_async(&mut self.conn())
-            .await
-            .map_err(backend)?;
-        if done.as_deref() == Some(VERSION) {
-            return Ok(());
-        }
-        let mut offset = 0usize;
-        loop {
-            let page: Vec<(String, u64)> = ::redis::cmd("ZRANGE")
-                .arg(self.key(&["runs"]))
-                .arg(offset)
-                .arg(offset + 999)
-                .arg("WITHSCORES")
-                .query_async(&mut self.conn())
-                .await
-                .map_err(backend)?;
-            if page.is_empty() {
-                break;
-            }
-            offset += page.len();
-            let mut read = ::redis::pipe();
-            for (id, _) in &page {
-                read.cmd("HMGET")
-                    .arg(self.key(&["run:", id, ":meta"]))
-                    .arg(&["agent", "context_id"]);
-            }
-            let names: Vec<Vec<Option<String>>> =
-                read.query_async(&mut self.conn()).await.map_err(backend)?;
-            let mut write = ::redis::pipe();
-            for ((id, created), names) in page.iter().zip(names) {
-                let name = |i: usize| -> Option<String> {
-                    names.get(i).cloned().flatten().and_then(|json| from_json(&json, "name").ok())
-                };
-                for index in self.indexes(&None, &name(0), &name(1)) {
-                    write.cmd("ZADD").arg(index).arg(*created).arg(id).ignore();
-                }
-            }
-            if !write.is_empty() {
-                write.query_async::<()>(&mut self.conn()).await.map_err(backend)?;
-            }
-        }
-        if offset == 0 {
-            // Nothing to index (a new store): its runs are indexed as they are appended.
-            return Ok(());
-        }
-        ::redis::cmd("SET")
-            .arg(&marker)
-            .arg(VERSION)
-            .query_async::<()>(&mut self.conn())
-            .await
-            .map_err(backend)?;
-        Ok(())
-    }
-
     /// The options it was connected with.
     pub fn options(&self) -> &RedisOptions {
         &self.options
@@ -295,6 +234,9 @@ impl RedisStore {
     }
 }
 
+/// How many runs a call of the search script reads at most.
+const SEARCH_READS: usize = 10_000;
+
 /// A JSON-encoded optional name, as the run meta stores it (`null` or a JSON string).
 fn optional_name(value: &Option<String>) -> Result<String, StoreError> {
     to_json(value)
@@ -329,6 +271,9 @@ fn summary_of(
         agent: name("agent")?,
         context_id: name("context_id")?,
         parent_run_id: name("parent_run_id")?,
+        origin_run_id: meta.get("origin_run_id").cloned(),
+        input: meta.get("input").cloned(),
+        answer: meta.get("answer").cloned(),
         state: RunState::parse(state)
             .ok_or_else(|| corrupt(&format!("run '{run_id}': unknown state '{state}'")))?,
         created_ms: number(meta, "created_ms"),
@@ -408,6 +353,13 @@ impl RedisStore {
             .arg(usage.output)
             .arg(usage.cached_input)
             .arg(usage.reasoning);
+        let texts = update.as_ref().map(|u| (&u.origin_run_id, &u.input, &u.answer));
+        let (origin, input, answer) = texts.unwrap_or((&None, &None, &None));
+        invocation.arg(origin.as_deref().unwrap_or_default());
+        for text in [input, answer] {
+            invocation.arg(if text.is_some() { "1" } else { "0" });
+            invocation.arg(text.as_deref().unwrap_or_default());
+        }
         // Each entry encoded in one reused buffer, then copied into the command (encoding
         // straight into the command costs more: its writer is called for every token).
         let mut json = Vec::with_capacity(JSON_PER_ENTRY);
@@ -538,13 +490,21 @@ impl RunStore for RedisStore {
     }
 
     async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, StoreError> {
-        // The most selective index the filter names: a parent's children, a session's runs,
-        // an agent's runs; the other fields are checked on each run read.
-        let index = match (&filter.parent_run_id, &filter.context_id, &filter.agent) {
-            (Some(parent), _, _) => self.parent_index(parent),
-            (None, Some(context_id), _) => self.context_index(context_id),
-            (None, None, Some(agent)) => self.agent_index(agent),
-            (None, None, None) => self.key(&["runs"]),
+        // The most selective index the filter names: a parent's children, an origin's forks,
+        // a session's runs, the runs in a state, an agent's runs; the other fields are
+        // checked on each run read.
+        let index = if let Some(parent) = &filter.parent_run_id {
+            self.parent_index(parent)
+        } else if let Some(origin) = &filter.origin_run_id {
+            self.key(&["runs:origin:", origin])
+        } else if let Some(context_id) = &filter.context_id {
+            self.context_index(context_id)
+        } else if let Some(state) = filter.state {
+            self.key(&["runs:state:", state.as_str()])
+        } else if let Some(agent) = &filter.agent {
+            self.agent_index(agent)
+        } else {
+            self.key(&["runs"])
         };
         let max = match (&filter.after, filter.created_before_ms) {
             // The cursor's own creation time is included: runs as old with a smaller id.
@@ -555,24 +515,53 @@ impl RunStore for RedisStore {
         let min = filter.created_from_ms.map_or("-inf".to_owned(), |t| t.to_string());
         let limit = filter.limit.unwrap_or(usize::MAX);
         // Ids a page at a time (newest first; equal times by id, descending, as the sorted
-        // set orders equal scores), so that a small limit reads little of a large index.
+        // set orders equal scores), so that a small limit reads little of a large index. A
+        // search finds its page's ids on the server (`SEARCH`).
         let page_size = limit.clamp(100, 1_000);
+        let needle = filter.text.as_deref().map(str::to_ascii_lowercase);
         let (mut runs, mut expired, mut offset) = (Vec::new(), Vec::new(), 0usize);
         loop {
-            let ids: Vec<String> = ::redis::cmd("ZREVRANGEBYSCORE")
-                .arg(&index)
-                .arg(&max)
-                .arg(&min)
-                .arg("LIMIT")
-                .arg(offset)
-                .arg(page_size)
-                .query_async(&mut self.conn())
-                .await
-                .map_err(backend)?;
+            let (ids, exhausted) = match &needle {
+                None => {
+                    let ids: Vec<String> = ::redis::cmd("ZREVRANGEBYSCORE")
+                        .arg(&index)
+                        .arg(&max)
+                        .arg(&min)
+                        .arg("LIMIT")
+                        .arg(offset)
+                        .arg(page_size)
+                        .query_async(&mut self.conn())
+                        .await
+                        .map_err(backend)?;
+                    offset += ids.len();
+                    let exhausted = ids.len() < page_size;
+                    (ids, exhausted)
+                }
+                Some(needle) => {
+                    let mut search = ::redis::cmd("EVALSHA");
+                    search
+                        .arg(self.scripts.search.get_hash())
+                        .arg(1)
+                        .arg(&index)
+                        .arg(&max)
+                        .arg(&min)
+                        .arg(needle)
+                        .arg(offset)
+                        .arg(page_size)
+                        .arg(SEARCH_READS)
+                        .arg(&self.options.prefix);
+                    let (next, ids): (i64, Vec<String>) =
+                        self.evalsha(&self.scripts.search, &search).await?;
+                    offset = usize::try_from(next).unwrap_or(offset);
+                    (ids, next < 0)
+                }
+            };
             if ids.is_empty() {
-                break;
+                if exhausted {
+                    break;
+                }
+                continue;
             }
-            offset += ids.len();
             // The journal's length after the meta hash: an append in between only makes it
             // longer (the script writes both at once).
             let mut pipe = ::redis::pipe();
@@ -598,7 +587,7 @@ impl RunStore for RedisStore {
                     runs.push(summary);
                 }
             }
-            if runs.len() >= limit || ids.len() < page_size {
+            if runs.len() >= limit || exhausted {
                 break;
             }
         }

@@ -7,9 +7,13 @@
 
 use super::{JournalEntry, RunState};
 use crate::event::Event;
-use crate::message::Usage;
+use crate::message::{Message, Role, Usage};
 use crate::run::Price;
 use serde::{Deserialize, Serialize};
+
+/// How many characters of a run's input and answer its summary keeps (what a listing shows
+/// and [`RunFilter::text`] searches).
+pub const PREVIEW_CHARS: usize = 500;
 
 /// One run, as listed by [`RunStore::list_runs`](super::RunStore::list_runs): the run
 /// registry. Everything comes from what the stores keep up to date on each append (the
@@ -27,6 +31,17 @@ pub struct RunSummary {
     /// run names its caller's).
     #[serde(default)]
     pub parent_run_id: Option<String>,
+    /// The run it was forked from ([`Event::RunForked`]'s `origin_run_id`).
+    #[serde(default)]
+    pub origin_run_id: Option<String>,
+    /// The start of what the user asked: the text of the last user message of
+    /// `run_started`'s input, cut to [`PREVIEW_CHARS`] characters (`None`: no user text).
+    #[serde(default)]
+    pub input: Option<String>,
+    /// The start of the run's last answer (`run_finished`'s), cut to [`PREVIEW_CHARS`]
+    /// characters (`None`: it has not finished, or answered nothing).
+    #[serde(default)]
+    pub answer: Option<String>,
     /// Where it stands.
     pub state: RunState,
     /// When its first entry was appended (ms since the Unix epoch).
@@ -106,8 +121,13 @@ pub struct RunFilter {
     pub context_id: Option<String>,
     /// Only runs started by this run (its sub-agents' runs).
     pub parent_run_id: Option<String>,
+    /// Only runs forked from this run.
+    pub origin_run_id: Option<String>,
     /// Only runs in this state.
     pub state: Option<RunState>,
+    /// Only runs whose input or answer (as the summary keeps them: [`PREVIEW_CHARS`])
+    /// contains this text, ignoring the case of ASCII letters.
+    pub text: Option<String>,
     /// Only runs created at or after this time (ms since the Unix epoch).
     pub created_from_ms: Option<u64>,
     /// Only runs created before this time.
@@ -143,9 +163,21 @@ impl RunFilter {
         self
     }
 
+    /// Only runs forked from this run ([`Event::RunForked`]).
+    pub fn origin_run_id(mut self, origin_run_id: impl Into<String>) -> Self {
+        self.origin_run_id = Some(origin_run_id.into());
+        self
+    }
+
     /// Only runs in this state.
     pub fn state(mut self, state: RunState) -> Self {
         self.state = Some(state);
+        self
+    }
+
+    /// Only runs whose input or answer contains `text` (ASCII letters in either case).
+    pub fn text(mut self, text: impl Into<String>) -> Self {
+        self.text = Some(text.into());
         self
     }
 
@@ -173,7 +205,13 @@ impl RunFilter {
         self.agent.as_ref().is_none_or(|a| run.agent.as_ref() == Some(a))
             && self.context_id.as_ref().is_none_or(|c| run.context_id.as_ref() == Some(c))
             && self.parent_run_id.as_ref().is_none_or(|p| run.parent_run_id.as_ref() == Some(p))
+            && self.origin_run_id.as_ref().is_none_or(|o| run.origin_run_id.as_ref() == Some(o))
             && self.state.is_none_or(|s| run.state == s)
+            && self.text.as_deref().is_none_or(|text| {
+                [&run.input, &run.answer]
+                    .into_iter()
+                    .any(|field| field.as_deref().is_some_and(|f| contains_ignoring_case(f, text)))
+            })
             && self.created_from_ms.is_none_or(|from| run.created_ms >= from)
             && self.created_before_ms.is_none_or(|before| run.created_ms < before)
             && self.after.as_ref().is_none_or(|cursor| cursor.precedes(run))
@@ -202,16 +240,23 @@ pub(crate) struct SummaryUpdate {
     pub(crate) last_ms: u64,
     /// The tokens of the batch's model calls (`model_responded`, `compaction_completed`).
     pub(crate) usage: Usage,
+    /// The run it was forked from, when the batch holds `run_forked`.
+    pub(crate) origin_run_id: Option<String>,
+    /// The input's preview, when the batch holds `run_started` (`Some("")`: no user text).
+    pub(crate) input: Option<String>,
+    /// The answer's preview, when the batch holds `run_finished`.
+    pub(crate) answer: Option<String>,
 }
 
 impl SummaryUpdate {
     pub(crate) fn of(entries: &[JournalEntry]) -> Option<Self> {
         let (first, last) = (entries.first()?, entries.last()?);
-        let mut started = None;
+        let (mut started, mut origin_run_id, mut input, mut answer) = (None, None, None, None);
         let mut usage = Usage::default();
         for entry in entries {
             match &*entry.event {
-                Event::RunStarted { config, .. } => {
+                Event::RunStarted { config, input: messages, .. } => {
+                    input = Some(input_preview(messages).unwrap_or_default());
                     started = Some(Started {
                         agent: config.agent.clone(),
                         context_id: config.context_id.clone(),
@@ -221,6 +266,10 @@ impl SummaryUpdate {
                 }
                 Event::ModelResponded { usage: used, .. }
                 | Event::CompactionCompleted { usage: used, .. } => usage += *used,
+                Event::RunForked { origin_run_id: origin, .. } => {
+                    origin_run_id = Some(origin.clone());
+                }
+                Event::RunFinished { outcome } => answer = Some(preview(&outcome.answer)),
                 _ => {}
             }
         }
@@ -230,8 +279,33 @@ impl SummaryUpdate {
             first_ms: first.at_ms,
             last_ms: last.at_ms,
             usage,
+            origin_run_id,
+            input,
+            answer,
         })
     }
+}
+
+/// The first [`PREVIEW_CHARS`] characters of `text`.
+pub(crate) fn preview(text: &str) -> String {
+    match text.char_indices().nth(PREVIEW_CHARS) {
+        Some((end, _)) => text[..end].to_owned(),
+        None => text.to_owned(),
+    }
+}
+
+/// The preview of a run's input: its last user message's text (`None`: no user text).
+pub(crate) fn input_preview(messages: &[Message]) -> Option<String> {
+    let last_user = messages.iter().rev().find(|m| m.role == Role::User)?;
+    Some(preview(&last_user.text())).filter(|text| !text.is_empty())
+}
+
+/// Whether `haystack` contains `needle`, ASCII letters compared in either case (as SQLite's
+/// `LIKE` and Lua's `string.lower` do).
+pub(crate) fn contains_ignoring_case(haystack: &str, needle: &str) -> bool {
+    let (haystack, needle) = (haystack.as_bytes(), needle.as_bytes());
+    needle.is_empty()
+        || haystack.windows(needle.len()).any(|window| window.eq_ignore_ascii_case(needle))
 }
 
 /// The cost of a run's `usage` at its price (0 without one): [`Price::cost`], as the run's

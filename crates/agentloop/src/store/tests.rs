@@ -133,6 +133,9 @@ fn filters_match_every_set_field() {
         updated_ms: 120,
         entries: 5,
         parent_run_id: None,
+        origin_run_id: None,
+        input: Some("What is the Capital of France?".into()),
+        answer: Some("Paris.".into()),
         owner: None,
         lease_expires_at_ms: None,
         usage: crate::message::Usage::default(),
@@ -141,6 +144,13 @@ fn filters_match_every_set_field() {
     assert!(RunFilter::all().matches(&run));
     assert!(RunFilter::all().agent("a").context_id("c").state(RunState::Finished).matches(&run));
     assert!(!RunFilter::all().agent("b").matches(&run));
+    assert!(RunFilter::all().text("capital of").matches(&run), "the input, in either case");
+    assert!(RunFilter::all().text("PARIS").matches(&run), "the answer");
+    assert!(!RunFilter::all().text("Lyon").matches(&run));
+    assert!(!RunFilter::all().origin_run_id("o").matches(&run));
+    assert!(RunFilter::all()
+        .origin_run_id("o")
+        .matches(&RunSummary { origin_run_id: Some("o".into()), ..run.clone() }));
     assert!(!RunFilter::all().state(RunState::Running).matches(&run));
     assert!(RunFilter::all().created_between(100, 101).matches(&run));
     assert!(!RunFilter::all().created_between(0, 100).matches(&run));

@@ -146,3 +146,88 @@ pub(super) async fn registry(store: Stores) {
     }
     assert!(store.list_runs(&RunFilter::all().parent_run_id(&parent)).await.unwrap().is_empty());
 }
+
+/// The registry's texts and the listings they allow: a run lists the start of its input and
+/// of its answer, a fork its origin; a listing by origin finds the forks, a search finds the
+/// text in the input or the answer (ASCII letters in either case, `%` and `_` as such); a
+/// listing by state follows the run's state as it changes (finished, then going on).
+pub(super) async fn registry_texts(store: Stores) {
+    let tag = uuid::Uuid::new_v4().simple().to_string();
+    let (origin, fork, other, percent) = (run_id(), run_id(), run_id(), run_id());
+    let started_with = |id: &str, text: &str| Event::RunStarted {
+        run_id: id.into(),
+        config: Box::default(),
+        input: vec![Message::user("earlier"), Message::assistant("ok"), Message::user(text)],
+    };
+    let asked = format!("What is the Capital of France? {tag}");
+    let finished = |id: &str, answer: &str| Event::RunFinished {
+        outcome: Box::new(Outcome::new(id, answer, StopReason::Completed)),
+    };
+    let iteration = Event::IterationStarted { iteration: 2, at_ms: 0 };
+    store.append(&origin, 0, &[started_with(&origin, &asked)]).await.unwrap();
+    store.append(&origin, 1, &[finished(&origin, "Paris, of course.")]).await.unwrap();
+    let forked = Event::RunForked { origin_run_id: origin.clone(), at_seq: 0, edit: None };
+    store.append(&fork, 0, &[started_with(&fork, &asked), forked]).await.unwrap();
+    store.append(&other, 0, &[started_with(&other, &format!("Unrelated {tag}"))]).await.unwrap();
+    let odd = format!("50% off_now {tag}");
+    store.append(&percent, 0, &[started_with(&percent, &odd)]).await.unwrap();
+
+    let ids = |runs: &[agentloop::store::RunSummary]| {
+        let mut ids: Vec<String> = runs.iter().map(|r| r.run_id.clone()).collect();
+        ids.sort_unstable();
+        ids
+    };
+    let sorted = |mut ids: Vec<&String>| {
+        ids.sort_unstable();
+        ids.into_iter().cloned().collect::<Vec<_>>()
+    };
+    let list = |filter: RunFilter| {
+        let store = store.clone();
+        async move { store.list_runs(&filter).await.unwrap() }
+    };
+    let all = list(RunFilter::all().text(tag.as_str())).await;
+    assert_eq!(ids(&all), sorted(vec![&origin, &fork, &other, &percent]));
+    let run = all.iter().find(|r| r.run_id == origin).unwrap();
+    assert_eq!(run.input.as_deref(), Some(asked.as_str()), "the last user message");
+    assert_eq!(run.answer.as_deref(), Some("Paris, of course."));
+    assert_eq!(run.origin_run_id, None);
+    let forked_run = all.iter().find(|r| r.run_id == fork).unwrap();
+    assert_eq!(forked_run.origin_run_id.as_deref(), Some(origin.as_str()));
+    assert_eq!(forked_run.answer, None, "not finished");
+
+    let forks = list(RunFilter::all().origin_run_id(&origin)).await;
+    assert_eq!(ids(&forks), [fork.as_str()]);
+    let text = |needle: String| list(RunFilter::all().text(needle));
+    assert_eq!(ids(&text(format!("capital OF france? {tag}")).await), sorted(vec![&origin, &fork]));
+    assert_eq!(ids(&text("PARIS, OF".into()).await), [origin.as_str()], "the answer");
+    assert_eq!(ids(&text(format!("50% off_now {tag}")).await), [percent.as_str()]);
+    assert!(text("50%off".into()).await.is_empty(), "% is no wildcard");
+    assert!(text("off_no_".into()).await.is_empty(), "_ is no wildcard");
+    let newest = list(RunFilter::all().text(tag.as_str()).limit(1)).await;
+    assert_eq!(ids(&newest), [all[0].run_id.as_str()], "a page of one: the first match");
+
+    // By state, with the other filters.
+    let finished_runs = list(RunFilter::all().state(RunState::Finished).text(tag.as_str())).await;
+    assert_eq!(ids(&finished_runs), [origin.as_str()]);
+    let running = list(RunFilter::all().state(RunState::Running).text(tag.as_str())).await;
+    assert_eq!(ids(&running), sorted(vec![&fork, &other, &percent]));
+    // The finished run goes on: running again, its last answer kept until it finishes again.
+    store.append(&origin, 2, &[iteration]).await.unwrap();
+    let running = list(RunFilter::all().state(RunState::Running).text(tag.as_str())).await;
+    assert_eq!(ids(&running), sorted(vec![&origin, &fork, &other, &percent]));
+    assert!(list(RunFilter::all().state(RunState::Finished).text(tag.as_str())).await.is_empty());
+    let again = list(RunFilter::all().origin_run_id(&origin).state(RunState::Running)).await;
+    assert_eq!(ids(&again), [fork.as_str()]);
+    store.append(&origin, 3, &[finished(&origin, "Paris.")]).await.unwrap();
+    let finished_runs = list(RunFilter::all().state(RunState::Finished)).await;
+    let run = finished_runs.iter().find(|r| r.run_id == origin).unwrap();
+    assert_eq!(run.answer.as_deref(), Some("Paris."), "the last answer");
+
+    for id in [&origin, &fork, &other, &percent] {
+        assert!(store.delete_run(id).await.unwrap());
+    }
+    assert!(list(RunFilter::all().text(tag.as_str())).await.is_empty());
+    assert!(list(RunFilter::all().origin_run_id(&origin)).await.is_empty());
+    let finished_runs = list(RunFilter::all().state(RunState::Finished)).await;
+    assert!(finished_runs.iter().all(|r| r.run_id != origin));
+}

@@ -28,8 +28,10 @@ async fn redis_keys_expire_with_a_ttl() {
     tokio::time::sleep(std::time::Duration::from_millis(450)).await;
     assert!(store.load(&id).await.unwrap().is_empty(), "the journal expired");
     assert!(store.list_runs(&RunFilter::all()).await.unwrap().is_empty(), "the index forgot it");
-    // The agent's and the session's indexes forget it when a listing reads them.
+    // The agent's, the session's and the state's indexes forget it when a listing reads them.
     assert!(store.list_runs(&RunFilter::all().agent("agent-a")).await.unwrap().is_empty());
+    let finished = RunFilter::all().state(RunState::Finished);
+    assert!(store.list_runs(&finished).await.unwrap().is_empty());
     assert!(store.list_runs(&RunFilter::all().context_id("ctx-1")).await.unwrap().is_empty());
     assert!(store.get_session("ctx").await.unwrap().is_none(), "the session expired");
     let left: Vec<String> =
@@ -39,7 +41,7 @@ async fn redis_keys_expire_with_a_ttl() {
 
 /// With a TTL, every key of a run gets it alike — journal, meta, lease, controls, the
 /// run's artifact index and its artifacts — refreshed by each append; only the indexes that
-/// many runs share (`runs`, by agent, session, parent) have none, and listings drop the ids
+/// many runs share (`runs`, by agent, session, parent, state, origin) have none, and listings drop the ids
 /// of expired runs from them.
 #[cfg(feature = "redis")]
 #[tokio::test]

@@ -57,6 +57,34 @@ function onRunLoaded(data) {
 /** Called by app.js once every entry of a run's journal is on the page. */
 function onRunShown() {
   loadChildren(run.id);
+  loadForks(run.id);
+}
+
+/** The runs forked from the open run, among its facts: each linked, with a link to compare
+ * it with this one. */
+async function loadForks(id) {
+  let page;
+  try {
+    page = await api(`/ui/api/runs?origin=${encodeURIComponent(id)}&limit=50`);
+  } catch (_) {
+    return;
+  }
+  if (run.id !== id || !page.runs.length) return;
+  const facts = $('run-facts');
+  const old = facts.querySelector('[data-fact=forks]');
+  if (old) { old.previousSibling.remove(); old.remove(); }
+  const dd = el('dd', 'forks');
+  dd.dataset.fact = 'forks';
+  for (const fork of page.runs) {
+    const link = el('a', 'fork-link', short(fork.run_id));
+    link.href = `#/runs/${encodeURIComponent(fork.run_id)}`;
+    link.title = fork.run_id;
+    const compare = el('a', 'muted', 'compare');
+    compare.href = `#/compare/${encodeURIComponent(id)}/${encodeURIComponent(fork.run_id)}`;
+    dd.append(el('span', null, link, ' (', compare, ') '));
+  }
+  if (page.next) dd.append(el('span', 'muted', 'and more'));
+  facts.append(el('dt', null, `forks (${page.runs.length}${page.next ? '+' : ''})`), dd);
 }
 
 /** What the server offers (its agents, the link to a trace), read once. */
@@ -324,7 +352,9 @@ function callsUpTo(seq) {
 function openForkForm(entry, card) {
   for (const open of document.querySelectorAll('.fork-form')) open.remove();
   const kind = el('select', 'fork-kind');
-  for (const [value, label] of [['none', 'no edit'], ['tool_result', 'replace a tool result'], ['user_message', 'add a user message']]) {
+  const kinds = [['none', 'no edit'], ['tool_result', 'replace a tool result'],
+    ['user_message', 'add a user message'], ['model_answer', "replace the model's answer"]];
+  for (const [value, label] of kinds) {
     const option = el('option', null, label);
     option.value = value;
     kind.append(option);
@@ -337,7 +367,7 @@ function openForkForm(entry, card) {
   }
   const text = el('textarea', 'fork-text');
   text.rows = 2;
-  text.placeholder = 'the new result, or the user message';
+  text.placeholder = 'the new result, the user message, or the answer';
   const go = el('button', null, `Fork at #${entry.seq}`);
   go.type = 'submit';
   const form = el('form', 'fork-form',
@@ -349,6 +379,7 @@ function openForkForm(entry, card) {
   };
   kind.addEventListener('change', sync);
   if (entry.kind === 'tool_completed' || entry.kind === 'tool_failed') kind.value = 'tool_result';
+  if (entry.kind === 'run_finished') kind.value = 'model_answer';
   sync();
   form.addEventListener('submit', (event) => {
     event.preventDefault();
@@ -357,8 +388,8 @@ function openForkForm(entry, card) {
       let result = text.value;
       try { result = JSON.parse(text.value); } catch (_) { /* text */ }
       edit = { kind: 'tool_result', call_id: call.value, result };
-    } else if (kind.value === 'user_message') {
-      edit = { kind: 'user_message', text: text.value };
+    } else if (kind.value === 'user_message' || kind.value === 'model_answer') {
+      edit = { kind: kind.value, text: text.value };
     }
     const origin = run.id;
     act('fork', async () => {
@@ -412,7 +443,8 @@ function gist(entry) {
       const edit = e.edit || {};
       const what = edit.kind === 'tool_result'
         ? `, the result of ${edit.call_id} replaced by ${typeof edit.result === 'string' ? edit.result : JSON.stringify(edit.result)}`
-        : edit.kind === 'user_message' ? `, then the user said: ${edit.text}` : '';
+        : edit.kind === 'user_message' ? `, then the user said: ${edit.text}`
+        : edit.kind === 'model_answer' ? `, the answer replaced by: ${edit.text}` : '';
       return `forked from ${e.origin_run_id} at #${e.at_seq}${what}`;
     }
     case 'run_finished': case 'run_suspended': return (e.outcome && e.outcome.answer) || '';

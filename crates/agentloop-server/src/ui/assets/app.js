@@ -157,7 +157,8 @@ function msInput(ms) {
 
 function filters() {
   const query = new URLSearchParams();
-  for (const [name, id] of [['state', 'f-state'], ['agent', 'f-agent'], ['session', 'f-session']]) {
+  const named = [['q', 'f-q'], ['state', 'f-state'], ['agent', 'f-agent'], ['session', 'f-session']];
+  for (const [name, id] of named) {
     const value = $(id).value.trim();
     if (value) query.set(name, value);
   }
@@ -190,20 +191,24 @@ function runRow(run) {
   link.href = `#/runs/${encodeURIComponent(run.run_id)}`;
   link.title = run.run_id;
   const tokens = run.usage ? (run.usage.input || 0) + (run.usage.output || 0) : 0;
+  const asked = el('td', 'texts',
+    el('div', 'asked', run.input || '—'), el('div', 'answered muted', run.answer || ''));
+  asked.title = [run.input, run.answer].filter(Boolean).join('\n→ ');
   const cells = [
     el('td', null, link),
+    asked,
     el('td', null, stateBadge(run.state)),
     el('td', null, run.agent || '—'),
     el('td', 'mono', short(run.session) || '—'),
     el('td', null, time(run.created_ms)),
-    el('td', null, time(run.updated_ms)),
     el('td', 'num', seconds(run.updated_ms - run.created_ms)),
     el('td', 'mono', short(run.owner) || '—'),
     el('td', 'num', String(run.entries)),
     el('td', 'num', String(tokens)),
     el('td', 'num', run.cost_usd ? `$${run.cost_usd.toFixed(4)}` : '—'),
   ];
-  cells[3].title = run.session || '';
+  cells[4].title = run.session || '';
+  cells[6].title = `last change ${time(run.updated_ms)}`;
   cells[7].title = run.owner ? `executed by ${run.owner}` : '';
   const row = el('tr', null, ...cells);
   row.dataset.runId = run.run_id;
@@ -236,6 +241,7 @@ async function loadRuns(more) {
 }
 
 function readFiltersFromHash(query) {
+  $('f-q').value = query.get('q') || '';
   $('f-state').value = query.get('state') || '';
   $('f-agent').value = query.get('agent') || '';
   $('f-session').value = query.get('session') || '';
@@ -384,6 +390,8 @@ function entryBody(kind, e) {
         parts.push(labelled(`result of ${edit.call_id}`, longText(typeof edit.result === 'string' ? edit.result : json(edit.result))));
       } else if (edit.kind === 'user_message') {
         parts.push(labelled('user message', longText(edit.text || '')));
+      } else if (edit.kind === 'model_answer') {
+        parts.push(labelled('answer instead', longText(edit.text || '')));
       }
       return parts;
     }
@@ -669,7 +677,7 @@ function start() {
     if (location.hash === target) route(); else location.hash = target;
   });
   $('f-clear').addEventListener('click', () => {
-    for (const id of ['f-state', 'f-agent', 'f-session', 'f-since', 'f-until']) $(id).value = '';
+    for (const id of ['f-q', 'f-state', 'f-agent', 'f-session', 'f-since', 'f-until']) $(id).value = '';
     if (location.hash === '#/') route(); else location.hash = '#/';
   });
   $('more').addEventListener('click', () => {

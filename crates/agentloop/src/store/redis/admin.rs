@@ -1,12 +1,14 @@
 //! Keeping a Redis store in order: removing runs with everything they own, one Lua script per
 //! call ([`REMOVE`]: atomic, so no reader ever sees a run half removed); the registry's raw
 //! entries (`run:{id}:meta`, found with `SCAN`) with their journals' lengths, journals without
-//! a meta hash, and a meta hash rebuilt from its journal ([`REBUILD`]).
+//! a meta hash, and a meta hash rebuilt from its journal ([`REBUILD`]); runs journaled before
+//! an index existed added to it when a store connects.
 
 use super::{backend, corrupt, optional_name, summary_of, RedisStore};
+use crate::event::Event;
 use crate::store::{
-    decode_entry_json, JournalEntry, OrphanJournal, RegistryPage, RegistryRow, Removal,
-    RemovalRule, StoreError, SummaryUpdate,
+    decode_entry_json, from_json, input_preview, preview, JournalEntry, OrphanJournal,
+    RegistryPage, RegistryRow, Removal, RemovalRule, StoreError, SummaryUpdate,
 };
 use std::collections::HashMap;
 
@@ -69,6 +71,9 @@ for i = 4, #ARGV do
           local m = key('run:', r, ':meta')
           local parent, agent, ctx = name(m, 'parent_run_id'), name(m, 'agent'), name(m, 'context_id')
           redis.call('ZREM', key('runs'), r)
+          local texts = redis.call('HMGET', m, 'state', 'origin_run_id')
+          if texts[1] then redis.call('ZREM', key('runs:state:', texts[1]), r) end
+          if texts[2] then redis.call('ZREM', key('runs:origin:', texts[2]), r) end
           if parent then redis.call('ZREM', key('runs:parent:', parent), r) end
           if agent then redis.call('ZREM', key('runs:agent:', agent), r) end
           if ctx then
@@ -102,9 +107,22 @@ return out
 /// Writes a run's meta hash from its journal, unless the journal changed since it was read:
 /// `KEYS` journal, meta, `runs`, then the secondary indexes; `ARGV` the journal's length, run
 /// id, first and last times, state, agent, session, parent (JSON), price (JSON, empty: none),
-/// the four token counts, the TTL in ms (0: none).
+/// the four token counts, the TTL in ms (0: none), the origin (empty: none), the input and
+/// the answer (empty: none). The state and origin indexes' keys are made here.
 pub(super) const REBUILD: &str = r"
 if redis.call('LLEN', KEYS[1]) ~= tonumber(ARGV[1]) then return 'changed' end
+local prefix = string.sub(KEYS[3], 1, -5)
+local old = redis.call('HGET', KEYS[2], 'state')
+if old and old ~= ARGV[5] then redis.call('ZREM', prefix .. 'runs:state:' .. old, ARGV[2]) end
+redis.call('ZADD', prefix .. 'runs:state:' .. ARGV[5], ARGV[3], ARGV[2])
+if ARGV[15] ~= '' then
+  redis.call('HSET', KEYS[2], 'origin_run_id', ARGV[15])
+  redis.call('ZADD', prefix .. 'runs:origin:' .. ARGV[15], ARGV[3], ARGV[2])
+end
+for i, field in ipairs({'input', 'answer'}) do
+  if ARGV[15 + i] == '' then redis.call('HDEL', KEYS[2], field)
+  else redis.call('HSET', KEYS[2], field, ARGV[15 + i]) end
+end
 redis.call('HSET', KEYS[2], 'run_id', ARGV[2], 'created_ms', ARGV[3], 'updated_ms', ARGV[4],
   'state', ARGV[5], 'entries', ARGV[1], 'agent', ARGV[6], 'context_id', ARGV[7],
   'parent_run_id', ARGV[8], 'input_tokens', ARGV[10], 'output_tokens', ARGV[11],
@@ -133,6 +151,87 @@ fn glob_escape(text: &str) -> String {
 }
 
 impl RedisStore {
+    /// Runs journaled before the agent, session and state indexes existed are added to them
+    /// once, and get their input and answer from their journals' first and last entries (a
+    /// marker key records that it was done, unless there were no runs; it goes with the
+    /// store's last run; adding twice is harmless).
+    pub(super) async fn index_older_runs(&self) -> Result<(), StoreError> {
+        const VERSION: &str = "3";
+        let marker = self.indexed_marker();
+        let done: Option<String> = ::redis::cmd("GET")
+            .arg(&marker)
+            .query_async(&mut self.conn())
+            .await
+            .map_err(backend)?;
+        if done.as_deref() == Some(VERSION) {
+            return Ok(());
+        }
+        let mut offset = 0usize;
+        loop {
+            let page: Vec<(String, u64)> = ::redis::cmd("ZRANGE")
+                .arg(self.key(&["runs"]))
+                .arg(offset)
+                .arg(offset + 999)
+                .arg("WITHSCORES")
+                .query_async(&mut self.conn())
+                .await
+                .map_err(backend)?;
+            if page.is_empty() {
+                break;
+            }
+            offset += page.len();
+            let mut read = ::redis::pipe();
+            for (id, _) in &page {
+                read.cmd("HMGET").arg(self.key(&["run:", id, ":meta"])).arg(&[
+                    "agent",
+                    "context_id",
+                    "state",
+                    "input",
+                    "answer",
+                ]);
+                read.cmd("LINDEX").arg(self.key(&["run:", id, ":journal"])).arg(0);
+                read.cmd("LINDEX").arg(self.key(&["run:", id, ":journal"])).arg(-1);
+            }
+            type Read = (Vec<Option<String>>, Option<Vec<u8>>, Option<Vec<u8>>);
+            let read: Vec<Read> = read.query_async(&mut self.conn()).await.map_err(backend)?;
+            let mut write = ::redis::pipe();
+            for ((id, created), (fields, first, last)) in page.iter().zip(read) {
+                let field = |i: usize| fields.get(i).cloned().flatten();
+                let name = |i: usize| field(i).and_then(|json| from_json(&json, "name").ok());
+                for index in self.indexes(&None, &name(0), &name(1)) {
+                    write.cmd("ZADD").arg(index).arg(*created).arg(id).ignore();
+                }
+                if let Some(state) = field(2) {
+                    let index = self.key(&["runs:state:", &state]);
+                    write.cmd("ZADD").arg(index).arg(*created).arg(id).ignore();
+                }
+                let meta = self.key(&["run:", id, ":meta"]);
+                let texts = older_texts(id, first.as_deref(), last.as_deref());
+                for (i, (name, text)) in
+                    [("input", texts.0), ("answer", texts.1)].into_iter().enumerate()
+                {
+                    if let (None, Some(text)) = (field(3 + i), text) {
+                        write.cmd("HSET").arg(&meta).arg(name).arg(text).ignore();
+                    }
+                }
+            }
+            if !write.is_empty() {
+                write.query_async::<()>(&mut self.conn()).await.map_err(backend)?;
+            }
+        }
+        if offset == 0 {
+            // Nothing to index (a new store): its runs are indexed as they are appended.
+            return Ok(());
+        }
+        ::redis::cmd("SET")
+            .arg(&marker)
+            .arg(VERSION)
+            .query_async::<()>(&mut self.conn())
+            .await
+            .map_err(backend)?;
+        Ok(())
+    }
+
     pub(super) async fn remove(
         &self,
         run_ids: &[String],
@@ -279,7 +378,10 @@ impl RedisStore {
             .arg(usage.output)
             .arg(usage.cached_input)
             .arg(usage.reasoning)
-            .arg(self.ttl_ms());
+            .arg(self.ttl_ms())
+            .arg(update.origin_run_id.as_deref().unwrap_or_default())
+            .arg(update.input.as_deref().unwrap_or_default())
+            .arg(update.answer.as_deref().unwrap_or_default());
         let reply: String = self.invoke(&invocation).await?;
         match reply.as_str() {
             "ok" => Ok(true),
@@ -314,4 +416,27 @@ fn removal(reply: Vec<String>) -> Result<Removal, StoreError> {
         }
         other => Err(corrupt(&format!("unexpected answer of the remove script: {other:?}"))),
     }
+}
+
+/// The input and answer of a run journaled before the registry kept them: its `run_started`
+/// (the first entry) and its `run_finished` when that is the last entry. An entry that does
+/// not read gives nothing (`RunService::check` reports the journal).
+fn older_texts(
+    run_id: &str,
+    first: Option<&[u8]>,
+    last: Option<&[u8]>,
+) -> (Option<String>, Option<String>) {
+    let event = |json: Option<&[u8]>| json.and_then(|j| decode_entry_json(run_id, j).ok());
+    let (first, last) = (event(first), event(last));
+    let input = match first.as_ref().map(|entry| &*entry.event) {
+        Some(Event::RunStarted { input, .. }) => input_preview(input),
+        _ => None,
+    };
+    let answer = match last.as_ref().map(|entry| &*entry.event) {
+        Some(Event::RunFinished { outcome }) => {
+            Some(preview(&outcome.answer)).filter(|text| !text.is_empty())
+        }
+        _ => None,
+    };
+    (input, answer)
 }

@@ -15,6 +15,7 @@ pub(super) struct Scripts {
     pub(super) append_chunk: Script,
     pub(super) remove: Script,
     pub(super) rebuild: Script,
+    pub(super) search: Script,
     pub(super) lease: lease::Scripts,
 }
 
@@ -29,6 +30,7 @@ impl Scripts {
             append_chunk: Script::new(artifacts::APPEND_CHUNK),
             remove: Script::new(admin::REMOVE),
             rebuild: Script::new(admin::REBUILD),
+            search: Script::new(SEARCH),
             lease: lease::Scripts::new(),
         }
     }
@@ -80,6 +82,11 @@ impl RedisStore {
     }
 }
 
+/// An append: `KEYS` the journal, meta, `runs`, lease and appended channel, then the indexes
+/// of a batch with `run_started`; `ARGV` 1–17 as [`RedisStore::append`] passes them, 18 the
+/// origin of a batch with `run_forked` (empty: none), 19–20 and 21–22 whether the batch sets
+/// the input and the answer (`1`) and their text, then the entries. The state index
+/// (`runs:state:{state}`) and the origin index (`runs:origin:{id}`) keys are made here.
 const APPEND: &str = r"
 if ARGV[10] ~= '' then
   local held = redis.call('HMGET', KEYS[4], 'owner', 'epoch')
@@ -88,15 +95,17 @@ if ARGV[10] ~= '' then
 end
 local len = redis.call('LLEN', KEYS[1])
 if len ~= tonumber(ARGV[1]) then return {'conflict', tostring(len)} end
-local n = #ARGV - 17
+local n = #ARGV - 22
 if n == 0 then return {'ok', tostring(len)} end
-for i = 18, #ARGV, 1000 do
+for i = 23, #ARGV, 1000 do
   redis.call('RPUSH', KEYS[1], unpack(ARGV, i, math.min(i + 999, #ARGV)))
 end
+local prefix = string.sub(KEYS[3], 1, -5)
 if len == 0 then
   redis.call('HSET', KEYS[2], 'run_id', ARGV[3], 'created_ms', ARGV[4])
   redis.call('ZADD', KEYS[3], ARGV[4], ARGV[3])
 end
+local created = redis.call('HGET', KEYS[2], 'created_ms')
 if ARGV[8] == '1' then
   redis.call('HSET', KEYS[2], 'agent', ARGV[6], 'context_id', ARGV[7], 'parent_run_id', ARGV[12])
   if ARGV[13] == '' then
@@ -104,8 +113,25 @@ if ARGV[8] == '1' then
   else
     redis.call('HSET', KEYS[2], 'price', ARGV[13])
   end
-  local created = redis.call('HGET', KEYS[2], 'created_ms')
   for k = 6, #KEYS do redis.call('ZADD', KEYS[k], created, ARGV[3]) end
+end
+if ARGV[18] ~= '' then
+  redis.call('HSET', KEYS[2], 'origin_run_id', ARGV[18])
+  redis.call('ZADD', prefix .. 'runs:origin:' .. ARGV[18], created, ARGV[3])
+end
+for i, field in ipairs({'input', 'answer'}) do
+  if ARGV[17 + 2 * i] == '1' then
+    if ARGV[18 + 2 * i] == '' then
+      redis.call('HDEL', KEYS[2], field)
+    else
+      redis.call('HSET', KEYS[2], field, ARGV[18 + 2 * i])
+    end
+  end
+end
+local old = redis.call('HGET', KEYS[2], 'state')
+if old ~= ARGV[9] then
+  if old then redis.call('ZREM', prefix .. 'runs:state:' .. old, ARGV[3]) end
+  redis.call('ZADD', prefix .. 'runs:state:' .. ARGV[9], created, ARGV[3])
 end
 redis.call('HSET', KEYS[2], 'state', ARGV[9], 'updated_ms', ARGV[5], 'entries', len + n)
 local tokens = {'input_tokens', 'output_tokens', 'cached_input_tokens', 'reasoning_tokens'}
@@ -116,7 +142,6 @@ local ttl = tonumber(ARGV[2])
 if ttl > 0 then
   -- Every key of the run gets the TTL alike: its journal, meta, lease, controls, artifacts.
   local run = string.sub(KEYS[1], 1, -9)
-  local prefix = string.sub(KEYS[3], 1, -5)
   for _, k in ipairs({KEYS[1], KEYS[2], KEYS[4], run .. ':control', run .. ':artifacts'}) do
     redis.call('PEXPIRE', k, ttl)
   end
@@ -129,7 +154,35 @@ redis.call('PUBLISH', KEYS[5], tostring(len + n))
 return {'ok', tostring(len + n)}
 ";
 
+/// The ids of an index's runs whose input or answer contains a text, newest first: `KEYS[1]`
+/// the index; `ARGV` its score range (max, min), the text in lower case, the offset to start
+/// at, how many ids to find, how many to read at most, the key prefix. Gives the offset to go
+/// on from (-1: the index ends) and the ids found. Reading a bounded number per call keeps
+/// each call short (the server runs nothing else meanwhile).
+pub(super) const SEARCH: &str = r"
+local offset, want, budget = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local needle, found, read = ARGV[3], {}, 0
+local function has(text) return text and string.find(string.lower(text), needle, 1, true) end
+while read < budget do
+  local ids = redis.call('ZREVRANGEBYSCORE', KEYS[1], ARGV[1], ARGV[2], 'LIMIT', offset, 500)
+  for _, id in ipairs(ids) do
+    offset, read = offset + 1, read + 1
+    local t = redis.call('HMGET', ARGV[7] .. 'run:' .. id .. ':meta', 'input', 'answer')
+    if has(t[1]) or has(t[2]) then
+      table.insert(found, id)
+      if #found >= want then return {offset, found} end
+    end
+  end
+  if #ids < 500 then return {-1, found} end
+end
+return {offset, found}
+";
+
 const DELETE_RUN: &str = r"
+local prefix = string.sub(KEYS[3], 1, -5)
+local texts = redis.call('HMGET', KEYS[2], 'state', 'origin_run_id')
+if texts[1] then redis.call('ZREM', prefix .. 'runs:state:' .. texts[1], ARGV[1]) end
+if texts[2] then redis.call('ZREM', prefix .. 'runs:origin:' .. texts[2], ARGV[1]) end
 local existed = redis.call('DEL', KEYS[1], KEYS[2])
 redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('DEL', KEYS[4], KEYS[5])

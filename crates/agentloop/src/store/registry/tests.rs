@@ -11,6 +11,9 @@ fn summary() -> RunSummary {
         agent: None,
         context_id: None,
         parent_run_id: Some("p".into()),
+        origin_run_id: None,
+        input: None,
+        answer: None,
         state: RunState::Running,
         created_ms: 1,
         updated_ms: 1,
@@ -90,4 +93,35 @@ fn the_parent_filter_matches_the_parent() {
     assert!(!RunFilter::all()
         .parent_run_id("p")
         .matches(&RunSummary { parent_run_id: None, ..run }));
+}
+
+#[test]
+fn a_batch_reads_the_input_the_answer_and_the_origin_cut_to_their_preview() {
+    let long = "é".repeat(PREVIEW_CHARS + 10);
+    let input = vec![Message::user("earlier"), Message::assistant("ok"), Message::user(&long)];
+    let started = Event::RunStarted { run_id: "r".into(), config: Box::default(), input };
+    let forked = Event::RunForked { origin_run_id: "o".into(), at_seq: 3, edit: None };
+    let outcome = crate::terms::Outcome::new("r", "Paris.", crate::terms::StopReason::Completed);
+    let finished = Event::RunFinished { outcome: Box::new(outcome) };
+    let entries: Vec<JournalEntry> = [started, forked, finished]
+        .into_iter()
+        .enumerate()
+        .map(|(seq, event)| JournalEntry::of(seq as u64, event).unwrap())
+        .collect();
+    let update = SummaryUpdate::of(&entries).unwrap();
+    assert_eq!(update.input.as_deref(), Some("é".repeat(PREVIEW_CHARS).as_str()));
+    assert_eq!(update.answer.as_deref(), Some("Paris."));
+    assert_eq!(update.origin_run_id.as_deref(), Some("o"));
+    assert!(SummaryUpdate::of(&entries[..0]).is_none());
+    // Only a response: none of the three.
+    let progress = SummaryUpdate::of(&[JournalEntry::of(3, responded(1, 1)).unwrap()]).unwrap();
+    assert_eq!((progress.input, progress.answer, progress.origin_run_id), (None, None, None));
+}
+
+#[test]
+fn text_is_found_ignoring_the_case_of_ascii_letters() {
+    assert!(contains_ignoring_case("The Capital", "capital"));
+    assert!(contains_ignoring_case("anything", ""));
+    assert!(!contains_ignoring_case("ab", "abc"));
+    assert!(!contains_ignoring_case("Élan", "élan"), "only ASCII letters fold");
 }

@@ -3,7 +3,7 @@
 //! journals without a row, and a row rebuilt from its journal (what `RunService::check`
 //! compares and repairs).
 
-use super::registry::summary_of;
+use super::registry::{summary_of, write_texts, SUMMARY_COLUMNS, SUMMARY_WIDTH};
 use super::{artifacts, backend, int, uint};
 use crate::store::{
     cost_of, decode_parts, from_json, now_ms, to_json, JournalEntry, OrphanJournal, RegistryRow,
@@ -109,19 +109,17 @@ pub(super) fn rows(
     limit: usize,
 ) -> Result<Vec<RegistryRow>, StoreError> {
     let mut select = conn
-        .prepare_cached(
-            "SELECT r.run_id, r.agent, r.context_id, r.parent_run_id, r.state, r.created_ms, \
-             r.updated_ms, r.next_seq, r.input_tokens, r.output_tokens, r.cached_input_tokens, \
-             r.reasoning_tokens, r.cost_usd, l.owner, l.expires_at_ms, \
+        .prepare_cached(&format!(
+            "SELECT {SUMMARY_COLUMNS}, \
              (SELECT COUNT(*) FROM journal j WHERE j.run_key = r.run_key) \
              FROM runs r LEFT JOIN leases l ON l.run_id = r.run_id \
              WHERE r.run_id > ?1 ORDER BY r.run_id LIMIT ?2",
-        )
+        ))
         .map_err(backend)?;
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     let rows = select
         .query_map(params![after.unwrap_or(""), limit], |row| {
-            Ok((summary_of(row)?, row.get::<_, i64>(15)?))
+            Ok((summary_of(row)?, row.get::<_, i64>(SUMMARY_WIDTH)?))
         })
         .map_err(backend)?;
     let mut out = Vec::new();
@@ -213,6 +211,7 @@ fn write_row(conn: &Connection, key: i64, run_id: &str) -> Result<bool, StoreErr
         ],
     )
     .map_err(backend)?;
+    write_texts(conn, key, &update)?;
     Ok(true)
 }
 

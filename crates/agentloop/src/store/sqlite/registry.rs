@@ -6,7 +6,8 @@ use super::statements::{Sql, Statements};
 use super::{backend, int, uint};
 use crate::message::Usage;
 use crate::store::{
-    cost_of, from_json, to_json, RunFilter, RunState, RunSummary, StoreError, SummaryUpdate,
+    cost_of, from_json, input_preview, to_json, RunFilter, RunState, RunSummary, StoreError,
+    SummaryUpdate,
 };
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{params, Connection, OptionalExtension};
@@ -42,6 +43,56 @@ UPDATE runs SET input_tokens = used.input, output_tokens = used.output,
     cached_input_tokens = used.cached_input, reasoning_tokens = used.reasoning
 FROM used WHERE used.run_id = runs.run_id;
 ";
+
+/// The migration that adds the registry's texts and the indexes a listing by state or by
+/// origin reads (the 8th): the run a fork was made from, the start of the input and of the
+/// answer. Runs journaled before it get their origin and answer from their journals here,
+/// their input in [`backfill_inputs`].
+pub(super) const TEXTS_MIGRATION: &str = r"
+ALTER TABLE runs ADD COLUMN origin_run_id TEXT;
+ALTER TABLE runs ADD COLUMN input_text TEXT;
+ALTER TABLE runs ADD COLUMN answer_text TEXT;
+CREATE INDEX runs_by_state ON runs (state, created_ms, run_id);
+CREATE INDEX runs_by_origin ON runs (origin_run_id, created_ms);
+UPDATE runs SET origin_run_id = (
+    SELECT json_extract(j.event, '$.origin_run_id') FROM journal j
+    WHERE j.run_key = runs.run_key AND json_extract(j.event, '$.type') = 'run_forked'
+    ORDER BY j.seq LIMIT 1
+);
+UPDATE runs SET answer_text = (
+    SELECT NULLIF(substr(json_extract(j.event, '$.outcome.answer'), 1, 500), '') FROM journal j
+    WHERE j.run_key = runs.run_key AND json_extract(j.event, '$.type') = 'run_finished'
+    ORDER BY j.seq DESC LIMIT 1
+);
+";
+
+/// After [`TEXTS_MIGRATION`]: the input of each run, from its `run_started` (a journal whose
+/// first entry does not read as one is left without: `RunService::check` reports it).
+pub(super) fn backfill_inputs(conn: &Connection) -> Result<(), StoreError> {
+    let firsts = {
+        let mut select = conn
+            .prepare(
+                "SELECT r.run_key, j.event FROM runs r JOIN journal j \
+                 ON j.run_key = r.run_key AND j.seq = 0",
+            )
+            .map_err(backend)?;
+        let rows = select
+            .query_map([], |row| Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?)))
+            .map_err(backend)?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(backend)?
+    };
+    let mut update =
+        conn.prepare("UPDATE runs SET input_text = ?2 WHERE run_key = ?1").map_err(backend)?;
+    for (key, event) in firsts {
+        let Ok(crate::event::Event::RunStarted { input, .. }) = serde_json::from_str(&event) else {
+            continue;
+        };
+        if let Some(text) = input_preview(&input) {
+            update.execute(params![key, text]).map_err(backend)?;
+        }
+    }
+    Ok(())
+}
 
 /// After [`MIGRATION`]: the cost of the runs it found usage for, at their price (computed
 /// here, with the same function as on append).
@@ -139,24 +190,42 @@ pub(super) fn advance(
 ) -> Result<Option<i64>, StoreError> {
     let usage = update.usage;
     let (owner, epoch) = fence.map_or((None, 0), |(owner, epoch)| (Some(owner), epoch));
-    let changed = statements
-        .get(Sql::Advance)
-        .and_then(|s| {
-            s.execute(params![
-                run_id,
-                int(expected),
-                update.state.as_str(),
-                int(update.last_ms),
-                int(next),
-                int(usage.input),
-                int(usage.output),
-                int(usage.cached_input),
-                int(usage.reasoning),
-                owner,
-                int(epoch),
-            ])
-        })
-        .map_err(backend)?;
+    let (state, last_ms, next) = (update.state.as_str(), int(update.last_ms), int(next));
+    let (expected, epoch) = (int(expected), int(epoch));
+    let tokens = [usage.input, usage.output, usage.cached_input, usage.reasoning].map(int);
+    let values: [&dyn rusqlite::ToSql; 13] = [
+        &run_id,
+        &expected,
+        &state,
+        &last_ms,
+        &next,
+        &tokens[0],
+        &tokens[1],
+        &tokens[2],
+        &tokens[3],
+        &owner,
+        &epoch,
+        &update.origin_run_id,
+        &update.answer,
+    ];
+    let mut advance = |sql: Sql| {
+        let values = match sql {
+            Sql::AdvanceState => &values[..],
+            _ => &values[..11],
+        };
+        statements.get(sql).and_then(|s| s.execute(values)).map_err(backend)
+    };
+    // Most appends leave the state as it is (a round of the loop): they do not write it. One
+    // that changes it (a run that finishes, suspends, goes on) or names the origin or the
+    // answer writes them all; an append that was expected to leave the state but finds the
+    // run in another (one that goes on after a pause) writes it too.
+    let stays = update.state == RunState::Running
+        && update.origin_run_id.is_none()
+        && update.answer.is_none();
+    let mut changed = if stays { advance(Sql::Advance)? } else { 0 };
+    if changed == 0 {
+        changed = advance(Sql::AdvanceState)?;
+    }
     if changed == 0 {
         return Ok(None);
     }
@@ -179,6 +248,30 @@ pub(super) fn advance(
             .map_err(backend)?;
     }
     Ok(Some(key))
+}
+
+/// Writes what `update` says of the run's origin, input and answer (each only when the
+/// batch held it: `run_forked`, `run_started`, `run_finished`) into the run's row `key`.
+pub(super) fn write_texts(
+    conn: &Connection,
+    key: i64,
+    update: &SummaryUpdate,
+) -> Result<(), StoreError> {
+    let columns = [
+        ("origin_run_id", &update.origin_run_id),
+        ("input_text", &update.input),
+        ("answer_text", &update.answer),
+    ];
+    for (column, value) in columns {
+        if let Some(value) = value {
+            conn.prepare_cached(&format!(
+                "UPDATE runs SET {column} = NULLIF(?2, '') WHERE run_key = ?1"
+            ))
+            .and_then(|mut s| s.execute(params![key, value]))
+            .map_err(backend)?;
+        }
+    }
+    Ok(())
 }
 
 /// Writes what an append of `update` changes in the run's row, creating it for a run's first
@@ -216,8 +309,9 @@ pub(super) fn apply(
         conn.prepare_cached(
             "INSERT INTO runs (run_id, agent, context_id, parent_run_id, state, created_ms, \
              updated_ms, next_seq, price, input_tokens, output_tokens, cached_input_tokens, \
-             reasoning_tokens, cost_usd) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+             reasoning_tokens, cost_usd, origin_run_id, input_text, answer_text) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, \
+             NULLIF(?16, ''), NULLIF(?17, ''))",
         )
         .and_then(|mut s| {
             s.execute(params![
@@ -235,6 +329,9 @@ pub(super) fn apply(
                 int(usage.cached_input),
                 int(usage.reasoning),
                 cost.unwrap_or(0.0),
+                update.origin_run_id,
+                update.input,
+                update.answer,
             ])
         })
         .map_err(backend)?;
@@ -267,16 +364,29 @@ pub(super) fn apply(
         )
         .map_err(backend)?;
     }
+    write_texts(conn, key, update)?;
     Ok(key)
 }
 
-/// One listed row: the summary, and its state as stored.
+/// The columns [`summary_of`] reads, in its order, of `runs r LEFT JOIN leases l`.
+pub(super) const SUMMARY_COLUMNS: &str = "r.run_id, r.agent, r.context_id, r.parent_run_id, \
+    r.state, r.created_ms, r.updated_ms, r.next_seq, r.input_tokens, r.output_tokens, \
+    r.cached_input_tokens, r.reasoning_tokens, r.cost_usd, l.owner, l.expires_at_ms, \
+    r.origin_run_id, r.input_text, r.answer_text";
+
+/// How many columns [`SUMMARY_COLUMNS`] names (a query's next column is at this index).
+pub(super) const SUMMARY_WIDTH: usize = 18;
+
+/// One listed row ([`SUMMARY_COLUMNS`]): the summary, and its state as stored.
 pub(super) fn summary_of(row: &rusqlite::Row<'_>) -> rusqlite::Result<(RunSummary, String)> {
     let mut summary = RunSummary {
         run_id: row.get(0)?,
         agent: row.get(1)?,
         context_id: row.get(2)?,
         parent_run_id: row.get(3)?,
+        origin_run_id: row.get(15)?,
+        input: row.get(16)?,
+        answer: row.get(17)?,
         state: RunState::Running,
         created_ms: uint(row.get(5)?),
         updated_ms: uint(row.get(6)?),
@@ -291,15 +401,26 @@ pub(super) fn summary_of(row: &rusqlite::Row<'_>) -> rusqlite::Result<(RunSummar
     Ok((summary, row.get(4)?))
 }
 
+/// A `LIKE` pattern (with `\` as its escape) that matches text containing `text`.
+fn like_pattern(text: &str) -> String {
+    let mut pattern = String::with_capacity(text.len() + 2);
+    pattern.push('%');
+    for c in text.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            pattern.push('\\');
+        }
+        pattern.push(c);
+    }
+    pattern.push('%');
+    pattern
+}
+
 /// The runs matching `filter`, newest first, each with its lease. A row whose journal does not
 /// hold its first and last entries (a damaged store: rows deleted by hand) is left out, as
 /// `load` finds no such run; `RunService::check` reports it.
 pub(super) fn list(conn: &Connection, filter: &RunFilter) -> Result<Vec<RunSummary>, StoreError> {
-    let mut sql = String::from(
-        "SELECT r.run_id, r.agent, r.context_id, r.parent_run_id, r.state, r.created_ms, \
-         r.updated_ms, r.next_seq, r.input_tokens, r.output_tokens, r.cached_input_tokens, \
-         r.reasoning_tokens, r.cost_usd, l.owner, l.expires_at_ms \
-         FROM runs r LEFT JOIN leases l ON l.run_id = r.run_id \
+    let mut sql = format!(
+        "SELECT {SUMMARY_COLUMNS} FROM runs r LEFT JOIN leases l ON l.run_id = r.run_id \
          WHERE EXISTS (SELECT 1 FROM journal j WHERE j.run_key = r.run_key AND j.seq = 0) \
          AND EXISTS (SELECT 1 FROM journal j WHERE j.run_key = r.run_key \
          AND j.seq = r.next_seq - 1)",
@@ -314,7 +435,12 @@ pub(super) fn list(conn: &Connection, filter: &RunFilter) -> Result<Vec<RunSumma
     text(&mut sql, " AND r.agent = ?", &filter.agent);
     text(&mut sql, " AND r.context_id = ?", &filter.context_id);
     text(&mut sql, " AND r.parent_run_id = ?", &filter.parent_run_id);
+    text(&mut sql, " AND r.origin_run_id = ?", &filter.origin_run_id);
     text(&mut sql, " AND r.state = ?", &filter.state.map(|s| s.as_str().to_owned()));
+    if let Some(pattern) = filter.text.as_deref().map(like_pattern) {
+        sql.push_str(" AND (r.input_text LIKE ? ESCAPE '\\' OR r.answer_text LIKE ? ESCAPE '\\')");
+        args.extend([SqlValue::Text(pattern.clone()), SqlValue::Text(pattern)]);
+    }
     if let Some(from) = filter.created_from_ms {
         sql.push_str(" AND r.created_ms >= ?");
         args.push(SqlValue::Integer(int(from)));

@@ -170,11 +170,16 @@ DROP TABLE journal;
 ALTER TABLE journal_keyed RENAME TO journal;
 CREATE UNIQUE INDEX journal_by_run ON journal (run_key, seq);
 ",
+    registry::TEXTS_MIGRATION,
 ];
 
 /// The index in [`MIGRATIONS`] of [`registry::MIGRATION`] (followed by
 /// [`registry::backfill_costs`]).
 pub(super) const REGISTRY_MIGRATION: usize = 3;
+
+/// The index in [`MIGRATIONS`] of [`registry::TEXTS_MIGRATION`] (followed by
+/// [`registry::backfill_inputs`]).
+pub(super) const TEXTS_MIGRATION: usize = 7;
 
 /// The schema version of the file (the number of migrations applied).
 pub(super) fn current_version(conn: &Connection) -> Result<u32, StoreError> {
@@ -209,6 +214,9 @@ pub(super) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
         tx.execute_batch(migration).map_err(backend)?;
         if index == REGISTRY_MIGRATION {
             registry::backfill_costs(&tx)?;
+        }
+        if index == TEXTS_MIGRATION {
+            registry::backfill_inputs(&tx)?;
         }
     }
     tx.execute(

@@ -20,8 +20,12 @@ macro_rules! insert {
 /// A statement of the fast path.
 #[derive(Debug, Clone, Copy)]
 pub(super) enum Sql {
-    /// [`super::registry::advance`]'s checked update of the run's row.
+    /// [`super::registry::advance`]'s checked update of the run's row, for a run that stays in
+    /// its state (most appends): the state is not written, so its index is not touched.
     Advance,
+    /// The same, for a run whose state changes (writes it, and so its index entry), and for a
+    /// batch that names the run's origin (`?12`) or answer (`?13`).
+    AdvanceState,
     /// [`super::registry::advance`]'s read of the run's key and usage.
     RunKey,
     /// An insert of 1 to 4 journal rows (`Insert(n)`, see [`super::writer`]).
@@ -32,18 +36,29 @@ impl Sql {
     fn slot(self) -> usize {
         match self {
             Self::Advance => 0,
-            Self::RunKey => 1,
-            Self::Insert(rows) => 1 + rows.clamp(1, INSERT_ROWS),
+            Self::AdvanceState => 1,
+            Self::RunKey => 2,
+            Self::Insert(rows) => 2 + rows.clamp(1, INSERT_ROWS),
         }
     }
 
     fn text(self) -> &'static str {
         match self {
             Self::Advance => {
-                "UPDATE OR FAIL runs SET state = ?3, updated_ms = ?4, next_seq = ?5, \
+                "UPDATE OR FAIL runs SET updated_ms = ?4, next_seq = ?5, \
                  input_tokens = input_tokens + ?6, output_tokens = output_tokens + ?7, \
                  cached_input_tokens = cached_input_tokens + ?8, \
                  reasoning_tokens = reasoning_tokens + ?9 \
+                 WHERE run_id = ?1 AND next_seq = ?2 AND state = ?3 AND (?10 IS NULL OR EXISTS (\
+                   SELECT 1 FROM leases WHERE run_id = ?1 AND owner = ?10 AND epoch = ?11))"
+            }
+            Self::AdvanceState => {
+                "UPDATE OR FAIL runs SET state = ?3, updated_ms = ?4, next_seq = ?5, \
+                 input_tokens = input_tokens + ?6, output_tokens = output_tokens + ?7, \
+                 cached_input_tokens = cached_input_tokens + ?8, \
+                 reasoning_tokens = reasoning_tokens + ?9, \
+                 origin_run_id = COALESCE(?12, origin_run_id), \
+                 answer_text = CASE WHEN ?13 IS NULL THEN answer_text ELSE NULLIF(?13, '') END \
                  WHERE run_id = ?1 AND next_seq = ?2 AND (?10 IS NULL OR EXISTS (\
                    SELECT 1 FROM leases WHERE run_id = ?1 AND owner = ?10 AND epoch = ?11))"
             }
@@ -68,7 +83,7 @@ pub(super) const INSERT_ROWS: usize = 4;
 /// from the connection's cache on first use and given back when this is dropped.
 pub(super) struct Statements<'c> {
     conn: &'c Connection,
-    slots: [Option<CachedStatement<'c>>; 2 + INSERT_ROWS],
+    slots: [Option<CachedStatement<'c>>; 3 + INSERT_ROWS],
 }
 
 impl<'c> Statements<'c> {

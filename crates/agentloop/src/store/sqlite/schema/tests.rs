@@ -192,3 +192,63 @@ fn artifact_chunks_of_an_older_file_move_to_a_rowid_table() {
         .execute("INSERT INTO artifact_chunks (artifact_id, idx, data) VALUES ('a', 1, x'00')", []);
     assert!(duplicate.is_err(), "an artifact's chunk index is unique");
 }
+
+/// A file journaled before the registry kept texts (schema 7): migrating gives each run its
+/// origin, input and answer from its journal, and a listing by state reads its index.
+#[test]
+fn the_registry_texts_of_an_older_file_come_from_its_journals() {
+    use crate::event::Event;
+    use crate::message::Message;
+    use crate::terms::{Outcome, StopReason};
+    let mut conn = Connection::open_in_memory().unwrap();
+    conn.execute_batch("CREATE TABLE agentloop_schema (version INTEGER NOT NULL)").unwrap();
+    conn.execute("INSERT INTO agentloop_schema (version) VALUES (7)", []).unwrap();
+    for migration in &MIGRATIONS[..7] {
+        conn.execute_batch(migration).unwrap();
+    }
+    let started = Event::RunStarted {
+        run_id: "f".into(),
+        config: Box::default(),
+        input: vec![Message::user("first"), Message::assistant("ok"), Message::user("Why?")],
+    };
+    let forked = Event::RunForked { origin_run_id: "o".into(), at_seq: 0, edit: None };
+    let finished = |answer: &str| Event::RunFinished {
+        outcome: Box::new(Outcome::new("f", answer, StopReason::Completed)),
+    };
+    let journal = [started, forked, finished("Because."), finished("Because, again.")];
+    conn.execute(
+        "INSERT INTO runs (run_key, run_id, state, created_ms, updated_ms, next_seq) \
+         VALUES (1, 'f', 'finished', 1, 2, 4), (2, 'bare', 'running', 1, 1, 0)",
+        [],
+    )
+    .unwrap();
+    for (seq, event) in journal.iter().enumerate() {
+        conn.execute(
+            "INSERT INTO journal (run_key, seq, at_ms, schema_version, event) \
+             VALUES (1, ?1, 1, 1, ?2)",
+            params![i64::try_from(seq).unwrap(), serde_json::to_string(event).unwrap()],
+        )
+        .unwrap();
+    }
+    migrate(&mut conn).unwrap();
+    let texts = |run_id: &str| -> (Option<String>, Option<String>, Option<String>) {
+        conn.query_row(
+            "SELECT origin_run_id, input_text, answer_text FROM runs WHERE run_id = ?1",
+            [run_id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap()
+    };
+    let expected = (Some("o".into()), Some("Why?".into()), Some("Because, again.".into()));
+    assert_eq!(texts("f"), expected);
+    assert_eq!(texts("bare"), (None, None, None));
+    let plan: String = conn
+        .query_row(
+            "EXPLAIN QUERY PLAN SELECT run_id FROM runs WHERE state = ?1 \
+             ORDER BY created_ms DESC, run_id DESC LIMIT 5",
+            ["failed"],
+            |r| r.get(3),
+        )
+        .unwrap();
+    assert!(plan.contains("runs_by_state"), "{plan}");
+}
