@@ -260,11 +260,13 @@ async function main() {
     assert.equal(await page.locator('.kind-streaming').count(), 0, 'the journaled answer replaced it');
     assert.match(await page.locator('.kind-model_responded').last().textContent(), /^Model answered.*chunk 1 chunk 2 chunk 3 /);
 
-    step('approve a deferred call from the page');
+    step('approve a deferred call from the page, as a named person');
     const guardedCall = await send(server, 'approve');
     await page.goto(`${server.root}/ui#/runs/${encodeURIComponent(guardedCall.id)}`);
+    await page.fill('.decide-form .decider', 'Grace');
     await page.locator('.decide-form button.approve').click();
     await page.locator('.kind-approval_decided').waitFor({ timeout: 15000 });
+    assert.equal(await page.locator('.kind-approval_decided .decided-by').textContent(), 'ui:Grace');
     await page.locator('.kind-run_finished').waitFor({ timeout: 15000 });
     await page.waitForFunction(() => /finished/.test(document.getElementById('run-state').textContent));
     assert.equal(await page.locator('.decide-form').count(), 0, 'no decision asked any more');

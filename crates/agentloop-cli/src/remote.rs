@@ -8,6 +8,7 @@
 use crate::config::StoreSection;
 use crate::runs::cell;
 use agentloop::event::ForkEdit;
+use agentloop::run::Decision;
 use agentloop::service::{RunService, ServiceError};
 use agentloop::store::RunStore;
 use clap::{Args, Subcommand};
@@ -280,14 +281,14 @@ async fn request_one(
             "its executor goes on"
         }
         Request::Approve(call_id) => {
-            service.approve(run_id, &call_id).await?;
+            service.decide_by(run_id, &call_id, Decision::Approve, operator()).await?;
             resume(
                 "a worker runs the call and continues the run",
                 "`agentloop runs resume` runs the call and continues the run",
             )
         }
         Request::Reject { call_id, reason } => {
-            service.reject(run_id, &call_id, reason).await?;
+            service.decide_by(run_id, &call_id, Decision::Reject { reason }, operator()).await?;
             resume(
                 "a worker continues the run with the rejection as the call's result",
                 "`agentloop runs resume` continues the run with the rejection as the call's \
@@ -302,21 +303,32 @@ async fn request_one(
             )
         }
         Request::RetryCall(call_id) => {
-            waiting(service.retry_call(run_id, &call_id).await, run_id, &call_id)?;
+            let decided = service.decide_by(run_id, &call_id, Decision::Approve, operator()).await;
+            waiting(decided, run_id, &call_id)?;
             resume(
                 "a worker runs the call again and continues the run",
                 "`agentloop runs resume` runs the call again and continues the run",
             )
         }
         Request::SetResult { call_id, result } => {
-            waiting(service.set_result(run_id, &call_id, result).await, run_id, &call_id)?;
+            let decision = Decision::SetResult { result };
+            waiting(
+                service.decide_by(run_id, &call_id, decision, operator()).await,
+                run_id,
+                &call_id,
+            )?;
             resume(
                 "a worker continues the run with this result of the call",
                 "`agentloop runs resume` continues the run with this result of the call",
             )
         }
         Request::Fail { call_id, reason } => {
-            waiting(service.fail_call(run_id, &call_id, reason).await, run_id, &call_id)?;
+            let decision = Decision::Reject { reason };
+            waiting(
+                service.decide_by(run_id, &call_id, decision, operator()).await,
+                run_id,
+                &call_id,
+            )?;
             resume(
                 "a worker continues the run with the reason as the call's error result",
                 "`agentloop runs resume` continues the run with the reason as the call's \
@@ -324,6 +336,13 @@ async fn request_one(
             )
         }
     })
+}
+
+/// Who decides from this command line, as the journal records it: `cli:` and the user
+/// (`$USER`), or `cli` when the environment does not name one.
+fn operator() -> Option<String> {
+    let user = std::env::var("USER").ok().filter(|user| !user.trim().is_empty());
+    Some(user.map_or_else(|| "cli".to_owned(), |user| format!("cli:{}", user.trim())))
 }
 
 /// A decision on a call that waits for an operator, refused with what to do when the call

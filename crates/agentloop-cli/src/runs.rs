@@ -231,14 +231,19 @@ pub async fn show(store: &dyn RunStore, run_id: &str) -> anyhow::Result<()> {
                 one_line(&arguments.to_string(), 100),
                 call.id
             ),
-            Event::ApprovalDecided { call_id, decision } => match decision {
-                Decision::Approve => format!("  approved {call_id}"),
-                Decision::Reject { reason } => format!("  rejected {call_id}: {reason}"),
-                Decision::SetResult { result } => {
-                    format!("  result set for {call_id}: {}", one_line(&result.to_string(), 100))
+            Event::ApprovalDecided { call_id, decision, by } => {
+                let by = by.as_deref().map(|by| format!(" (by {})", one_line(by, 60)));
+                let by = by.unwrap_or_default();
+                match decision {
+                    Decision::Approve => format!("  approved {call_id}{by}"),
+                    Decision::Reject { reason } => format!("  rejected {call_id}{by}: {reason}"),
+                    Decision::SetResult { result } => format!(
+                        "  result set for {call_id}{by}: {}",
+                        one_line(&result.to_string(), 100)
+                    ),
+                    other => format!("  decided {call_id}{by}: {other:?}"),
                 }
-                other => format!("  decided {call_id}: {other:?}"),
-            },
+            }
             Event::AttentionNeeded { call_id, reason } => {
                 format!("  ! {call_id} needs attention: {}", one_line(reason, 140))
             }

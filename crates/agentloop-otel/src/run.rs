@@ -437,7 +437,7 @@ impl RunTrace {
                     &[(sc::TOOL_NAME, (&call.name).into()), (sc::TOOL_CALL_ID, (&call.id).into())],
                 );
             }
-            Event::ApprovalDecided { call_id, decision } => {
+            Event::ApprovalDecided { call_id, decision, .. } => {
                 let decision = kind_of(decision);
                 state.root.event_at(
                     at,

@@ -412,12 +412,12 @@ impl EventMapper {
             Event::RunStarted { .. } | Event::InputProvided { .. } | Event::Resumed => {
                 vec![self.status(TaskState::Working, None, None, at_ms)]
             }
-            Event::ApprovalDecided { call_id, decision } => vec![self.status(
+            Event::ApprovalDecided { call_id, decision, by } => vec![self.status(
                 TaskState::Working,
                 None,
-                metadata(
-                    json!({"event": "approval_decided", "callId": call_id, "decision": decision}),
-                ),
+                metadata(json!({
+                    "event": "approval_decided", "callId": call_id, "decision": decision, "by": by,
+                })),
                 at_ms,
             )],
             Event::TextDelta { delta } => {

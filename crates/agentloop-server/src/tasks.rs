@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 mod control;
 mod queued;
-pub use control::parse_decisions;
+pub use control::{decided_by, decider_name, parse_decisions};
 pub use queued::{queue_full, QUEUE_FULL, QUEUE_FULL_RETRY_SECS};
 
 /// An agent as the server serves it.
@@ -340,7 +340,8 @@ impl Host {
             .map_err(|e| self.session_error(e))?;
         let events = if fold.awaits_approval() {
             let decisions = parse_decisions(message, fold.awaiting_approval())?;
-            session.decide(decisions).await.map_err(|e| self.session_error(e))?
+            let by = Some(decided_by(message));
+            session.decide_by(decisions, by).await.map_err(|e| self.session_error(e))?
         } else {
             session.answer(task_id, user).await.map_err(|e| self.session_error(e))?
         };

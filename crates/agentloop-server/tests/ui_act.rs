@@ -122,7 +122,11 @@ async fn a_chat_starts_a_conversation_and_continues_it() {
 #[tokio::test]
 async fn a_deferred_call_is_approved_or_rejected_and_the_run_goes_on() {
     let server = start(None).await;
-    for (decision, reason) in [("approve", None), ("reject", Some("not today"))] {
+    let cases = [
+        ("approve", None, Some(" Alice\u{1b}[31m "), "ui:Alice[31m"),
+        ("reject", Some("not today"), None, "ui"),
+    ];
+    for (decision, reason, by, journaled) in cases {
         let (run_id, _) = chat(&server, json!({"text": "approve"})).await;
         let run = wait_for(&server, &run_id, "suspended").await;
         let requested = entries(&run, "approval_requested");
@@ -131,13 +135,14 @@ async fn a_deferred_call_is_approved_or_rejected_and_the_run_goes_on() {
         let (status, refused) =
             post(&server, &path, json!({"call_id": "no-such-call", "decision": decision})).await;
         assert!(status == 400 || status == 409, "{status} {refused}");
-        let body = json!({"call_id": call_id, "decision": decision, "reason": reason});
+        let body = json!({"call_id": call_id, "decision": decision, "reason": reason, "by": by});
         let (status, done) = post(&server, &path, body).await;
         assert_eq!(status, 202, "{done}");
         assert_eq!(done["continued"], true);
         let run = wait_for(&server, &run_id, "finished").await;
         let decided = entries(&run, "approval_decided");
         assert_eq!(decided[0]["event"]["decision"]["kind"], decision, "{run}");
+        assert_eq!(decided[0]["event"]["by"], journaled, "who decided, control characters dropped");
         if let Some(reason) = reason {
             assert_eq!(decided[0]["event"]["decision"]["reason"], reason);
         }

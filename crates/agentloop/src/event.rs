@@ -130,6 +130,11 @@ pub enum Event {
         call_id: String,
         /// The decision.
         decision: crate::terms::Decision,
+        /// Who decided, as the channel that brought the decision names them (`None`: not
+        /// said): `cli:alice` (`agentloop runs approve`), `ui:alice` (the runs UI), an A2A
+        /// client's `by` (or `a2a`). Recorded as given, not authenticated.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<String>,
     },
     /// The same call was repeated with identical arguments.
     StallDetected {

@@ -366,6 +366,18 @@ impl RunService {
         call_id: &str,
         decision: Decision,
     ) -> Result<RemoteControl, ServiceError> {
+        self.decide_by(run_id, call_id, decision, None).await
+    }
+
+    /// [`decide`](Self::decide), naming who decided (`by`, as the caller names them; the
+    /// run journals it with the decision: [`Event::ApprovalDecided`](crate::Event)'s `by`).
+    pub async fn decide_by(
+        &self,
+        run_id: &str,
+        call_id: &str,
+        decision: Decision,
+        by: Option<String>,
+    ) -> Result<RemoteControl, ServiceError> {
         let (run, _) = self.fold(run_id).await?;
         if !run.awaiting_approval().iter().any(|call| call.id == call_id) {
             return Err(ServiceError::NotAwaitingApproval {
@@ -373,7 +385,7 @@ impl RunService {
                 call_id: call_id.to_owned(),
             });
         }
-        let request = ControlRequest::Decide { call_id: call_id.to_owned(), decision };
+        let request = ControlRequest::Decide { call_id: call_id.to_owned(), decision, by };
         let recorded = self.store.request_control(run_id, request).await?;
         self.continued(run_id, recorded).await
     }

@@ -143,9 +143,18 @@ impl Session {
         &self,
         decisions: impl IntoIterator<Item = (String, Decision)>,
     ) -> Result<EventStream, SessionError> {
+        self.decide_by(decisions, None).await
+    }
+
+    /// [`decide`](Self::decide), journaling who made the decisions (see [`Agent::decide_by`]).
+    pub async fn decide_by(
+        &self,
+        decisions: impl IntoIterator<Item = (String, Decision)>,
+        by: Option<String>,
+    ) -> Result<EventStream, SessionError> {
         let (run_id, stored) = self.turn_in_progress().await?;
         let (base, _, _) = self.agent.fold_stored(&run_id).await?;
-        let events = self.agent.decide(&run_id, decisions).await?;
+        let events = self.agent.decide_by(&run_id, decisions, by).await?;
         Ok(self.turn(events, run_id, stored, Some(base)))
     }
 

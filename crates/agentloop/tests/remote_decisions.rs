@@ -10,7 +10,7 @@ mod common;
 use agentloop::event::Event;
 use agentloop::message::{Message, Role};
 use agentloop::provider::scripted::{ScriptedModel, ScriptedTurn};
-use agentloop::run::StopReason;
+use agentloop::run::{Decision, StopReason};
 use agentloop::service::{RunService, ServiceError};
 use agentloop::store::sqlite::SqliteStore;
 use agentloop::store::{RunFilter, RunState, RunStore};
@@ -73,10 +73,16 @@ async fn another_process_approves_and_rejects_deferred_calls() {
         // Another process decides: the first approved, the second rejected (after a change of
         // mind: the last decision wins); an unknown call is refused.
         let service = RunService::new(store());
-        service.reject(&run_id, &ids[0], "not yet").await.unwrap();
+        // Who decided goes with each decision (the last one's, none when it named nobody).
+        let not_yet = Decision::Reject { reason: "not yet".into() };
+        service.decide_by(&run_id, &ids[0], not_yet, Some("ops:bob".into())).await.unwrap();
         service.approve(&run_id, &ids[0]).await.unwrap();
-        let control = service.reject(&run_id, &ids[1], "too risky").await.unwrap();
+        let risky = Decision::Reject { reason: "too risky".into() };
+        let by = Some("ops:carol".to_owned());
+        let control = service.decide_by(&run_id, &ids[1], risky, by).await.unwrap();
         assert_eq!(control.decisions.len(), 2, "{name}");
+        let expected = [(ids[1].clone(), "ops:carol".to_owned())].into_iter().collect();
+        assert_eq!(control.decided_by, expected, "{name}");
         let unknown = service.approve(&run_id, "call_nobody").await.unwrap_err();
         assert!(matches!(unknown, ServiceError::NotAwaitingApproval { .. }), "{name}: {unknown}");
         assert!(matches!(
@@ -102,6 +108,17 @@ async fn another_process_approves_and_rejects_deferred_calls() {
             .filter(|e| matches!(e, Event::ApprovalDecided { .. }))
             .collect();
         assert_eq!(decided.len(), 2, "{name}");
+        let by: Vec<(&str, Option<&str>)> = decided
+            .iter()
+            .filter_map(|e| match e {
+                Event::ApprovalDecided { call_id, by, .. } => {
+                    Some((call_id.as_str(), by.as_deref()))
+                }
+                _ => None,
+            })
+            .collect();
+        assert!(by.contains(&(ids[0].as_str(), None)), "{name}: {by:?}");
+        assert!(by.contains(&(ids[1].as_str(), Some("ops:carol"))), "{name}: {by:?}");
         let results: Vec<_> = model.requests()[0]
             .messages
             .iter()

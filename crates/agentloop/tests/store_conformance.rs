@@ -429,7 +429,8 @@ async fn list_filters(store: Stores) {
     assert_eq!((summary.created_ms, summary.updated_ms, summary.entries), (2_000, 2_001, 2));
     // A suspended run that continues is running again; its end is what the state follows.
     let next = store.next_seq(&id(4)).await.unwrap();
-    let decided = Event::ApprovalDecided { call_id: "c".into(), decision: Decision::Approve };
+    let decided =
+        Event::ApprovalDecided { call_id: "c".into(), decision: Decision::Approve, by: None };
     store.append(&id(4), next, &[decided]).await.unwrap();
     assert_eq!(listed(RunFilter::all().state(RunState::Running)).await, [id(4), id(2)]);
     let finished = Event::RunFinished { outcome: outcome(&id(4)) };

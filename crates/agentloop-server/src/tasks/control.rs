@@ -73,6 +73,29 @@ impl Host {
     }
 }
 
+/// The longest name a decision is recorded with.
+const MAX_BY_CHARS: usize = 100;
+
+/// A decider's name as a client gave it, made fit for the journal: control characters
+/// dropped, trimmed, at most 100 characters (empty: none given).
+pub fn decider_name(given: &str) -> String {
+    let name: String = given.chars().filter(|c| !c.is_control()).collect();
+    name.trim().chars().take(MAX_BY_CHARS).collect()
+}
+
+/// Who made the decisions a message carries, as the journal records them: the `by` of its
+/// first data part that has one ([`decider_name`]), else `a2a` (the channel).
+pub fn decided_by(message: &a2a::Message) -> String {
+    let given = message.parts.iter().find_map(|part| match &part.content {
+        PartContent::Data(value) => value.get("by").and_then(|by| by.as_str()),
+        _ => None,
+    });
+    match decider_name(given.unwrap_or_default()) {
+        name if name.is_empty() => "a2a".to_owned(),
+        name => name,
+    }
+}
+
 /// The decisions a message carries on the calls in `waiting` (refused when it carries
 /// none, or names a call that does not wait).
 pub fn parse_decisions(

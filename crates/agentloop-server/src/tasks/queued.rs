@@ -5,7 +5,7 @@
 //! session's turn when the run stops. Streams follow the run's journal (journaled events
 //! only: the answer arrives whole), whichever worker executes it.
 
-use super::{parse_decisions, Accepted, Host};
+use super::{decided_by, parse_decisions, Accepted, Host};
 use crate::mapping::TaskFold;
 use a2a::A2AError;
 use agentloop::message::Message;
@@ -102,9 +102,10 @@ impl Host {
         let next_seq = fold.last_seq().map_or(0, |seq| seq + 1);
         if fold.awaits_approval() {
             let decisions = parse_decisions(message, fold.awaiting_approval())?;
+            let by = decided_by(message);
             for (call_id, decision) in decisions {
                 self.service
-                    .decide(task_id, &call_id, decision)
+                    .decide_by(task_id, &call_id, decision, Some(by.clone()))
                     .await
                     .map_err(|e| A2AError::invalid_params(e.to_string()))?;
             }

@@ -44,3 +44,13 @@ fn decisions_come_from_data_or_a_plain_word() {
         a2a::error_code::INVALID_PARAMS
     );
 }
+
+#[test]
+fn who_decided_comes_from_a_data_part_or_is_the_channel() {
+    let data = |v: Value| a2a::Message::new(a2a::Role::User, vec![a2a::Part::data(v)]);
+    let named = data(serde_json::json!({"decision": "approve", "by": " ops:\u{1b}[2Jbob\n "}));
+    assert_eq!(decided_by(&named), "ops:[2Jbob", "control characters dropped, trimmed");
+    assert_eq!(decided_by(&data(serde_json::json!({"decision": "approve"}))), "a2a");
+    assert_eq!(decided_by(&data(serde_json::json!({"by": "  "}))), "a2a");
+    assert_eq!(decider_name(&"x".repeat(150)).chars().count(), 100);
+}

@@ -12,7 +12,7 @@
 //! and needs the server's credentials when it has some.
 
 use super::{refusal, ApiError, UiState};
-use crate::tasks::Host;
+use crate::tasks::{decider_name, Host};
 use a2a::A2AError;
 use agentloop::event::{Event, ForkEdit};
 use agentloop::run::Decision;
@@ -237,9 +237,22 @@ pub(crate) struct DecideBody {
     call_id: String,
     decision: Verdict,
     reason: Option<String>,
+    /// Who decides, as the person at the page named themselves.
+    by: Option<String>,
 }
 
-/// `POST /ui/api/runs/{id}/decide` `{"call_id", "decision": "approve"|"reject", "reason"?}`.
+/// Who decided from the page, as the journal records it: `ui:` and the name given
+/// ([`decider_name`]), or `ui`.
+fn decided_by(by: Option<String>) -> String {
+    match decider_name(&by.unwrap_or_default()) {
+        name if name.is_empty() => "ui".to_owned(),
+        name => format!("ui:{name}"),
+    }
+}
+
+/// `POST /ui/api/runs/{id}/decide`
+/// `{"call_id", "decision": "approve"|"reject", "reason"?, "by"?}`: journaled as decided by
+/// `ui:{by}` (`ui` without a name).
 pub(crate) async fn decide(
     State(state): Shared,
     headers: HeaderMap,
@@ -250,8 +263,9 @@ pub(crate) async fn decide(
         let body = parsed(body)?;
         let target = target(&state, &run_id).await?;
         let reason = body.reason.filter(|r| !r.trim().is_empty());
+        let by = decided_by(body.by);
         if let (Some(host), Some(_)) = (&target.host, &target.context) {
-            let mut data = json!({"callId": body.call_id});
+            let mut data = json!({"callId": body.call_id, "by": by});
             data["decision"] = Value::from(match body.decision {
                 Verdict::Approve => "approve",
                 Verdict::Reject => "reject",
@@ -268,7 +282,8 @@ pub(crate) async fn decide(
                 reason: reason.unwrap_or_else(|| "rejected from the UI".to_owned()),
             },
         };
-        state.service.decide(&run_id, &body.call_id, decision).await.map_err(service_error)?;
+        let decided = state.service.decide_by(&run_id, &body.call_id, decision, Some(by)).await;
+        decided.map_err(service_error)?;
         continue_recorded(&run_id, &target).await
     })
     .await

@@ -125,9 +125,20 @@ impl Agent {
         run_id: &str,
         decisions: impl IntoIterator<Item = (String, Decision)>,
     ) -> Result<EventStream, ResumeError> {
+        self.decide_by(run_id, decisions, None).await
+    }
+
+    /// [`decide`](Self::decide), journaling who made the decisions (`by`, as the caller
+    /// names them: [`Event::ApprovalDecided`]'s `by`).
+    pub async fn decide_by(
+        &self,
+        run_id: &str,
+        decisions: impl IntoIterator<Item = (String, Decision)>,
+        by: Option<String>,
+    ) -> Result<EventStream, ResumeError> {
         let (mut run, next_seq, _, lease) = self.load_run(run_id, true).await?;
         for (call_id, decision) in decisions {
-            if let Err(error) = run.decide(&call_id, decision) {
+            if let Err(error) = run.decide_by(&call_id, decision, by.clone()) {
                 let _ = store_release(self.store.as_deref(), &lease).await;
                 return Err(error.into());
             }
@@ -308,7 +319,7 @@ fn apply_requested(
     }
     for call_id in waiting {
         if let Some(decision) = requested.decisions.get(&call_id) {
-            run.decide(&call_id, decision.clone())?;
+            run.decide_by(&call_id, decision.clone(), requested.decided_by.get(&call_id).cloned())?;
             applied = true;
         }
     }

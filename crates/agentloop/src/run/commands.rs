@@ -270,10 +270,20 @@ impl Run {
     /// Records a human's decision on a deferred call. After the decisions, the driver
     /// continues the run: approved calls run, rejected ones have their error result.
     pub fn decide(&mut self, call_id: &str, decision: Decision) -> Result<(), RunError> {
+        self.decide_by(call_id, decision, None)
+    }
+
+    /// [`decide`](Self::decide), recording who decided (`by`, as the caller names them).
+    pub fn decide_by(
+        &mut self,
+        call_id: &str,
+        decision: Decision,
+        by: Option<String>,
+    ) -> Result<(), RunError> {
         if !self.pending(call_id)?.is_waiting() {
             return Err(RunError::UnknownCall(call_id.to_owned()));
         }
-        self.record(Event::ApprovalDecided { call_id: call_id.to_owned(), decision });
+        self.record(Event::ApprovalDecided { call_id: call_id.to_owned(), decision, by });
         self.close_iteration();
         Ok(())
     }

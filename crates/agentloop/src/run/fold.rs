@@ -90,7 +90,7 @@ impl Run {
                 pending.approval = CallApproval::Deferred;
                 pending.attention = Some(reason.clone());
             }
-            Event::ApprovalDecided { call_id, decision } => {
+            Event::ApprovalDecided { call_id, decision, .. } => {
                 let pending = self.pending_mut(call_id)?;
                 pending.attention = None;
                 let name = pending.call.name.clone();

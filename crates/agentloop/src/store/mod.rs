@@ -43,7 +43,11 @@ pub use lease::{Lease, DEFAULT_LEASE_TTL};
 pub use memory::MemoryStore;
 #[cfg(any(feature = "sqlite", feature = "redis"))]
 pub use outputs::DEFAULT_LARGE_OUTPUT_BYTES;
-pub(crate) use registry::{cost_of, input_preview, preview, SummaryUpdate};
+#[cfg(any(feature = "sqlite", feature = "redis"))]
+pub(crate) use registry::input_preview;
+#[cfg(feature = "redis")]
+pub(crate) use registry::preview;
+pub(crate) use registry::{cost_of, SummaryUpdate};
 pub use registry::{RunCursor, RunFilter, RunSummary, PREVIEW_CHARS};
 pub use stats::WriteStats;
 
@@ -454,6 +458,10 @@ pub struct RemoteControl {
     /// Decisions on calls deferred for approval, by call id (the last request per call wins).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub decisions: BTreeMap<String, Decision>,
+    /// Who made each of `decisions`, by call id, when the request said
+    /// ([`ControlRequest::Decide`]'s `by`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub decided_by: BTreeMap<String, String>,
     /// The answer to the question the run asked (an ask-user tool), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input: Option<InputAnswer>,
@@ -484,6 +492,8 @@ pub enum ControlRequest {
         call_id: String,
         /// The decision.
         decision: Decision,
+        /// Who decided, as the caller names them (journaled with the decision).
+        by: Option<String>,
     },
     /// Answer the question the run asked.
     Input(InputAnswer),
@@ -498,7 +508,11 @@ impl RemoteControl {
             }
             ControlRequest::Pause(reason) => self.pause = Some(reason),
             ControlRequest::Resume => self.pause = None,
-            ControlRequest::Decide { call_id, decision } => {
+            ControlRequest::Decide { call_id, decision, by } => {
+                match by {
+                    Some(by) => self.decided_by.insert(call_id.clone(), by),
+                    None => self.decided_by.remove(&call_id),
+                };
                 self.decisions.insert(call_id, decision);
             }
             ControlRequest::Input(answer) => self.input = Some(answer),

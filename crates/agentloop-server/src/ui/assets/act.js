@@ -219,20 +219,32 @@ function decorate(entry, card) {
   if (entry.kind === 'run_finished' && stop.kind === 'awaiting_input') card.append(answerForm());
 }
 
+/** The name decisions are journaled with (`ui:NAME`), as the person at the page gave it:
+ * kept in this browser, not a credential. */
+const DECIDER_KEY = 'agentloop.decider';
+
 function decideForm(call) {
   const reason = el('input', 'reason');
   reason.placeholder = 'reason (for a rejection)';
   reason.setAttribute('aria-label', `reason to reject ${call.name}`);
+  const by = el('input', 'decider');
+  by.placeholder = 'your name (journaled)';
+  by.maxLength = 100;
+  by.setAttribute('aria-label', 'your name, journaled with the decision');
+  by.value = localStorage.getItem(DECIDER_KEY) || '';
   const form = el('div', 'row decide-form');
   form.dataset.callId = call.id;
   const decide = (decision) => act(`${decision} the call`, async () => {
-    const answer = await post(runPath(run.id, 'decide'), { call_id: call.id, decision, reason: reason.value || null });
+    const name = by.value.trim();
+    if (name) localStorage.setItem(DECIDER_KEY, name); else localStorage.removeItem(DECIDER_KEY);
+    const body = { call_id: call.id, decision, reason: reason.value || null, by: name || null };
+    const answer = await post(runPath(run.id, 'decide'), body);
     form.replaceChildren(el('span', 'muted', `${decision === 'approve' ? 'approved' : 'rejected'}; the run goes on`));
     followAgain();
     return answer;
   });
   form.append(button('Approve', 'approve', () => decide('approve')),
-    button('Reject', 'quiet reject', () => decide('reject')), reason);
+    button('Reject', 'quiet reject', () => decide('reject')), reason, by);
   return form;
 }
 

@@ -361,6 +361,7 @@ function entryBody(kind, e) {
       const d = e.decision || {};
       const parts = [labelled('call', el('span', 'mono', e.call_id || '?')),
         labelled('decision', el('strong', null, (d.kind || '?').replace(/_/g, ' ')))];
+      if (e.by) parts.push(labelled('by', el('span', 'decided-by', e.by)));
       if (d.reason) parts.push(labelled('reason', longText(d.reason)));
       if (d.result !== undefined) parts.push(labelled('result', longText(typeof d.result === 'string' ? d.result : json(d.result))));
       return parts;

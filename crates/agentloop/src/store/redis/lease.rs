@@ -176,8 +176,9 @@ pub(super) async fn remote_controls(
         .collect()
 }
 
-/// The control state from its hash: `cancel`, `pause`, `input` (JSON) and one
-/// `decision:{call_id}` field (JSON) per decided call.
+/// The control state from its hash: `cancel`, `pause`, `input` (JSON), one
+/// `decision:{call_id}` field (JSON) per decided call and a `decided_by:{call_id}` field for
+/// each whose request said who decided.
 fn control_of(hash: HashMap<String, String>) -> Result<RemoteControl, StoreError> {
     let mut control = RemoteControl::default();
     for (field, value) in hash {
@@ -189,6 +190,8 @@ fn control_of(hash: HashMap<String, String>) -> Result<RemoteControl, StoreError
                 if let Some(call_id) = field.strip_prefix("decision:") {
                     let decision = from_json(&value, "run control decision")?;
                     control.decisions.insert(call_id.to_owned(), decision);
+                } else if let Some(call_id) = field.strip_prefix("decided_by:") {
+                    control.decided_by.insert(call_id.to_owned(), value);
                 }
             }
         }
@@ -208,7 +211,12 @@ pub(super) async fn request_control(
         ControlRequest::Cancel(reason) => pipe.cmd("HSETNX").arg(&key).arg("cancel").arg(reason),
         ControlRequest::Pause(reason) => pipe.cmd("HSET").arg(&key).arg("pause").arg(reason),
         ControlRequest::Resume => pipe.cmd("HDEL").arg(&key).arg("pause"),
-        ControlRequest::Decide { call_id, decision } => {
+        ControlRequest::Decide { call_id, decision, by } => {
+            let field = format!("decided_by:{call_id}");
+            match by {
+                Some(by) => pipe.cmd("HSET").arg(&key).arg(field).arg(by).ignore(),
+                None => pipe.cmd("HDEL").arg(&key).arg(field).ignore(),
+            };
             pipe.cmd("HSET").arg(&key).arg(format!("decision:{call_id}")).arg(to_json(decision)?)
         }
         ControlRequest::Input(answer) => {

@@ -158,13 +158,16 @@ return {'ok', tostring(len + n)}
 /// the index; `ARGV` its score range (max, min), the text in lower case, the offset to start
 /// at, how many ids to find, how many to read at most, the key prefix. Gives the offset to go
 /// on from (-1: the index ends) and the ids found. Reading a bounded number per call keeps
-/// each call short (the server runs nothing else meanwhile).
+/// each call short (the server runs nothing else meanwhile); the ids are read in two ranges,
+/// 256 and the rest (a range that starts at an offset first walks to it: small ranges would
+/// walk the index over and over, one large range would read ids a full page does not need).
 pub(super) const SEARCH: &str = r"
 local offset, want, budget = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-local needle, found, read = ARGV[3], {}, 0
+local needle, found, read, chunk = ARGV[3], {}, 0, 256
 local function has(text) return text and string.find(string.lower(text), needle, 1, true) end
 while read < budget do
-  local ids = redis.call('ZREVRANGEBYSCORE', KEYS[1], ARGV[1], ARGV[2], 'LIMIT', offset, 500)
+  chunk = math.min(chunk, budget - read)
+  local ids = redis.call('ZREVRANGEBYSCORE', KEYS[1], ARGV[1], ARGV[2], 'LIMIT', offset, chunk)
   for _, id in ipairs(ids) do
     offset, read = offset + 1, read + 1
     local t = redis.call('HMGET', ARGV[7] .. 'run:' .. id .. ':meta', 'input', 'answer')
@@ -173,7 +176,8 @@ while read < budget do
       if #found >= want then return {offset, found} end
     end
   end
-  if #ids < 500 then return {-1, found} end
+  if #ids < chunk then return {-1, found} end
+  chunk = budget
 end
 return {offset, found}
 ";

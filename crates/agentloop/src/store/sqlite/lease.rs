@@ -100,7 +100,8 @@ pub(super) fn released(
 pub(super) fn remote_control(conn: &Connection, run_id: &str) -> Result<RemoteControl, StoreError> {
     let row = conn
         .prepare_cached(
-            "SELECT cancel, pause, decisions, input FROM run_controls WHERE run_id = ?1",
+            "SELECT cancel, pause, decisions, input, decided_by FROM run_controls \
+             WHERE run_id = ?1",
         )
         .and_then(|mut s| {
             s.query_row([run_id], |row| {
@@ -109,12 +110,13 @@ pub(super) fn remote_control(conn: &Connection, run_id: &str) -> Result<RemoteCo
                     row.get::<_, Option<String>>(1)?,
                     row.get::<_, Option<String>>(2)?,
                     row.get::<_, Option<String>>(3)?,
+                    row.get::<_, Option<String>>(4)?,
                 ))
             })
             .optional()
         })
         .map_err(backend)?;
-    let Some((cancel, pause, decisions, input)) = row else {
+    let Some((cancel, pause, decisions, input, decided_by)) = row else {
         return Ok(RemoteControl::default());
     };
     Ok(RemoteControl {
@@ -126,6 +128,11 @@ pub(super) fn remote_control(conn: &Connection, run_id: &str) -> Result<RemoteCo
             .transpose()?
             .unwrap_or_default(),
         input: input.as_deref().map(|i| from_json(i, "run_controls.input")).transpose()?,
+        decided_by: decided_by
+            .as_deref()
+            .map(|d| from_json(d, "run_controls.decided_by"))
+            .transpose()?
+            .unwrap_or_default(),
     })
 }
 
@@ -139,12 +146,16 @@ pub(super) fn request_control(
     let decisions =
         if control.decisions.is_empty() { None } else { Some(to_json(&control.decisions)?) };
     let input = control.input.as_ref().map(to_json).transpose()?;
+    let by = &control.decided_by;
+    let decided_by = if by.is_empty() { None } else { Some(to_json(by)?) };
     tx.prepare_cached(
-        "INSERT INTO run_controls (run_id, cancel, pause, decisions, input) \
-         VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (run_id) \
-         DO UPDATE SET cancel = ?2, pause = ?3, decisions = ?4, input = ?5",
+        "INSERT INTO run_controls (run_id, cancel, pause, decisions, input, decided_by) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (run_id) \
+         DO UPDATE SET cancel = ?2, pause = ?3, decisions = ?4, input = ?5, decided_by = ?6",
     )
-    .and_then(|mut s| s.execute(params![run_id, control.cancel, control.pause, decisions, input]))
+    .and_then(|mut s| {
+        s.execute(params![run_id, control.cancel, control.pause, decisions, input, decided_by])
+    })
     .map_err(backend)?;
     tx.commit().map_err(backend)?;
     Ok(control)

@@ -46,7 +46,7 @@ FROM used WHERE used.run_id = runs.run_id;
 
 /// The migration that adds the registry's texts and the indexes a listing by state or by
 /// origin reads (the 8th): the run a fork was made from, the start of the input and of the
-/// answer. Runs journaled before it get their origin and answer from their journals here,
+/// answer; and who made the decisions requested of a run (`run_controls.decided_by`). Runs journaled before it get their origin and answer from their journals here,
 /// their input in [`backfill_inputs`].
 pub(super) const TEXTS_MIGRATION: &str = r"
 ALTER TABLE runs ADD COLUMN origin_run_id TEXT;
@@ -54,6 +54,7 @@ ALTER TABLE runs ADD COLUMN input_text TEXT;
 ALTER TABLE runs ADD COLUMN answer_text TEXT;
 CREATE INDEX runs_by_state ON runs (state, created_ms, run_id);
 CREATE INDEX runs_by_origin ON runs (origin_run_id, created_ms);
+ALTER TABLE run_controls ADD COLUMN decided_by TEXT;
 UPDATE runs SET origin_run_id = (
     SELECT json_extract(j.event, '$.origin_run_id') FROM journal j
     WHERE j.run_key = runs.run_key AND json_extract(j.event, '$.type') = 'run_forked'
@@ -66,32 +67,37 @@ UPDATE runs SET answer_text = (
 );
 ";
 
-/// After [`TEXTS_MIGRATION`]: the input of each run, from its `run_started` (a journal whose
-/// first entry does not read as one is left without: `RunService::check` reports it).
+/// After [`TEXTS_MIGRATION`]: the input of each run, from its `run_started`, a thousand runs
+/// at a time (a journal whose first entry does not read as one is left without:
+/// `RunService::check` reports it).
 pub(super) fn backfill_inputs(conn: &Connection) -> Result<(), StoreError> {
-    let firsts = {
-        let mut select = conn
-            .prepare(
-                "SELECT r.run_key, j.event FROM runs r JOIN journal j \
-                 ON j.run_key = r.run_key AND j.seq = 0",
-            )
-            .map_err(backend)?;
-        let rows = select
-            .query_map([], |row| Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?)))
-            .map_err(backend)?;
-        rows.collect::<Result<Vec<_>, _>>().map_err(backend)?
-    };
+    let mut select = conn
+        .prepare(
+            "SELECT r.run_key, j.event FROM runs r JOIN journal j \
+             ON j.run_key = r.run_key AND j.seq = 0 \
+             WHERE r.run_key > ?1 ORDER BY r.run_key LIMIT 1000",
+        )
+        .map_err(backend)?;
     let mut update =
         conn.prepare("UPDATE runs SET input_text = ?2 WHERE run_key = ?1").map_err(backend)?;
-    for (key, event) in firsts {
-        let Ok(crate::event::Event::RunStarted { input, .. }) = serde_json::from_str(&event) else {
-            continue;
-        };
-        if let Some(text) = input_preview(&input) {
-            update.execute(params![key, text]).map_err(backend)?;
+    let mut after = i64::MIN;
+    loop {
+        let firsts = select
+            .query_map([after], |row| Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?)))
+            .and_then(Iterator::collect::<Result<Vec<_>, _>>)
+            .map_err(backend)?;
+        let Some(&(last, _)) = firsts.last() else { return Ok(()) };
+        after = last;
+        for (key, event) in firsts {
+            let Ok(crate::event::Event::RunStarted { input, .. }) = serde_json::from_str(&event)
+            else {
+                continue;
+            };
+            if let Some(text) = input_preview(&input) {
+                update.execute(params![key, text]).map_err(backend)?;
+            }
         }
     }
-    Ok(())
 }
 
 /// After [`MIGRATION`]: the cost of the runs it found usage for, at their price (computed
@@ -421,9 +427,7 @@ fn like_pattern(text: &str) -> String {
 pub(super) fn list(conn: &Connection, filter: &RunFilter) -> Result<Vec<RunSummary>, StoreError> {
     let mut sql = format!(
         "SELECT {SUMMARY_COLUMNS} FROM runs r LEFT JOIN leases l ON l.run_id = r.run_id \
-         WHERE EXISTS (SELECT 1 FROM journal j WHERE j.run_key = r.run_key AND j.seq = 0) \
-         AND EXISTS (SELECT 1 FROM journal j WHERE j.run_key = r.run_key \
-         AND j.seq = r.next_seq - 1)",
+         WHERE 1"
     );
     let mut args: Vec<SqlValue> = Vec::new();
     let mut text = |sql: &mut String, clause: &str, value: &Option<String>| {
@@ -454,6 +458,12 @@ pub(super) fn list(conn: &Connection, filter: &RunFilter) -> Result<Vec<RunSumma
         args.push(SqlValue::Integer(int(cursor.created_ms)));
         args.push(SqlValue::Text(cursor.run_id.clone()));
     }
+    // Last, so that a row the filters leave out costs no probe of the journal.
+    sql.push_str(
+        " AND EXISTS (SELECT 1 FROM journal j WHERE j.run_key = r.run_key AND j.seq = 0) \
+         AND EXISTS (SELECT 1 FROM journal j WHERE j.run_key = r.run_key \
+         AND j.seq = r.next_seq - 1)",
+    );
     sql.push_str(" ORDER BY r.created_ms DESC, r.run_id DESC");
     if let Some(limit) = filter.limit {
         sql.push_str(" LIMIT ?");
