@@ -272,6 +272,7 @@ function answerForm() {
  * until it has (at most 10 s), then follow it live. A run still followed needs nothing. */
 async function followAgain() {
   const id = run.id;
+  if (!id) return; // the page moved on to the list before the action answered
   const before = run.lastSeq;
   for (let tries = 0; tries < 100 && run.id === id && !run.abort; tries += 1) {
     await new Promise((resolve) => setTimeout(resolve, 100));
