@@ -105,7 +105,12 @@ if len == 0 then
   redis.call('HSET', KEYS[2], 'run_id', ARGV[3], 'created_ms', ARGV[4])
   redis.call('ZADD', KEYS[3], ARGV[4], ARGV[3])
 end
-local created = redis.call('HGET', KEYS[2], 'created_ms')
+-- The creation time, read only when an index needs it (not on a round that changes nothing).
+local created_ms
+local function created()
+  created_ms = created_ms or redis.call('HGET', KEYS[2], 'created_ms')
+  return created_ms
+end
 if ARGV[8] == '1' then
   redis.call('HSET', KEYS[2], 'agent', ARGV[6], 'context_id', ARGV[7], 'parent_run_id', ARGV[12])
   if ARGV[13] == '' then
@@ -113,11 +118,11 @@ if ARGV[8] == '1' then
   else
     redis.call('HSET', KEYS[2], 'price', ARGV[13])
   end
-  for k = 6, #KEYS do redis.call('ZADD', KEYS[k], created, ARGV[3]) end
+  for k = 6, #KEYS do redis.call('ZADD', KEYS[k], created(), ARGV[3]) end
 end
 if ARGV[18] ~= '' then
   redis.call('HSET', KEYS[2], 'origin_run_id', ARGV[18])
-  redis.call('ZADD', prefix .. 'runs:origin:' .. ARGV[18], created, ARGV[3])
+  redis.call('ZADD', prefix .. 'runs:origin:' .. ARGV[18], created(), ARGV[3])
 end
 for i, field in ipairs({'input', 'answer'}) do
   if ARGV[17 + 2 * i] == '1' then
@@ -131,7 +136,7 @@ end
 local old = redis.call('HGET', KEYS[2], 'state')
 if old ~= ARGV[9] then
   if old then redis.call('ZREM', prefix .. 'runs:state:' .. old, ARGV[3]) end
-  redis.call('ZADD', prefix .. 'runs:state:' .. ARGV[9], created, ARGV[3])
+  redis.call('ZADD', prefix .. 'runs:state:' .. ARGV[9], created(), ARGV[3])
 end
 redis.call('HSET', KEYS[2], 'state', ARGV[9], 'updated_ms', ARGV[5], 'entries', len + n)
 local tokens = {'input_tokens', 'output_tokens', 'cached_input_tokens', 'reasoning_tokens'}
