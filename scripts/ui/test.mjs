@@ -239,7 +239,6 @@ async function main() {
     assert.ok(cutErrors.every((text) => /ERR_INCOMPLETE_CHUNKED_ENCODING|ERR_CONNECTION_RESET|ERR_EMPTY_RESPONSE/.test(text)),
       `only the cut stream failed: ${cutErrors}`);
     assert.ok(await page.locator('.entry').count() > shownBefore, 'entries after the cut arrived');
-    relay.close();
     await page.locator('#run-live').waitFor({ state: 'hidden' });
     assert.match(await page.locator('#run-state').textContent(), /finished/);
     const seqs = await page.locator('.entry').evaluateAll((nodes) => nodes.map((n) => Number(n.dataset.seq)));
@@ -249,6 +248,9 @@ async function main() {
     step('streamed text appears as the model writes it, then the answer replaces it');
     const streamed = await send(server, 'stream 150', { wait: false });
     await page.goto(`${server.root}/ui#/runs/${encodeURIComponent(streamed.id)}`);
+    // Only now: the page on the relay's origin reads the ended run's facts, sub-agents and
+    // forks after its stream ends, and a closed relay would refuse those reads.
+    relay.close();
     const streamingBox = page.locator('.kind-streaming pre');
     await page.waitForFunction(() => {
       const box = document.querySelector('.kind-streaming pre');
