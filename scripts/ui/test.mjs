@@ -1,6 +1,7 @@
 // The browser test of the runs UI: starts `agentloop serve --agent echo` on a free port with a
-// fresh store, gives it tasks over JSON-RPC, then drives /ui in headless Chromium (Debian's
-// /usr/bin/chromium through playwright-core): the list, its filters, a timeline, a live run, a
+// fresh store (and a second one as its remote A2A agent), gives it tasks over JSON-RPC, then
+// drives /ui in headless Chromium (Debian's /usr/bin/chromium through playwright-core): the
+// list, its filters, a timeline with a sub-agent and a remote agent, a live run, a
 // message that tries to inject HTML, a connection cut mid-stream (through a TCP proxy), the
 // actions (approve, answer, cancel, chat, fork and compare), and a server that needs a
 // token. Screenshots go to
@@ -9,7 +10,7 @@
 //   export "$(bash scripts/ui/install.sh | tail -n 1)"   # AGENTLOOP_UI_NODE_PATH=…
 //   AGENTLOOP_BIN=target/debug/agentloop node scripts/ui/test.mjs
 import { spawn } from 'node:child_process';
-import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -33,10 +34,12 @@ function cleanup() {
 }
 process.on('exit', cleanup);
 
-/** `agentloop serve --agent echo` on a free port with its own store: its root URL and agent URL. */
-async function serve(extra = []) {
+/** `agentloop serve --agent echo` on a free port with its own store (and `config` as its
+ * agentloop.toml): its root URL and agent URL. */
+async function serve(extra = [], config = '') {
   const dir = mkdtempSync(path.join(tmpdir(), 'agentloop-ui-'));
   dirs.push(dir);
+  if (config) writeFileSync(path.join(dir, 'agentloop.toml'), config);
   const env = { ...process.env, XDG_CONFIG_HOME: dir };
   delete env.AGENTLOOP_SERVE_TOKEN;
   const child = spawn(bin, ['serve', '--agent', 'echo', '--bind', '127.0.0.1:0', ...extra], {
@@ -111,8 +114,11 @@ function step(name) {
 
 async function main() {
   mkdirSync(shots, { recursive: true });
-  const server = await serve(['--trace-url', 'http://127.0.0.1:16686/trace/{trace_id}']);
-  step(`server at ${server.root}`);
+  // A second server: the first one's remote A2A agent `far` (its `remote far TASK`).
+  const far = await serve();
+  const server = await serve(['--trace-url', 'http://127.0.0.1:16686/trace/{trace_id}'],
+    `[[a2a]]\nurl = "${far.agentUrl}"\nname = "far"\n`);
+  step(`server at ${server.root}, its remote agent at ${far.root}`);
   const long = await send(server, LONG_CALC); // too long for the calculator: a long error
   const calc = await send(server, 'calc (17 * 23) + 4');
   await send(server, 'Hello! This run just echoes its message back.');
@@ -200,6 +206,23 @@ async function main() {
     await subrun.locator('a').click();
     await page.locator('.kind-run_finished').waitFor();
     assert.match(await page.locator('#run-facts').textContent(), new RegExp(delegated.id));
+
+    step('a remote A2A agent nested under the call that reached it, linked to its server');
+    const reached = await send(server, 'remote far calc 6 * 7');
+    await page.goto(`${server.root}/ui#/runs/${encodeURIComponent(reached.id)}`);
+    const remote = page.locator('.kind-tool_completed .subrun.remote');
+    await remote.waitFor();
+    assert.match(await remote.textContent(), /remote A2A agent.*echo · task .*completed/);
+    assert.match(await page.locator('.kind-run_finished').textContent(), /The remote agent answered: The result is 42/);
+    const remoteLink = remote.locator('a.remote-link');
+    assert.ok((await remoteLink.getAttribute('href')).startsWith(`${far.root}/ui/#/runs/`));
+    assert.equal(await remoteLink.getAttribute('target'), '_blank');
+    await page.screenshot({ path: path.join(shots, 'remote.png'), fullPage: true });
+    const [farPage] = await Promise.all([context.waitForEvent('page'), remoteLink.click()]);
+    await farPage.locator('.kind-run_finished').waitFor();
+    assert.match(await farPage.locator('.kind-run_finished').textContent(), /The result is 42/);
+    assert.match(await farPage.locator('.kind-tool_started').first().textContent(), /calculator/);
+    await farPage.close();
 
     step('a long tool result: cut, then shown whole');
     await page.goto(`${server.root}/ui#/runs/${encodeURIComponent(long.id)}`);

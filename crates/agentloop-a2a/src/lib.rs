@@ -33,4 +33,7 @@ mod tool;
 pub use client::{A2aClient, A2aClientBuilder, Binding, EventStream, AGENT_CARD_PATH};
 pub use error::A2aClientError;
 pub use sse::{SseError, SseEvent, SseParser};
-pub use tool::{state_name, A2aAgentArgs, A2aAgentTool, TaskCollector, TaskOutcome};
+pub use tool::{
+    state_name, task_view_url, A2aAgentArgs, A2aAgentTool, TaskCollector, TaskOutcome,
+    RUNS_UI_EXTENSION,
+};

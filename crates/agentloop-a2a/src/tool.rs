@@ -2,8 +2,10 @@
 
 mod collect;
 mod nested;
+mod remote;
 
 pub use collect::{state_name, TaskCollector, TaskOutcome};
+pub use remote::{task_view_url, RUNS_UI_EXTENSION};
 
 use crate::client::A2aClient;
 use crate::error::A2aClientError;
@@ -14,6 +16,7 @@ use async_trait::async_trait;
 
 use futures::StreamExt;
 use nested::{remote_task_id, NestedMapper};
+use remote::RemoteReporter;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
@@ -45,6 +48,10 @@ pub struct A2aAgentArgs {
 ///   tool again with the user's answer as `message` and that id as `task_id` (the tool
 ///   looks the task up, checks it is still open and sends the answer into it).
 /// - `failed`, `rejected`, `canceled` and `auth-required` are tool errors the model sees.
+/// - The call reports the remote task it runs as
+///   ([`ToolContext::report_remote`](agentloop::tool::ToolContext::report_remote)): the run
+///   journals the agent, the task's id, context and state — and the page that shows the
+///   task, when the agent's card says where ([`RUNS_UI_EXTENSION`]) — with the call's result.
 /// - Cancelling the run (or the call's timeout) cancels the remote task: a `CancelTask`
 ///   is sent in the background when the call is dropped before the task settled.
 pub struct A2aAgentTool {
@@ -156,12 +163,15 @@ impl A2aAgentTool {
         let mut collector =
             if continuing { TaskCollector::continuing() } else { TaskCollector::default() };
         let mut nested = NestedMapper::default();
-        if client.card().capabilities.streaming == Some(true) {
+        let mut reporter = RemoteReporter::new(&client);
+        let card = client.card();
+        if card.capabilities.streaming == Some(true) {
             let mut events =
                 client.send_streaming_message(&request).await.map_err(|e| self.failed(&e))?;
             while let Some(event) = events.next().await {
                 let event = event.map_err(|e| self.failed(&e))?;
                 collector.apply(&event);
+                reporter.report(ctx, card, &collector);
                 guard.task_id = collector.task_id().map(str::to_owned);
                 if ctx.takes_nested_events() {
                     for nested in nested.map(&event, self.max_result_chars) {
@@ -175,6 +185,7 @@ impl A2aAgentTool {
         } else {
             let response = client.send_message(&request).await.map_err(|e| self.failed(&e))?;
             collector.apply_response(&response);
+            reporter.report(ctx, card, &collector);
             guard.task_id = collector.task_id().map(str::to_owned);
         }
         if !collector.is_settled() {
@@ -182,6 +193,7 @@ impl A2aAgentTool {
             if let Some(id) = collector.task_id().map(str::to_owned) {
                 let task = client.get_task(&id, Some(1)).await.map_err(|e| self.failed(&e))?;
                 collector.apply_task(&task);
+                reporter.report(ctx, card, &collector);
             }
         }
         if collector.is_settled() {

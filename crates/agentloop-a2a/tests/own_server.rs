@@ -381,6 +381,16 @@ fn tool_result(events: &[Event]) -> String {
 }
 
 #[tokio::test]
+async fn the_server_and_the_client_name_the_same_runs_ui_extension() {
+    assert_eq!(agentloop_server::card::RUNS_UI_EXTENSION, agentloop_a2a::RUNS_UI_EXTENSION);
+    let server = echo_server().await;
+    let client = client(&server.url, Binding::JsonRpc).await;
+    let view = agentloop_a2a::task_view_url(client.card(), "run-1");
+    let root = server.url.trim_end_matches("/echo");
+    assert_eq!(view, Some(format!("{root}/ui/#/runs/run-1")));
+}
+
+#[tokio::test]
 async fn the_echo_agent_as_a_tool_streams_nested_events_into_the_run() {
     let server = echo_server().await;
     for binding in BOTH {
@@ -415,6 +425,23 @@ async fn the_echo_agent_as_a_tool_streams_nested_events_into_the_run() {
         assert_eq!(nested, ["delta:chunk 1 ", "delta:chunk 2 ", "delta:chunk 3"], "{binding:?}");
         // The model saw the answer as the call's result.
         assert!(format!("{:?}", model.requests()[1].messages).contains("chunk 1 chunk 2 chunk 3"));
+
+        // The remote task is journaled with the call's result, linked to the server's runs UI
+        // (its card's runs-UI extension; a served task is a run of the same id).
+        let remote = events.iter().find_map(Event::remote).expect("the remote task");
+        let nested_run = events.iter().find_map(|event| match event {
+            Event::Nested { run_id, .. } => run_id.clone(),
+            _ => None,
+        });
+        assert_eq!(Some(remote.task_id.as_str()), nested_run.as_deref());
+        assert_eq!((remote.agent.as_str(), remote.state.as_deref()), ("echo", Some("completed")));
+        assert!(remote.url.starts_with(&server.url), "{binding:?}: {}", remote.url);
+        assert!(remote.context_id.is_some());
+        let root = server.url.trim_end_matches("/echo");
+        assert_eq!(
+            remote.view_url.as_deref(),
+            Some(format!("{root}/ui/#/runs/{}", remote.task_id).as_str())
+        );
     }
 }
 

@@ -158,7 +158,7 @@ async fn a_remote_failure_is_a_tool_error_the_model_sees() {
         let error = events
             .iter()
             .find_map(|event| match event {
-                Event::ToolFailed { error, .. } => Some(error.clone()),
+                Event::ToolFailed { error, .. } => Some((**error).clone()),
                 _ => None,
             })
             .unwrap_or_else(|| panic!("no tool_failed in {events:#?}"));
@@ -168,6 +168,12 @@ async fn a_remote_failure_is_a_tool_error_the_model_sees() {
                 "the remote agent's task failed: the remote agent failed on purpose".into()
             )
         );
+        // The failed remote task is journaled with the error; the Python server's card says
+        // nowhere to look at it.
+        let remote = events.iter().find_map(Event::remote).unwrap();
+        assert_eq!(remote.agent, "Py Test Agent");
+        assert_eq!((remote.state.as_deref(), remote.view_url.as_deref()), (Some("failed"), None));
+        assert!(!remote.task_id.is_empty());
         // The model got the error as the call's result.
         let history = &model.requests()[1].messages;
         assert!(format!("{history:?}").contains("failed on purpose"));

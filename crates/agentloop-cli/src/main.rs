@@ -484,7 +484,18 @@ async fn serve_command(
     };
     let stores = runs::open(&config.store).await?;
     let served = if agent.as_deref() == Some("echo") {
-        serve::Served::Echo(stores, config.otel.observer())
+        let mut secrets = agentloop::provider::secrets::Secrets::new();
+        let mut remotes: Vec<std::sync::Arc<dyn agentloop::tool::DynTool>> = Vec::new();
+        for remote in &config.a2a {
+            let tool = a2a::remote_agent_tool(&config, remote.get_ref(), &mut secrets).await?;
+            remotes.push(std::sync::Arc::new(tool));
+        }
+        serve::Served::Echo(serve::Echo {
+            stores,
+            observer: config.otel.observer(),
+            remotes,
+            secrets,
+        })
     } else {
         let mut agents = agents::served(&config, provider, &agent_flags, name, &stores).await?;
         if config.serve.is_empty() {

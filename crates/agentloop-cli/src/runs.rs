@@ -273,11 +273,26 @@ pub async fn show(store: &dyn RunStore, run_id: &str) -> anyhow::Result<()> {
         };
         // Model and tool text may hold control characters: shown escaped.
         println!("{at}  {}", cell(&line));
+        if let Some(remote) = entry.event.remote() {
+            println!("{:width$}      {}", "", cell(&remote_line(remote)), width = at.len());
+        }
     }
     for line in summary(run_id, &entries) {
         println!("{}", cell(&line));
     }
     Ok(())
+}
+
+/// The remote agent's task a call ran as: its agent, task, state and page.
+fn remote_line(remote: &agentloop::tool::RemoteTask) -> String {
+    let state = remote.state.as_deref().map(|state| format!(" ({state})")).unwrap_or_default();
+    let page = remote.view_url.as_deref().map(|url| format!(": {url}")).unwrap_or_default();
+    format!(
+        "remote agent {} at {}, task {}{state}{page}",
+        one_line(&remote.agent, 60),
+        remote.url,
+        remote.task_id
+    )
 }
 
 /// The run's latency, cost and trace, under its journal.

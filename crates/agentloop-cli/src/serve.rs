@@ -62,10 +62,23 @@ pub(crate) async fn push_store(store: &StoreSection) -> anyhow::Result<Option<Ar
 
 /// The agents to serve: the echo agent, or the configured one.
 pub enum Served {
-    /// `--agent echo` (with the telemetry observer, if on).
-    Echo(crate::runs::Stores, Option<std::sync::Arc<dyn agentloop::observe::Observer>>),
+    /// `--agent echo`.
+    Echo(Echo),
     /// The configured agents (`[agent]`, or each `[[serve]]`), with their descriptions.
     Configured(Vec<(Agent, Option<String>)>),
+}
+
+/// The echo agent's parts: its stores, the telemetry observer (if on) and the configured
+/// remote agents (`[[a2a]]`, its `remote NAME TASK` command), with their tokens to redact.
+pub struct Echo {
+    /// Its run and session stores.
+    pub stores: crate::runs::Stores,
+    /// The telemetry observer.
+    pub observer: Option<std::sync::Arc<dyn agentloop::observe::Observer>>,
+    /// The remote agents, as tools.
+    pub remotes: Vec<std::sync::Arc<dyn agentloop::tool::DynTool>>,
+    /// Their tokens.
+    pub secrets: agentloop::provider::secrets::Secrets,
 }
 
 /// Serves until Ctrl-C or SIGTERM.
@@ -75,11 +88,15 @@ pub async fn serve(
     store: &StoreSection,
 ) -> anyhow::Result<i32> {
     let agents = match served {
-        Served::Echo(stores, observer) => {
+        Served::Echo(Echo { stores, observer, remotes, secrets }) => {
             let mut builder = echo::echo_builder(stores.runs, stores.sessions)?;
             if let Some(observer) = observer {
                 builder = builder.observer(observer);
             }
+            for remote in remotes {
+                builder = builder.dyn_tool(remote);
+            }
+            builder = builder.secrets(&secrets);
             vec![ServedAgent::new(builder.build()?, echo::ECHO_DESCRIPTION)?]
         }
         Served::Configured(agents) => agents

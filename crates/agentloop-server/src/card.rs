@@ -3,7 +3,8 @@
 //! version 1.0) at the agent's URL, streaming on, push notifications off (the router turns
 //! them on when `ServerConfig::push_allow` allows destinations), the input and
 //! output modes, its skills (by default one, from its description, tagged with its tools),
-//! and the security scheme when the server requires credentials.
+//! the security scheme when the server requires credentials, and — added by the router —
+//! where the runs UI shows a task ([`RUNS_UI_EXTENSION`]).
 
 use crate::auth::Auth;
 use crate::tasks::ServedAgent;
@@ -12,6 +13,27 @@ use a2a::{
     TRANSPORT_PROTOCOL_HTTP_JSON, TRANSPORT_PROTOCOL_JSONRPC,
 };
 use std::collections::HashMap;
+
+/// The agent card extension that says where a person can look at a task: `params.taskUrl`,
+/// an `http(s)` URL in which `{taskId}` stands for the task's id. A served agent's task is a
+/// run of the same id, so the router points it at the runs UI (`{public_url}/ui/#/runs/{taskId}`);
+/// an agentloop client (`agentloop_a2a::A2aAgentTool`) journals that link with its call.
+pub const RUNS_UI_EXTENSION: &str = "urn:agentloop:a2a:runs-ui:v1";
+
+/// The [`RUNS_UI_EXTENSION`] of a server whose root is `public_url`.
+pub fn runs_ui_extension(public_url: &str) -> a2a::AgentExtension {
+    let task_url = format!("{}/ui/#/runs/{{taskId}}", public_url.trim_end_matches('/'));
+    a2a::AgentExtension {
+        uri: RUNS_UI_EXTENSION.to_owned(),
+        description: Some(
+            "Where a person can look at a task: params.taskUrl, with {taskId} replaced by the \
+             task's id (the task is a run of the server's runs UI)."
+                .to_owned(),
+        ),
+        required: Some(false),
+        params: Some(HashMap::from([("taskUrl".to_owned(), task_url.into())])),
+    }
+}
 
 /// The card of `served`, reachable at `url` (the agent's base URL, no trailing slash).
 pub fn agent_card(served: &ServedAgent, url: &str, auth: Option<&Auth>) -> AgentCard {

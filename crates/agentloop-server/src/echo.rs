@@ -13,6 +13,7 @@
 //! | `loop` | calls the calculator until the iteration limit ends the run | completed, limit in the metadata |
 //! | `fail` | the model call fails (not retried) | failed |
 //! | `delegate TASK` | hands TASK to the `helper` tool: a sub-agent (`echo-helper`, the echo model with the calculator) whose run is the call's child run, then answers with its answer | completed |
+//! | `remote NAME TASK` | sends TASK to the tool NAME — a remote A2A agent given to the echo agent (`[[a2a]]` with `serve --agent echo`) — then answers with what it returned | completed |
 //! | anything else | the message itself, in a few chunks — or, when the run asks for a typed answer in tool mode (an A2A message's `agentloop.output`), the `final_answer` call with the message as its arguments (parsed as JSON, else `{"response": message}`) | completed |
 
 use crate::tasks::{ServeError, ServedAgent};
@@ -35,12 +36,12 @@ pub struct EchoModel;
 /// A step of the echo model.
 enum Reply {
     Text { chunks: Vec<String>, delay: Duration, first_delay: Duration },
-    Call { name: &'static str, arguments: Value, delay: Duration },
+    Call { name: String, arguments: Value, delay: Duration },
     Fail(String),
 }
 
-fn call(name: &'static str, arguments: Value) -> Reply {
-    Reply::Call { name, arguments, delay: Duration::ZERO }
+fn call(name: &str, arguments: Value) -> Reply {
+    Reply::Call { name: name.to_owned(), arguments, delay: Duration::ZERO }
 }
 
 fn text(answer: impl Into<String>) -> Reply {
@@ -60,9 +61,10 @@ fn text(answer: impl Into<String>) -> Reply {
     Reply::Text { chunks, delay: Duration::ZERO, first_delay: Duration::ZERO }
 }
 
-/// What the echo model does next, given the conversation (and whether the run offers the
-/// final-answer tool).
-fn decide(messages: &[Message], answer_tool: bool) -> Reply {
+/// What the echo model does next, given the conversation and the names of the tools the run
+/// offers.
+fn decide(messages: &[Message], tools: &[&str]) -> Reply {
+    let answer_tool = tools.contains(&OUTPUT_TOOL);
     let Some(last_user) = messages.iter().rposition(|m| m.role == Role::User) else {
         return text("Send me a message.");
     };
@@ -120,11 +122,20 @@ fn decide(messages: &[Message], answer_tool: bool) -> Reply {
             }
             let arguments = json!({"expression": format!("{step} + 1")});
             let delay = Duration::from_secs_f64(seconds.clamp(0.0, 60.0));
-            Reply::Call { name: "calculator", arguments, delay }
+            Reply::Call { name: "calculator".to_owned(), arguments, delay }
         }
         ("fail", _) => Reply::Fail("the echo agent was asked to fail".to_owned()),
         ("delegate", None) => call("helper", json!({"input": rest})),
         ("delegate", Some(result)) => text(format!("The helper answered: {result}")),
+        ("remote", None) => {
+            let (name, task) = rest.split_once(char::is_whitespace).unwrap_or((&rest, ""));
+            if tools.contains(&name) && !task.trim().is_empty() {
+                call(name, json!({"message": task.trim()}))
+            } else {
+                text(format!("No remote agent '{name}' to ask: `remote NAME TASK`, NAME one of the [[a2a]] agents."))
+            }
+        }
+        ("remote", Some(result)) => text(format!("The remote agent answered: {result}")),
         (_, Some(result)) => text(format!("The tool said: {result}")),
         _ if answer_tool => {
             let arguments = serde_json::from_str::<Value>(&said)
@@ -144,8 +155,8 @@ fn usage_of(request: &ModelRequest, output: usize) -> Usage {
 
 impl Provider for EchoModel {
     fn stream(&self, request: ModelRequest) -> ChunkStream {
-        let answer_tool = request.tools.iter().any(|tool| tool.name == OUTPUT_TOOL);
-        let reply = decide(&request.messages, answer_tool);
+        let tools: Vec<&str> = request.tools.iter().map(|tool| tool.name.as_str()).collect();
+        let reply = decide(&request.messages, &tools);
         Box::pin(async_stream::stream! {
             match reply {
                 Reply::Fail(message) => {
@@ -156,7 +167,7 @@ impl Provider for EchoModel {
                         tokio::time::sleep(delay).await;
                     }
                     let id = format!("call_{}", uuid::Uuid::now_v7().simple());
-                    yield Ok(StreamChunk::ToolCallStart { id: id.clone(), name: name.to_owned() });
+                    yield Ok(StreamChunk::ToolCallStart { id: id.clone(), name });
                     yield Ok(StreamChunk::ToolCallDelta { id: id.clone(), delta: arguments.to_string() });
                     yield Ok(StreamChunk::ToolCallEnd { id });
                     yield Ok(StreamChunk::Usage { usage: usage_of(&request, 16) });
@@ -253,8 +264,8 @@ pub fn echo_builder(
 
 /// What the echo agent's card says it does.
 pub const ECHO_DESCRIPTION: &str = "A deterministic test agent: echoes messages; `stream N`, \
-`calc EXPR`, `ask Q`, `approve`, `slow S`, `steps N S`, `loop`, `fail` and `delegate TASK` \
-(to a sub-agent) drive every task state.";
+`calc EXPR`, `ask Q`, `approve`, `slow S`, `steps N S`, `loop`, `fail`, `delegate TASK` \
+(to a sub-agent) and `remote NAME TASK` (to a remote agent) drive every task state.";
 
 /// The echo agent, ready to serve.
 pub fn served_echo(

@@ -126,6 +126,10 @@ pub(crate) fn router_with(
         let url = format!("{}/{name}", config.public_url.trim_end_matches('/'));
         let mut card = agent_card(host.served(), &url, config.auth.as_ref());
         card.capabilities.push_notifications = Some(push.enabled());
+        card.capabilities
+            .extensions
+            .get_or_insert_with(Vec::new)
+            .push(crate::card::runs_ui_extension(&config.public_url));
         let state = Arc::new(AgentState {
             host: host.clone(),
             config: config.clone(),

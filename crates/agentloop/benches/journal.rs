@@ -29,6 +29,7 @@ fn event(i: u64) -> JournalEvent {
         control: None,
         usage: None,
         cost_usd: None,
+        remote: None,
     };
     JournalEvent::new(event).unwrap_or_else(|e| exit("event", e))
 }

@@ -210,9 +210,10 @@ pub enum Event {
         result: ToolResult,
         /// How long it ran.
         duration_ms: u64,
-        /// `done` / `ask_user` when the tool ended the loop.
+        /// `done` / `ask_user` when the tool ended the loop (boxed: it is rare, and events
+        /// stay small).
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        control: Option<crate::terms::Signal>,
+        control: Option<Box<crate::terms::Signal>>,
         /// Tokens used by work the call started (a sub-agent's run), as the tool reported
         /// them ([`ToolContext::report_usage`](crate::tool::ToolContext::report_usage)): the
         /// run adds them to its usage, so they count against its token budgets. (Boxed: it is
@@ -223,6 +224,11 @@ pub enum Event {
         /// counts against `max_cost_usd`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cost_usd: Option<f64>,
+        /// The remote agent's task the call ran as, as the tool reported it
+        /// ([`ToolContext::report_remote`](crate::tool::ToolContext::report_remote)): who
+        /// ran it, its state and where to look at it. (Boxed, as `usage`.)
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        remote: Option<Box<crate::tool::RemoteTask>>,
     },
     /// A tool call failed (unknown tool, bad arguments, error, panic).
     ToolFailed {
@@ -230,8 +236,8 @@ pub enum Event {
         name: String,
         /// The error result that goes into the history.
         result: ToolResult,
-        /// The error.
-        error: crate::tool::ToolError,
+        /// The error (boxed: a failure is rare, and events stay small).
+        error: Box<crate::tool::ToolError>,
         /// How long it ran.
         duration_ms: u64,
         /// Tokens used by work the call started before it failed (as in `tool_completed`).
@@ -240,6 +246,9 @@ pub enum Event {
         /// What that work cost in USD (as in `tool_completed`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cost_usd: Option<f64>,
+        /// The remote agent's task the call ran as (as in `tool_completed`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        remote: Option<Box<crate::tool::RemoteTask>>,
     },
     /// A tool call ran out of time.
     ToolTimedOut {
@@ -256,6 +265,9 @@ pub enum Event {
         /// What that work cost in USD (as in `tool_completed`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cost_usd: Option<f64>,
+        /// The remote agent's task the call ran as (as in `tool_completed`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        remote: Option<Box<crate::tool::RemoteTask>>,
     },
     /// The run ended with an outcome.
     RunFinished {
@@ -497,6 +509,16 @@ impl Event {
             | Self::RunFailed { outcome, .. }
             | Self::RunSuspended { outcome }
             | Self::RunCancelled { outcome, .. } => Some(outcome),
+            _ => None,
+        }
+    }
+
+    /// The remote agent's task a tool call ran as, on the call's result event.
+    pub fn remote(&self) -> Option<&crate::tool::RemoteTask> {
+        match self {
+            Self::ToolCompleted { remote, .. }
+            | Self::ToolFailed { remote, .. }
+            | Self::ToolTimedOut { remote, .. } => remote.as_deref(),
             _ => None,
         }
     }

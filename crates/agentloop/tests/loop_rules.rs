@@ -239,7 +239,7 @@ async fn a_panicking_tool_becomes_an_error_result() {
     let agent = Agent::builder(model.clone()).tool(Crash).build().unwrap();
     let events = collect(agent.run_stream("go")).await;
     let failed = events.iter().find_map(|e| match e {
-        Event::ToolFailed { error, result, .. } => Some((error.clone(), result.clone())),
+        Event::ToolFailed { error, result, .. } => Some(((**error).clone(), result.clone())),
         _ => None,
     });
     let (error, result) = failed.unwrap();

@@ -2,7 +2,8 @@
 //! while it runs (`ToolContext::emit_nested`) comes in the run's stream between the call's
 //! `tool_started` and its result, in order; it is stream-only; a run without transient events
 //! and a detached context drop it. Usage (`ToolContext::report_usage`): journaled with the
-//! result, counted in the run's usage, cost and budgets.
+//! result, counted in the run's usage, cost and budgets. A remote task (`ToolContext::report_remote`):
+//! journaled with the result, the last report counting.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
@@ -12,7 +13,7 @@ use agentloop::message::Usage;
 use agentloop::prelude::*;
 use agentloop::provider::scripted::{ScriptedModel, ScriptedTurn};
 use agentloop::store::{MemoryStore, RunStore};
-use agentloop::tool::{DynTool, ToolError, ToolSpec, NESTED_EVENT_BUFFER};
+use agentloop::tool::{DynTool, RemoteTask, ToolError, ToolSpec, NESTED_EVENT_BUFFER};
 use async_trait::async_trait;
 use common::*;
 use futures::StreamExt;
@@ -321,4 +322,84 @@ async fn concurrent_calls_nested_events_each_come_between_their_own_calls_start_
         let expected: Vec<String> = (0..count).map(|i| i.to_string()).collect();
         assert_eq!(texts, expected, "{id}");
     }
+}
+
+/// Reports a remote task (working, then settled as `args.end`), then ends as `args.end`
+/// says: `completed` returns, `failed` fails, `hang` waits for its timeout.
+struct Remoter;
+
+#[async_trait]
+impl DynTool for Remoter {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "remoter".into(),
+            description: "Runs as a remote task.".into(),
+            parameters: json!({"type": "object", "properties": {"end": {"type": "string"}}}),
+        }
+    }
+
+    fn timeout(&self) -> Option<Duration> {
+        Some(Duration::from_millis(200))
+    }
+
+    async fn call_json(&self, args: Value, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+        let end = args["end"].as_str().unwrap().to_owned();
+        let task = RemoteTask::new("weather", "http://h/rpc", &format!("task-{end}"));
+        ctx.report_remote(task.clone().with_state("working"));
+        ctx.report_remote(
+            task.with_context_id("ctx-1")
+                .with_state(&end)
+                .with_view_url(&format!("http://h/ui/#/runs/task-{end}")),
+        );
+        match end.as_str() {
+            "completed" => Ok(ToolOutput::Value(json!("sunny"))),
+            "failed" => Err(ToolError::Failed("the remote task failed".into())),
+            _ => std::future::pending().await,
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_reported_remote_task_is_journaled_with_the_result_whatever_it_is() {
+    let store = Arc::new(MemoryStore::new());
+    let model = ScriptedModel::new([
+        ScriptedTurn::tool_call("remoter", json!({"end": "completed"}))
+            .with_tool_call("remoter", json!({"end": "failed"}))
+            .with_tool_call("remoter", json!({"end": "hang"})),
+        ScriptedTurn::text("done"),
+    ]);
+    let agent = Agent::builder(model)
+        .dyn_tool(Arc::new(Remoter))
+        .tool_concurrency(3)
+        .store(store.clone())
+        .build()
+        .unwrap();
+    let outcome = agent.run("go").await.unwrap();
+    let journal = store.load(&outcome.run_id).await.unwrap();
+    let mut remotes: Vec<(&str, RemoteTask)> =
+        journal.iter().filter_map(|e| Some((e.event.kind(), e.event.remote()?.clone()))).collect();
+    remotes.sort_by(|a, b| a.1.task_id.cmp(&b.1.task_id));
+    let kinds: Vec<_> = remotes.iter().map(|(kind, r)| (*kind, r.task_id.as_str())).collect();
+    assert_eq!(
+        kinds,
+        [
+            ("tool_completed", "task-completed"),
+            ("tool_failed", "task-failed"),
+            ("tool_timed_out", "task-hang")
+        ]
+    );
+    // The last report counts.
+    let (_, completed) = &remotes[0];
+    assert_eq!(completed.state.as_deref(), Some("completed"));
+    assert_eq!(completed.context_id.as_deref(), Some("ctx-1"));
+    assert_eq!(completed.view_url.as_deref(), Some("http://h/ui/#/runs/task-completed"));
+    assert_eq!((completed.agent.as_str(), completed.url.as_str()), ("weather", "http://h/rpc"));
+    // A journal that has it folds (a resume reads it) and round-trips.
+    agentloop::run::Run::from_journal(journal.iter().map(|e| &*e.event)).unwrap();
+    let line =
+        serde_json::to_value(&*journal.iter().find(|e| e.event.remote().is_some()).unwrap().event)
+            .unwrap();
+    assert_eq!(line["remote"]["task_id"], "task-completed");
+    // Outside a run a report goes nowhere.
+    ToolContext::detached("c").report_remote(RemoteTask::new("a", "http://h", "t"));
 }

@@ -75,6 +75,7 @@ fn journal(run_id: &str, outputs: usize, bytes: usize, seed: u64) -> Vec<Event> 
             control: None,
             usage: None,
             cost_usd: None,
+            remote: None,
         });
     }
     events

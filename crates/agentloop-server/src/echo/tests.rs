@@ -2,7 +2,7 @@ use super::*;
 use agentloop::message::ToolResult;
 
 fn said(messages: &[Message]) -> String {
-    described(decide(messages, false))
+    described(decide(messages, &[]))
 }
 
 fn described(reply: Reply) -> String {
@@ -48,7 +48,7 @@ fn a_tool_result_is_answered_and_an_answer_is_thanked() {
 
 #[test]
 fn with_the_answer_tool_the_message_is_the_answer() {
-    let answer = |text: &str| described(decide(&[Message::user(text)], true));
+    let answer = |text: &str| described(decide(&[Message::user(text)], &[OUTPUT_TOOL]));
     assert_eq!(answer(r#"{"city": "Lyon"}"#), r#"call final_answer {"city":"Lyon"}"#);
     assert_eq!(answer("Lyon"), r#"call final_answer {"response":"Lyon"}"#);
     // The commands still work.
@@ -64,9 +64,20 @@ fn steps_calls_the_calculator_n_times_then_answers() {
         [assistant, Message::tool_results([ToolResult::ok(id, result)])]
     };
     let mut messages = vec![Message::user("steps 2 0")];
-    assert_eq!(described(decide(&messages, false)), r#"call calculator {"expression":"0 + 1"}"#);
+    assert_eq!(described(decide(&messages, &[])), r#"call calculator {"expression":"0 + 1"}"#);
     messages.extend(step("c1", "1"));
-    assert_eq!(described(decide(&messages, false)), r#"call calculator {"expression":"1 + 1"}"#);
+    assert_eq!(described(decide(&messages, &[])), r#"call calculator {"expression":"1 + 1"}"#);
     messages.extend(step("c2", "2"));
     assert_eq!(said(&messages), "Done: 2 steps, the last said 2.");
+}
+
+#[test]
+fn remote_asks_an_offered_remote_agent() {
+    let ask = |text: &str, tools: &[&str]| described(decide(&[Message::user(text)], tools));
+    assert_eq!(
+        ask("remote weather rain in Oslo?", &["weather"]),
+        r#"call weather {"message":"rain in Oslo?"}"#
+    );
+    assert!(ask("remote weather rain?", &[]).starts_with("No remote agent 'weather'"));
+    assert!(ask("remote weather", &["weather"]).starts_with("No remote agent"));
 }

@@ -84,7 +84,7 @@ impl JournalReplay {
                 }
                 Event::ModelFailed { error, .. } => responses.push(Err(error.clone())),
                 Event::ToolCompleted { result, control, usage, cost_usd, .. } => {
-                    let output = match control {
+                    let output = match control.as_deref() {
                         Some(Signal::Done { answer }) => ToolOutput::Done(answer.clone()),
                         Some(Signal::AskUser { question }) => ToolOutput::AskUser(question.clone()),
                         None => ToolOutput::Value(match &result.content {
@@ -99,7 +99,7 @@ impl JournalReplay {
                     results.insert(result.call_id.clone(), answer);
                 }
                 Event::ToolFailed { result, error, usage, cost_usd, .. } => {
-                    let answer = Answer::new(Err(error.clone()), usage.as_deref(), *cost_usd);
+                    let answer = Answer::new(Err((**error).clone()), usage.as_deref(), *cost_usd);
                     results.insert(result.call_id.clone(), answer);
                 }
                 Event::ToolTimedOut { result, timeout_ms, usage, cost_usd, .. } => {

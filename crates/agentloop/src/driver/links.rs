@@ -2,12 +2,11 @@
 //! nested events ([`crate::event::Event::Nested`]) into a bounded channel while they run; the
 //! driver takes them whenever it waits for a call, and before it records a call's result, so
 //! each call's nested events come between its `tool_started` and its result event. What a
-//! call reports of its work's usage ([`crate::tool::ToolContext::report_usage`]) is taken with
-//! its result.
+//! call reports of its work ([`crate::tool::ToolContext::report_usage`],
+//! [`crate::tool::ToolContext::report_remote`]) is taken with its result.
 
 use crate::event::{unerase, Event};
-use crate::message::Usage;
-use crate::tool::{CallLink, Erased, UsageReports, NESTED_EVENT_BUFFER};
+use crate::tool::{CallLink, CallReport, CallReports, Erased, NESTED_EVENT_BUFFER};
 use std::sync::Arc;
 use tokio::sync::mpsc;
 
@@ -16,12 +15,12 @@ pub(super) struct Links {
     sender: Option<mpsc::Sender<Erased>>,
     receiver: Option<mpsc::Receiver<Erased>>,
     batch: Vec<Erased>,
-    usage: Arc<UsageReports>,
+    reports: Arc<CallReports>,
 }
 
 impl Links {
     /// The links of one iteration's calls; without `open` (a run that streams no transient
-    /// events) they drop the nested events the calls emit (usage reports still count).
+    /// events) they drop the nested events the calls emit (reports still count).
     pub(super) fn new(open: bool) -> Self {
         let (sender, receiver) = if open {
             let (sender, receiver) = mpsc::channel(NESTED_EVENT_BUFFER);
@@ -29,17 +28,17 @@ impl Links {
         } else {
             (None, None)
         };
-        Self { sender, receiver, batch: Vec::new(), usage: Arc::default() }
+        Self { sender, receiver, batch: Vec::new(), reports: Arc::default() }
     }
 
     /// The link of a call.
     pub(super) fn link(&self) -> CallLink {
-        CallLink::new(self.sender.clone(), Arc::clone(&self.usage))
+        CallLink::new(self.sender.clone(), Arc::clone(&self.reports))
     }
 
-    /// What a call reported of its work's usage (taken).
-    pub(super) fn usage_of(&self, call_id: &str) -> Option<(Usage, f64)> {
-        self.usage.take(call_id)
+    /// What a call reported of its work (taken).
+    pub(super) fn report_of(&self, call_id: &str) -> Option<CallReport> {
+        self.reports.take(call_id)
     }
 
     /// Waits until nested events arrived (for ever when closed); [`take`](Self::take) them.

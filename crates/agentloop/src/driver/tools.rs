@@ -219,8 +219,9 @@ impl Driver {
             match finished.result {
                 Ok(result) => {
                     let call_id = &finished.call.id;
-                    let used = links.usage_of(call_id);
-                    let fed = run.tool_finished_using(call_id, result, finished.duration, used);
+                    let report = links.report_of(call_id).unwrap_or_default();
+                    let fed =
+                        run.tool_finished_reporting(call_id, result, finished.duration, report);
                     fail_on_error(run, fed);
                 }
                 Err(failure) => fail_hook(run, failure),

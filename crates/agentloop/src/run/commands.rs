@@ -9,7 +9,7 @@ use crate::message::{Message, Part, ToolResult, Usage};
 use crate::provider::{ModelResponse, ProviderError};
 use crate::run::breaker::Verdict;
 use crate::run::StallAction;
-use crate::tool::{ToolError, ToolOutput};
+use crate::tool::{CallReport, ToolError, ToolOutput};
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
@@ -295,43 +295,56 @@ impl Run {
         result: Result<ToolOutput, ToolError>,
         duration: Duration,
     ) -> Result<(), RunError> {
-        self.tool_finished_using(call_id, result, duration, None)
+        self.tool_finished_reporting(call_id, result, duration, CallReport::default())
     }
 
-    /// [`tool_finished`](Self::tool_finished), with what the work the call started used:
-    /// `(tokens, cost in USD)` (a sub-agent's run; see
-    /// [`ToolContext::report_usage`](crate::tool::ToolContext::report_usage)). It is journaled
-    /// with the result and added to the run's usage and cost.
-    pub fn tool_finished_using(
+    /// [`tool_finished`](Self::tool_finished), with what the call reported of the work it
+    /// started: the tokens and cost it used (a sub-agent's run; see
+    /// [`ToolContext::report_usage`](crate::tool::ToolContext::report_usage)), journaled with
+    /// the result and added to the run's usage and cost, and the remote task it ran as
+    /// ([`ToolContext::report_remote`](crate::tool::ToolContext::report_remote)), journaled with
+    /// the result.
+    pub fn tool_finished_reporting(
         &mut self,
         call_id: &str,
         result: Result<ToolOutput, ToolError>,
         duration: Duration,
-        used: Option<(Usage, f64)>,
+        report: CallReport,
     ) -> Result<(), RunError> {
         let name = self.pending(call_id)?.call.name.clone();
         let duration_ms = millis(duration);
-        let usage =
-            used.map(|(usage, _)| usage).filter(|usage| *usage != Usage::default()).map(Box::new);
-        let cost_usd = used.map(|(_, cost)| cost).filter(|cost| *cost != 0.0);
+        let CallReport { usage, cost_usd, remote, .. } = report;
+        let usage = Some(usage).filter(|usage| *usage != Usage::default()).map(Box::new);
+        let cost_usd = Some(cost_usd).filter(|cost| *cost != 0.0);
+        let remote = remote.map(Box::new);
         let (event, status) = match result {
             Ok(output) => {
                 let (content, signal) = super::stop::tool_output(output);
                 let result = ToolResult::ok(call_id, content);
-                let control = signal;
-                let event =
-                    Event::ToolCompleted { name, result, duration_ms, control, usage, cost_usd };
+                let control = signal.map(Box::new);
+                let event = Event::ToolCompleted {
+                    name,
+                    result,
+                    duration_ms,
+                    control,
+                    usage,
+                    cost_usd,
+                    remote,
+                };
                 (event, StepStatus::Ok)
             }
             Err(ToolError::Timeout(timeout_ms)) => {
                 let result =
                     ToolResult::error(call_id, ToolError::Timeout(timeout_ms).to_model_text());
-                let event = Event::ToolTimedOut { name, result, timeout_ms, usage, cost_usd };
+                let event =
+                    Event::ToolTimedOut { name, result, timeout_ms, usage, cost_usd, remote };
                 (event, StepStatus::Error)
             }
             Err(error) => {
                 let result = ToolResult::error(call_id, error.to_model_text());
-                let event = Event::ToolFailed { name, result, error, duration_ms, usage, cost_usd };
+                let error = Box::new(error);
+                let event =
+                    Event::ToolFailed { name, result, error, duration_ms, usage, cost_usd, remote };
                 (event, StepStatus::Error)
             }
         };

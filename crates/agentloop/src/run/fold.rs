@@ -149,15 +149,17 @@ impl Run {
                 entry.approval =
                     if approved { ApprovalRecord::Approved } else { ApprovalRecord::Automatic };
             }
-            Event::ToolCompleted { name, result, duration_ms, control, usage, cost_usd } => {
+            Event::ToolCompleted {
+                name, result, duration_ms, control, usage, cost_usd, ..
+            } => {
                 self.spend(usage.as_deref(), *cost_usd);
-                self.on_tool_result(name, result, *duration_ms, None, control.clone())?;
+                self.on_tool_result(name, result, *duration_ms, None, control.as_deref().cloned())?;
             }
-            Event::ToolFailed { name, result, error, duration_ms, usage, cost_usd } => {
+            Event::ToolFailed { name, result, error, duration_ms, usage, cost_usd, .. } => {
                 self.spend(usage.as_deref(), *cost_usd);
-                self.on_tool_result(name, result, *duration_ms, Some(error), None)?;
+                self.on_tool_result(name, result, *duration_ms, Some(&**error), None)?;
             }
-            Event::ToolTimedOut { name, result, timeout_ms, usage, cost_usd } => {
+            Event::ToolTimedOut { name, result, timeout_ms, usage, cost_usd, .. } => {
                 self.spend(usage.as_deref(), *cost_usd);
                 let error = ToolError::Timeout(*timeout_ms);
                 self.on_tool_result(name, result, *timeout_ms, Some(&error), None)?;

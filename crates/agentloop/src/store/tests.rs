@@ -118,6 +118,7 @@ fn unknown_fields_are_ignored_when_an_entry_is_decoded() {
             control: None,
             usage: None,
             cost_usd: None,
+            remote: None,
         }
     );
 }

@@ -2,13 +2,14 @@
 //! besides its result: the events of work it started (a sub-agent's run, a remote agent's
 //! updates), which the driver passes on in the run's event stream as nested events, and the
 //! tokens and cost that work used, which the run journals with the call's result and counts
-//! against its budgets.
+//! against its budgets, and the remote task it ran as, journaled with the result too.
 //!
 //! The tool layer lies below [`Event`](crate::event::Event) (an event names tool calls and
 //! tool errors), so the link carries those events erased; `ToolContext::emit_nested` (defined
 //! with `Event`, in `crate::event`) is the typed way in, and the driver, which made the link,
 //! knows what comes out.
 
+use super::report::{CallReport, RemoteTask};
 use crate::message::Usage;
 use std::any::Any;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -22,30 +23,30 @@ pub(crate) type Erased = Box<dyn Any + Send>;
 /// beyond that; [`try_emit_nested`](super::ToolContext::try_emit_nested) drops the event.
 pub const NESTED_EVENT_BUFFER: usize = 256;
 
-/// The tokens and cost the calls of one iteration reported, by call id, until the driver
-/// takes them with the call's result.
+/// What the calls of one iteration reported, by call id, until the driver takes it with the
+/// call's result.
 #[derive(Debug, Default)]
-pub(crate) struct UsageReports(Mutex<Vec<(String, Usage, f64)>>);
+pub(crate) struct CallReports(Mutex<Vec<(String, CallReport)>>);
 
-impl UsageReports {
-    /// Adds to what `call_id` reported.
-    fn add(&self, call_id: &str, usage: Usage, cost_usd: f64) {
+impl CallReports {
+    /// Changes what `call_id` reported.
+    fn update(&self, call_id: &str, change: impl FnOnce(&mut CallReport)) {
         let mut reports = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        match reports.iter_mut().find(|(id, ..)| id == call_id) {
-            Some((_, used, cost)) => {
-                *used += usage;
-                *cost += cost_usd;
+        match reports.iter_mut().find(|(id, _)| id == call_id) {
+            Some((_, report)) => change(report),
+            None => {
+                let mut report = CallReport::default();
+                change(&mut report);
+                reports.push((call_id.to_owned(), report));
             }
-            None => reports.push((call_id.to_owned(), usage, cost_usd)),
         }
     }
 
     /// What `call_id` reported (taken: a second call gives `None`).
-    pub(crate) fn take(&self, call_id: &str) -> Option<(Usage, f64)> {
+    pub(crate) fn take(&self, call_id: &str) -> Option<CallReport> {
         let mut reports = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        let index = reports.iter().position(|(id, ..)| id == call_id)?;
-        let (_, usage, cost) = reports.swap_remove(index);
-        Some((usage, cost))
+        let index = reports.iter().position(|(id, _)| id == call_id)?;
+        Some(reports.swap_remove(index).1)
     }
 }
 
@@ -54,19 +55,29 @@ impl UsageReports {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct CallLink {
     nested: Option<mpsc::Sender<Erased>>,
-    usage: Option<Arc<UsageReports>>,
+    reports: Option<Arc<CallReports>>,
 }
 
 impl CallLink {
-    /// A link whose nested events go to `nested` and usage reports to `usage`.
-    pub(crate) fn new(nested: Option<mpsc::Sender<Erased>>, usage: Arc<UsageReports>) -> Self {
-        Self { nested, usage: Some(usage) }
+    /// A link whose nested events go to `nested` and reports to `reports`.
+    pub(crate) fn new(nested: Option<mpsc::Sender<Erased>>, reports: Arc<CallReports>) -> Self {
+        Self { nested, reports: Some(reports) }
     }
 
     /// Reports tokens and cost used by the work of call `call_id`.
     pub(crate) fn report_usage(&self, call_id: &str, usage: Usage, cost_usd: f64) {
-        if let Some(reports) = &self.usage {
-            reports.add(call_id, usage, cost_usd);
+        if let Some(reports) = &self.reports {
+            reports.update(call_id, |report| {
+                report.usage += usage;
+                report.cost_usd += cost_usd;
+            });
+        }
+    }
+
+    /// Reports the remote task call `call_id` ran as (the last report counts).
+    pub(crate) fn report_remote(&self, call_id: &str, remote: RemoteTask) {
+        if let Some(reports) = &self.reports {
+            reports.update(call_id, |report| report.remote = Some(remote));
         }
     }
 

@@ -8,6 +8,7 @@ mod link;
 pub mod mcp;
 pub mod raw_arguments;
 mod registry;
+mod report;
 mod schema;
 
 pub use builtin::{
@@ -17,8 +18,9 @@ pub use builtin::{
 pub(crate) use exec::violations;
 pub use exec::{ToolExecution, ToolExecutor, ToolSetupError};
 pub use link::NESTED_EVENT_BUFFER;
-pub(crate) use link::{CallLink, Erased, UsageReports};
+pub(crate) use link::{CallLink, CallReports, Erased};
 pub use registry::ToolRegistry;
+pub use report::{is_web_url, CallReport, RemoteTask, REMOTE_FIELD_CHARS};
 pub use schema::schema_for;
 
 use async_trait::async_trait;
@@ -152,7 +154,8 @@ impl ToolError {
 /// work the call starts (a sub-agent's run, a remote agent's updates) go into the run's event
 /// stream with `emit_nested` (see [`Event::Nested`](crate::event::Event::Nested)), the tokens
 /// and cost that work used into the run's budgets with
-/// [`report_usage`](Self::report_usage).
+/// [`report_usage`](Self::report_usage), the remote agent's task it ran as into the journal
+/// with [`report_remote`](Self::report_remote).
 #[derive(Debug, Clone)]
 pub struct ToolContext {
     /// The run.
@@ -211,6 +214,16 @@ impl ToolContext {
     /// Outside a run (a detached context) a report goes nowhere.
     pub fn report_usage(&self, usage: crate::message::Usage, cost_usd: f64) {
         self.link.report_usage(&self.call_id, usage, cost_usd);
+    }
+
+    /// Reports the task of a remote agent this call ran as (an A2A agent's task, say): the
+    /// run journals it with the call's result (`remote` of its `tool_completed`,
+    /// `tool_failed` or `tool_timed_out`), so a timeline shows the remote agent under the call
+    /// and links to it. Report it as soon as the task is known, and again as it changes: the
+    /// last report when the call ends counts. Outside a run (a detached context) a report goes
+    /// nowhere.
+    pub fn report_remote(&self, remote: RemoteTask) {
+        self.link.report_remote(&self.call_id, remote);
     }
 }
 

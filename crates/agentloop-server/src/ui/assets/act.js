@@ -166,12 +166,18 @@ function subrunBox(child) {
     el('div', 'subrun-head', el('span', 'label', 'sub-agent run'), link, stateBadge(child.state),
       el('span', 'muted', `${child.entries} entries · ${tokens} tokens`)));
   box.dataset.runId = child.run_id;
+  box.append(timelineDetails(child.run_id));
+  return box;
+}
+
+/** A closed "its timeline" that loads run `id`'s entries, in brief, when opened. */
+function timelineDetails(id) {
   const inner = el('details', 'subrun-timeline', el('summary', null, 'its timeline'));
   inner.addEventListener('toggle', async () => {
     if (!inner.open || inner.dataset.loaded) return;
     inner.dataset.loaded = 'yes';
     try {
-      const data = await api(`/ui/api/runs/${encodeURIComponent(child.run_id)}`);
+      const data = await api(`/ui/api/runs/${encodeURIComponent(id)}`);
       const list = el('ol', 'subrun-entries');
       for (const entry of data.entries) {
         if (QUIET.has(entry.kind) || entry.kind === 'iteration_started') continue;
@@ -184,7 +190,48 @@ function subrunBox(child) {
       if (!(error instanceof AuthNeeded)) inner.append(el('p', 'muted', `Could not load: ${error.message}`));
     }
   });
-  box.append(inner);
+  return inner;
+}
+
+// ---------- remote agents ----------
+
+/** The remote A2A agent's task a call ran as (journaled with the call's result): the agent,
+ * the task and its state, linked to the page that shows it when its server said where. A task
+ * of this same server opens here, with its timeline below; another server's opens in a new
+ * tab (that page asks for its own token). */
+function remoteBox(remote) {
+  const name = `${remote.agent || 'remote agent'} · task ${short(remote.task_id)}`;
+  let target = null;
+  let here = false;
+  if (remote.view_url && /^https?:\/\//i.test(remote.view_url)) {
+    try {
+      const url = new URL(remote.view_url);
+      here = url.origin === location.origin && url.pathname.replace(/\/$/, '') === '/ui' && url.hash.startsWith('#/runs/');
+      target = here ? url.hash : url.href;
+      if (here) decodeURIComponent(url.hash); // a malformed id opens nothing
+    } catch (_) {
+      target = null;
+      here = false;
+    }
+  }
+  let head;
+  if (target) {
+    head = el('a', 'remote-link', here ? name : `${name} ↗`);
+    head.href = target;
+    if (!here) {
+      head.target = '_blank';
+      head.rel = 'noopener noreferrer';
+    }
+  } else {
+    head = el('span', 'mono', name);
+  }
+  head.title = remote.task_id || '';
+  const box = el('div', 'subrun remote',
+    el('div', 'subrun-head', el('span', 'label', 'remote A2A agent'), head,
+      remote.state ? el('span', `state state-a2a-${remote.state.replace(/[^a-z-]/g, '')}`, remote.state.replace(/-/g, ' ')) : null,
+      el('span', 'muted mono', remote.url || '')));
+  box.dataset.taskId = remote.task_id || '';
+  if (here) box.append(timelineDetails(decodeURIComponent(target.slice('#/runs/'.length))));
   return box;
 }
 

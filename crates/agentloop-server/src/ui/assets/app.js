@@ -350,6 +350,7 @@ function entryBody(kind, e) {
       parts.push(labelled('result', longText(resultText(e.result))));
       const took = kind === 'tool_timed_out' ? `timed out after ${e.timeout_ms} ms` : `${e.duration_ms} ms`;
       parts.push(el('div', 'meta', took));
+      if (e.remote && typeof remoteBox === 'function') parts.push(remoteBox(e.remote)); // act.js
       return parts;
     }
     case 'approval_requested':

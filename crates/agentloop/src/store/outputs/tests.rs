@@ -14,6 +14,7 @@ fn completed(seq: u64, call_id: &str, content: ToolResultContent) -> JournalEntr
         control: None,
         usage: None,
         cost_usd: None,
+        remote: None,
     };
     JournalEntry::of(seq, event).unwrap()
 }
