@@ -317,15 +317,26 @@ impl Message {
         Self { role: Role::Tool, content: results.into_iter().map(Part::ToolResult).collect() }
     }
 
-    /// All text parts joined with `\n` (none where the line already breaks there).
+    /// All text parts joined with `\n` (none where the line already breaks there). Text parts
+    /// with only citations between them are one text split where a cited span starts or ends
+    /// (Anthropic sends a text block per cited span): they are joined as they were streamed,
+    /// with nothing between.
     pub fn text(&self) -> String {
         let mut out = String::new();
+        // The parts since the last text part are citations, one at least.
+        let (mut after_text, mut cited) = (false, false);
         for part in &self.content {
-            if let Part::Text { text } = part {
-                if !out.is_empty() && !out.ends_with('\n') && !text.starts_with('\n') {
-                    out.push('\n');
+            match part {
+                Part::Text { text } => {
+                    if !out.is_empty() && !cited && !out.ends_with('\n') && !text.starts_with('\n')
+                    {
+                        out.push('\n');
+                    }
+                    out.push_str(text);
+                    (after_text, cited) = (true, false);
                 }
-                out.push_str(text);
+                Part::Citation(_) => cited = after_text,
+                _ => (after_text, cited) = (false, false),
             }
         }
         out

@@ -315,3 +315,36 @@ async fn responses_items_the_client_must_run_end_the_turn_with_an_error_not_a_st
         }
     }
 }
+
+#[tokio::test]
+async fn groq_streamed_usage_is_read_from_x_groq_when_the_standard_field_is_absent() {
+    // Groq's real stream (`corpus/groq__groq-text`) carries the usage twice in its last chunk:
+    // in `x_groq.usage` and in the standard `usage`. Groq sent only the former before; played
+    // without the standard field, the usage comes from `x_groq`.
+    let recording = recorded("corpus", "groq__groq-text.chunks.txt");
+    let mut stripped = 0;
+    let lines: Vec<String> = recording
+        .lines()
+        .map(|line| match serde_json::from_str::<serde_json::Value>(line) {
+            Ok(mut chunk) if chunk.get("x_groq").is_some() => {
+                stripped += usize::from(chunk.as_object_mut().unwrap().remove("usage").is_some());
+                chunk.to_string()
+            }
+            _ => line.to_owned(),
+        })
+        .collect();
+    assert_eq!(stripped, 1, "the recording's last chunk has both");
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(sse(as_sse(&lines.join("\n"))))
+        .mount(&server)
+        .await;
+    let preset = Compat::groq().base_url(format!("{}/v1", server.uri())).api_key("k");
+    let provider = OpenAi::compatible(preset, "llama-3.3-70b-versatile").unwrap();
+    let (chunks, error) = stream_all(&provider, simple_request("Go on.")).await;
+    assert_eq!(error, None);
+    let response = assemble(&chunks);
+    assert_eq!(response.finish_reason, FinishReason::Stop);
+    assert_eq!((response.usage.input, response.usage.output), (45, 662));
+}

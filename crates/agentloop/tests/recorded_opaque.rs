@@ -15,7 +15,7 @@ use agentloop::provider::anthropic::Anthropic;
 use agentloop::provider::openai::{Compat, Dialect, OpenAi};
 use agentloop::provider::openai_responses::OpenAiResponses;
 use agentloop::provider::wire::WireFormat;
-use agentloop::provider::{ModelRequest, ModelResponse};
+use agentloop::provider::{ModelRequest, ModelResponse, StreamChunk};
 use futures::StreamExt;
 use http_support::*;
 use serde_json::Value;
@@ -237,6 +237,26 @@ fn citations(response: &ModelResponse) -> Vec<&agentloop::message::Citation> {
             _ => None,
         })
         .collect()
+}
+
+#[tokio::test]
+async fn anthropic_text_split_around_citations_reads_as_it_was_streamed() {
+    // The API sends a text block per cited span: "…at 10 a.m. JST." (cited), " ", "Opened in
+    // 2003…" (cited). The answer joins them as the deltas stream them, without a line break
+    // inside the sentence (`tests/recorded_corpus.rs` checks the whole response reads alike).
+    let server = serve("/v1/messages", "anthropic__anthropic-web-search-tool.1.chunks.txt").await;
+    let (chunks, error) = stream_all(&anthropic(&server.uri()), simple_request("Go on.")).await;
+    assert_eq!(error, None);
+    let streamed: String = chunks
+        .iter()
+        .filter_map(|chunk| match chunk {
+            StreamChunk::TextDelta { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    let text = assemble(&chunks).message.text();
+    assert_eq!(text, streamed);
+    assert!(text.contains("at 10 a.m. JST. Opened in 2003 as Apple's first store"), "{text}");
 }
 
 #[tokio::test]

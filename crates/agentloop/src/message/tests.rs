@@ -99,3 +99,28 @@ fn usage_adds_and_merges_snapshots() {
         Usage { input: 100, ..Usage::default() }.max(Usage { output: 7, ..Usage::default() });
     assert_eq!(merged, Usage { input: 100, output: 7, ..Usage::default() });
 }
+
+#[test]
+fn text_split_by_citations_is_joined_as_streamed() {
+    let cite = || Part::Citation(Citation::from_value("anthropic", serde_json::json!({})));
+    let message = Message {
+        role: Role::Assistant,
+        content: vec![
+            Part::text("It opens at 10 a.m."),
+            cite(),
+            cite(),
+            Part::text(" "),
+            Part::text("Second part."),
+            Part::Opaque(Opaque {
+                provider: "anthropic".into(),
+                kind: "server_tool_use".into(),
+                value: serde_json::json!({}),
+            }),
+            cite(),
+            Part::text("After a tool."),
+        ],
+    };
+    // Citations between texts: nothing inserted; texts one after another, or after another
+    // part: a line break.
+    assert_eq!(message.text(), "It opens at 10 a.m. \nSecond part.\nAfter a tool.");
+}

@@ -439,12 +439,12 @@ fn thinking_text(thinking: &Value) -> String {
 }
 
 /// A chat finish reason; a turn with tool calls that says `stop` (as some servers do) is a
-/// `tool_calls` turn.
+/// `tool_calls` turn. Together says `eos` (the model's end-of-sequence token) for a stop.
 pub(crate) fn finish_reason(reason: Option<&str>, has_calls: bool) -> FinishReason {
     match reason {
         Some("tool_calls" | "function_call") => FinishReason::ToolCalls,
-        Some("stop") | None if has_calls => FinishReason::ToolCalls,
-        Some("stop") | None => FinishReason::Stop,
+        Some("stop" | "eos") | None if has_calls => FinishReason::ToolCalls,
+        Some("stop" | "eos") | None => FinishReason::Stop,
         Some("length") => FinishReason::Length,
         Some("content_filter") => FinishReason::ContentFilter,
         Some(other) => FinishReason::Other(other.to_owned()),

@@ -146,6 +146,10 @@ pub(crate) struct GeminiDecoder {
     open: Option<OpenCall>,
     /// The latest grounding metadata, turned into citations when the answer ends.
     grounding: Option<Value>,
+    /// The latest usage: each chunk's `usageMetadata` is the response's so far (its prompt
+    /// count can go down from one chunk to the next), so the last one before the answer
+    /// ends is the response's usage, reported with its end.
+    usage: Option<Usage>,
 }
 
 impl GeminiDecoder {
@@ -311,9 +315,17 @@ impl GeminiDecoder {
             finish = Some(FinishReason::ContentFilter);
         }
         if let Some(usage) = chunk.usage_metadata {
-            out.push(StreamChunk::Usage { usage: usage.to_usage() });
+            if self.finished {
+                // Sent after the end (not seen from Gemini): reported as it comes.
+                out.push(StreamChunk::Usage { usage: usage.to_usage() });
+            } else {
+                self.usage = Some(usage.to_usage());
+            }
         }
         if let Some(reason) = finish {
+            if let Some(usage) = self.usage.take() {
+                out.push(StreamChunk::Usage { usage });
+            }
             self.end_thinking(out);
             // A call still streaming when the answer ends has all it will get.
             self.close_call(out);
@@ -405,6 +417,9 @@ impl StreamDecoder for GeminiDecoder {
 
     fn finish(&mut self, out: &mut Vec<StreamChunk>) -> Result<(), ProviderError> {
         self.end_thinking(out);
+        if let Some(usage) = self.usage.take() {
+            out.push(StreamChunk::Usage { usage });
+        }
         if self.finished {
             Ok(())
         } else {
@@ -424,6 +439,9 @@ pub(super) fn decode_response(body: &[u8]) -> Result<ModelResponse, ProviderErro
     decoder.chunk(chunk, &mut chunks, &text)?;
     decoder.end_thinking(&mut chunks);
     decoder.close_call(&mut chunks);
+    if let Some(usage) = decoder.usage.take() {
+        chunks.push(StreamChunk::Usage { usage });
+    }
     let mut assembler = ResponseAssembler::default();
     for chunk in chunks {
         assembler.push(chunk)?;

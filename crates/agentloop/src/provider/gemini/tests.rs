@@ -711,3 +711,25 @@ fn grounding_sources_become_citations_after_the_text_streamed_and_whole_alike() 
     let sent = body(&request(vec![Message::user("q"), whole.message, Message::user("more")]));
     assert!(!sent.to_string().contains("example.com"), "{sent}");
 }
+
+#[test]
+fn streamed_usage_is_the_last_chunks_not_the_largest_seen() {
+    // Each chunk's `usageMetadata` is the response's so far, and the prompt count can go down
+    // (Gemini counts it again as it goes): the last one before the end is the usage.
+    let chunks = [
+        r#"{"candidates":[{"content":{"parts":[{"text":"Once"}],"role":"model"}}],"usageMetadata":{"promptTokenCount":130,"candidatesTokenCount":1,"totalTokenCount":131}}"#,
+        r#"{"candidates":[{"content":{"parts":[{"text":" upon"}],"role":"model"}}],"usageMetadata":{"promptTokenCount":118,"candidatesTokenCount":2,"totalTokenCount":120}}"#,
+        r#"{"candidates":[{"content":{"parts":[{"text":" a time."}],"role":"model"},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":112,"candidatesTokenCount":5,"cachedContentTokenCount":64,"totalTokenCount":117}}"#,
+    ];
+    let mut decoder = format().stream_decoder();
+    let mut out = Vec::new();
+    for data in chunks {
+        decoder.decode("", data, &mut out).unwrap();
+    }
+    decoder.finish(&mut out).unwrap();
+    let usages = out.iter().filter(|c| matches!(c, StreamChunk::Usage { .. })).count();
+    assert_eq!(usages, 1, "reported once, with the end: {out:?}");
+    let response = assemble(out).unwrap();
+    assert_eq!(response.message.text(), "Once upon a time.");
+    assert_eq!(response.usage, Usage { input: 112, output: 5, cached_input: 64, reasoning: 0 });
+}

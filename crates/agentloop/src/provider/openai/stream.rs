@@ -21,10 +21,18 @@ struct ChatChunk<'a> {
     model: Option<Cow<'a, str>>,
     choices: Option<Vec<ChunkChoice>>,
     usage: Option<WireUsage>,
+    /// Groq's request facts; its `usage` stands for the standard field where that is absent
+    /// (Groq streamed usage only there before it sent the standard field too).
+    x_groq: Option<XGroq>,
     error: Option<Value>,
     /// Perplexity's sources (see [`sources`](super::sources)).
     citations: Option<Vec<Value>>,
     search_results: Option<Vec<Value>>,
+}
+
+#[derive(Debug, Deserialize)]
+struct XGroq {
+    usage: Option<WireUsage>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -231,7 +239,7 @@ impl StreamDecoder for ChatDecoder {
                 self.close(out)?;
             }
         }
-        if let Some(usage) = chunk.usage {
+        if let Some(usage) = chunk.usage.or_else(|| chunk.x_groq.and_then(|groq| groq.usage)) {
             out.push(StreamChunk::Usage { usage: usage.into_usage() });
         }
         Ok(())

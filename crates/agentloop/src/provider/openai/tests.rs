@@ -247,7 +247,24 @@ fn finish_reasons_map_and_stop_with_calls_is_tool_calls() {
     assert_eq!(finish_reason(Some("function_call"), true), FinishReason::ToolCalls);
     assert_eq!(finish_reason(Some("length"), false), FinishReason::Length);
     assert_eq!(finish_reason(Some("content_filter"), false), FinishReason::ContentFilter);
-    assert_eq!(finish_reason(Some("eos"), false), FinishReason::Other("eos".into()));
+    assert_eq!(finish_reason(Some("eos"), false), FinishReason::Stop);
+    assert_eq!(finish_reason(Some("eos"), true), FinishReason::ToolCalls);
+    assert_eq!(finish_reason(Some("end_turn"), false), FinishReason::Other("end_turn".into()));
+}
+
+#[test]
+fn a_together_stream_that_ends_with_eos_is_a_normal_stop() {
+    // The shape Together documents for its OpenAI-compatible stream: the last chunk's
+    // `finish_reason` is `eos`, with the usage beside it.
+    let events = [
+        r#"{"id":"8a1d4a3b2c","object":"chat.completion.chunk","created":1733000000,"model":"meta-llama/Llama-3.3-70B-Instruct-Turbo","choices":[{"index":0,"text":"Hello","logprobs":null,"finish_reason":null,"seed":null,"delta":{"token_id":9906,"role":"assistant","content":"Hello","tool_calls":null}}],"usage":null}"#,
+        r#"{"id":"8a1d4a3b2c","object":"chat.completion.chunk","created":1733000000,"model":"meta-llama/Llama-3.3-70B-Instruct-Turbo","choices":[{"index":0,"text":"!","logprobs":null,"finish_reason":"eos","seed":7436293740512,"delta":{"token_id":128009,"role":"assistant","content":"!","tool_calls":null}}],"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15}}"#,
+        "[DONE]",
+    ];
+    let response = assemble(decode_all(&events).unwrap());
+    assert_eq!(response.finish_reason, FinishReason::Stop);
+    assert_eq!(response.message.text(), "Hello!");
+    assert_eq!((response.usage.input, response.usage.output), (12, 3));
 }
 
 #[test]
