@@ -13,6 +13,7 @@
 
 mod body;
 mod compat;
+mod details;
 mod stream;
 
 pub use compat::{Compat, Dialect};
@@ -222,6 +223,11 @@ fn assistant_message(message: &Message, in_turn: bool) -> Value {
     if let Some(reasoning) = reasoning_content(message, in_turn) {
         out.insert("reasoning_content".into(), json!(reasoning));
     }
+    // Signed reasoning a gateway sent goes back as it came.
+    let details = details::of(message);
+    if !details.is_empty() {
+        out.insert("reasoning_details".into(), Value::Array(details));
+    }
     Value::Object(out)
 }
 
@@ -337,8 +343,10 @@ impl WireFormat for OpenAiChat {
         let mut content = Vec::new();
         let parts = message.content.as_ref().map(ContentParts::of).unwrap_or_default();
         let reasoning = message.reasoning_text().or(parts.reasoning);
-        if let Some(reasoning) = reasoning {
-            content.push(Part::Reasoning(Reasoning { text: reasoning, opaque: None }));
+        let opaque = details::opaque(message.reasoning_details.clone().unwrap_or_default());
+        if reasoning.is_some() || opaque.is_some() {
+            let text = reasoning.unwrap_or_default();
+            content.push(Part::Reasoning(Reasoning { text, opaque }));
         }
         let answer = parts.text;
         let answer =
@@ -607,6 +615,8 @@ struct ChatMessage {
     content: Option<Value>,
     reasoning_content: Option<Value>,
     reasoning: Option<Value>,
+    /// Signed reasoning (OpenRouter and other gateways; see [`details`]).
+    reasoning_details: Option<Vec<Value>>,
     refusal: Option<String>,
     tool_calls: Option<Vec<WireToolCall>>,
     /// Citations of the text (OpenAI's `url_citation`s with web search).
@@ -614,12 +624,14 @@ struct ChatMessage {
 }
 
 impl ChatMessage {
-    /// `reasoning_content` (DeepSeek, llama.cpp, vLLM) or `reasoning` (OpenRouter, Groq).
+    /// `reasoning_content` (DeepSeek, llama.cpp, vLLM) or `reasoning` (OpenRouter, Groq), or
+    /// else the text of `reasoning_details`.
     fn reasoning_text(&self) -> Option<String> {
         [&self.reasoning_content, &self.reasoning]
             .into_iter()
             .find_map(|r| r.as_ref().and_then(Value::as_str).filter(|t| !t.is_empty()))
             .map(str::to_owned)
+            .or_else(|| details::text(self.reasoning_details.as_deref()?))
     }
 }
 

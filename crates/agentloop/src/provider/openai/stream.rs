@@ -72,13 +72,16 @@ pub(super) struct ChatDecoder {
     /// the sources the last chunk that named any named (servers repeat them in every chunk).
     annotations: Vec<Value>,
     sources: Vec<Value>,
+    /// The open reasoning's `reasoning_details` so far (see [`super::details`]).
+    details: Vec<Value>,
 }
 
 impl ChatDecoder {
     fn close_reasoning(&mut self, out: &mut Vec<StreamChunk>) {
         if self.reasoning_open {
             self.reasoning_open = false;
-            out.push(StreamChunk::ReasoningEnd { opaque: None });
+            let opaque = super::details::opaque(std::mem::take(&mut self.details));
+            out.push(StreamChunk::ReasoningEnd { opaque });
         }
     }
 
@@ -220,6 +223,10 @@ impl StreamDecoder for ChatDecoder {
                 if let Some(text) = delta.reasoning_text().or(parts.reasoning) {
                     self.reasoning_open = true;
                     out.push(StreamChunk::ReasoningDelta { text });
+                }
+                if let Some(fragments) = delta.reasoning_details.take().filter(|d| !d.is_empty()) {
+                    self.reasoning_open = true;
+                    super::details::merge(&mut self.details, fragments);
                 }
                 let text = Some(parts.text)
                     .filter(|t| !t.is_empty())

@@ -589,3 +589,46 @@ fn url_citations_come_after_the_text_streamed_and_whole_alike() {
     let encoded = openai().encode(&request, false).unwrap().body.to_string();
     assert!(!encoded.contains("doc1.pdf"), "{encoded}");
 }
+
+#[test]
+fn signed_reasoning_details_stream_in_fragments_and_go_back_with_the_turn() {
+    // OpenRouter's documented stream for an Anthropic model with reasoning: `reasoning` text
+    // beside `reasoning_details` fragments of one `reasoning.text` item (index 0), whose last
+    // fragment brings the signature; then a tool call.
+    let events = [
+        r#"{"id":"gen-1","model":"anthropic/claude-sonnet-4.5","choices":[{"index":0,"delta":{"role":"assistant","content":"","reasoning":"The user wants","reasoning_details":[{"type":"reasoning.text","text":"The user wants","format":"anthropic-claude-v1","index":0}]}}]}"#,
+        r#"{"id":"gen-1","model":"anthropic/claude-sonnet-4.5","choices":[{"index":0,"delta":{"role":"assistant","content":"","reasoning":" a sum.","reasoning_details":[{"type":"reasoning.text","text":" a sum.","format":"anthropic-claude-v1","index":0}]}}]}"#,
+        r#"{"id":"gen-1","model":"anthropic/claude-sonnet-4.5","choices":[{"index":0,"delta":{"role":"assistant","content":"","reasoning_details":[{"type":"reasoning.text","signature":"EqoBCkgIARABGAIiQL2s","format":"anthropic-claude-v1","index":0}]}}]}"#,
+        r#"{"id":"gen-1","model":"anthropic/claude-sonnet-4.5","choices":[{"index":0,"delta":{"role":"assistant","content":"","tool_calls":[{"index":0,"id":"toolu_01","type":"function","function":{"name":"add","arguments":"{\"a\":1,\"b\":2}"}}]}}]}"#,
+        r#"{"id":"gen-1","model":"anthropic/claude-sonnet-4.5","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":60,"completion_tokens":40,"total_tokens":100}}"#,
+        "[DONE]",
+    ];
+    let response = assemble(decode_all(&events).unwrap());
+    assert_eq!(response.finish_reason, FinishReason::ToolCalls);
+    assert_eq!(response.message.reasoning_text(), "The user wants a sum.");
+    let item = json!({"type": "reasoning.text", "text": "The user wants a sum.",
+                      "format": "anthropic-claude-v1", "index": 0,
+                      "signature": "EqoBCkgIARABGAIiQL2s"});
+
+    // The next request carries the item back with the assistant turn, whole.
+    let history = vec![
+        Message::user("1 + 2?"),
+        response.message.clone(),
+        Message::tool_results([ToolResult::ok("toolu_01", "3")]),
+    ];
+    let encoded = openai().encode(&request(history), true).unwrap().body;
+    let assistant = &encoded["messages"][2];
+    assert_eq!(assistant["role"], "assistant");
+    assert_eq!(assistant["reasoning_details"], json!([item]));
+
+    // Whole (not streamed), the items are taken as they are; with no `reasoning` string, their
+    // text is the reasoning.
+    let whole = format!(
+        r#"{{"choices":[{{"index":0,"finish_reason":"tool_calls","message":{{"role":"assistant","content":null,"reasoning_details":[{item}],"tool_calls":[{{"id":"toolu_01","type":"function","function":{{"name":"add","arguments":"{{}}"}}}}]}}}}]}}"#
+    );
+    let response = openai().decode_response(whole.as_bytes()).unwrap();
+    assert_eq!(response.message.reasoning_text(), "The user wants a sum.");
+    let history = vec![Message::user("1 + 2?"), response.message];
+    let encoded = openai().encode(&request(history), true).unwrap().body;
+    assert_eq!(encoded["messages"][2]["reasoning_details"], json!([item]));
+}
