@@ -536,3 +536,52 @@ async fn the_constructors_use_anthropic_s_url_and_key_variable() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_paused_turn_goes_back_as_it_came_and_the_model_goes_on() {
+    // `stop_reason: "pause_turn"` (the documented shape, `pause_turn_stream.sse`): the API
+    // paused a long server-tool turn. The next request sends the paused assistant turn back
+    // as it came, last, and the model goes on with it; the run does not end on the partial
+    // text.
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path(MESSAGES))
+        .respond_with(sse(fixture(DIR, "pause_turn_stream.sse")))
+        .up_to_n_times(1)
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    serve(&server, "text_stream.sse").await;
+    let agent = Agent::builder(provider(&server.uri())).build().unwrap();
+    let outcome = agent.run("What is the latest agentloop release?").await.unwrap();
+    assert_eq!(outcome.stop_reason, StopReason::Completed);
+    assert_eq!(outcome.answer, "Hello, wörld! 👋");
+    assert_eq!(outcome.iterations, 2);
+    let sent = bodies(&server).await;
+    assert_eq!(sent.len(), 2);
+    let messages = sent[1]["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 2, "{messages:#?}");
+    assert_eq!(
+        messages[1],
+        json!({"role": "assistant", "content": [
+            {"type": "text", "text": "I'll search for the latest release."},
+            {"type": "server_tool_use", "id": "srvtoolu_01PauseSearch", "name": "web_search",
+             "input": {"query": "agentloop latest release"}},
+        ]})
+    );
+}
+
+#[tokio::test]
+async fn a_turn_paused_again_and_again_stops_at_the_iteration_limit() {
+    let server = MockServer::start().await;
+    serve(&server, "pause_turn_stream.sse").await;
+    let agent = Agent::builder(provider(&server.uri())).max_iterations(3).build().unwrap();
+    let outcome = agent.run("Search for ever.").await.unwrap();
+    assert!(
+        matches!(outcome.stop_reason, StopReason::LimitReached { .. }),
+        "{:?}",
+        outcome.stop_reason
+    );
+    // Three iterations, then the wind-down call.
+    assert_eq!(bodies(&server).await.len(), 4);
+}

@@ -122,6 +122,12 @@ impl Run {
                 if text.is_empty() { self.config.wind_down_fallback.clone() } else { text };
             return self.finishing(answer, StopReason::LimitReached { limit: limit.clone() });
         }
+        if is_paused(finish) && !self.history.last().is_some_and(Message::has_tool_calls) {
+            // The provider paused a long turn (Anthropic's `pause_turn`, server tools at
+            // work): the turn, as it came, goes back last, and the model goes on with it. Each
+            // continuation is an iteration, so the iteration limit bounds them.
+            return Phase::NeedModel;
+        }
         if *finish == FinishReason::Length {
             if let Some(max_tokens) = self.output_limit(usage) {
                 // Compaction cannot help an output limit: the run ends with what was written.
@@ -295,4 +301,12 @@ impl Run {
         };
         Some(self.outcome_with(String::new(), stop_reason))
     }
+}
+
+/// The finish reason of a turn the provider paused, to be continued (Anthropic's
+/// `pause_turn`).
+pub(crate) const PAUSE_TURN: &str = "pause_turn";
+
+fn is_paused(finish: &FinishReason) -> bool {
+    matches!(finish, FinishReason::Other(reason) if reason == PAUSE_TURN)
 }
