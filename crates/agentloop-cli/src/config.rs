@@ -110,7 +110,8 @@ pub struct ProviderSection {
     /// The environment variable holding the API key.
     pub api_key_env: Option<String>,
     /// A preset for OpenAI-compatible servers: ollama, vllm, llama-cpp, lm-studio, litellm,
-    /// openrouter, groq, together, deepseek, mistral.
+    /// openrouter, groq, together, deepseek, mistral, azure (its `base_url` is the resource's
+    /// endpoint).
     pub preset: Option<String>,
     /// The script of the `scripted` provider (a JSON file).
     pub script: Option<PathBuf>,

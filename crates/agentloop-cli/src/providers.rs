@@ -99,10 +99,14 @@ pub fn build(
         }
         ProviderKind::OpenaiCompatible => {
             let mut compat = match section.preset.as_deref() {
+                // Azure's `base_url` is the resource's endpoint, as Azure's tools have it.
+                Some("azure") => Compat::azure(&azure_endpoint(section)?),
                 Some(preset) => preset_named(preset)?,
                 None => Compat::custom(section.base_url.clone().unwrap_or_default()),
             };
-            if let Some(url) = &section.base_url {
+            if let (Some(url), false) =
+                (&section.base_url, section.preset.as_deref() == Some("azure"))
+            {
                 compat = compat.base_url(url.clone());
             }
             if let Some(name) = &section.api_key_env {
@@ -204,6 +208,20 @@ fn local(
          `local`): pass --provider and --model, add [provider] to agentloop.toml, or set \
          OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY or AGENTLOOP_BASE_URL"
     )
+}
+
+/// The endpoint of an Azure OpenAI resource (`https://NAME.openai.azure.com`): `base_url`,
+/// else `AZURE_OPENAI_ENDPOINT`.
+fn azure_endpoint(section: &ProviderSection) -> anyhow::Result<String> {
+    match &section.base_url {
+        Some(url) => Ok(url.clone()),
+        None => std::env::var("AZURE_OPENAI_ENDPOINT").ok().filter(|e| !e.trim().is_empty()).ok_or_else(|| {
+            anyhow::anyhow!(
+                "preset 'azure' needs the resource's endpoint: base_url = \"https://NAME.openai.azure.com\" \
+                 in [provider], or AZURE_OPENAI_ENDPOINT"
+            )
+        }),
+    }
 }
 
 fn preset_named(name: &str) -> anyhow::Result<Compat> {

@@ -252,6 +252,47 @@ async fn an_openai_compatible_server_from_the_environment() {
 }
 
 #[tokio::test]
+async fn the_azure_preset_reaches_the_resource_from_its_endpoint_with_the_key_in_api_key() {
+    use wiremock::matchers::{header, method, path};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+    let server = MockServer::start().await;
+    let body = format!(
+        "data: {}\n\ndata: {}\n\ndata: [DONE]\n\n",
+        json!({"id": "1", "object": "chat.completion.chunk", "created": 1, "model": "gpt-4o", "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Hello from Azure."}, "finish_reason": null}]}),
+        json!({"id": "1", "object": "chat.completion.chunk", "created": 1, "model": "gpt-4o", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    );
+    Mock::given(method("POST"))
+        .and(path("/openai/v1/chat/completions"))
+        .and(header("api-key", "azure-key"))
+        .respond_with(ResponseTemplate::new(200).set_body_raw(body, "text/event-stream"))
+        .mount(&server)
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("agentloop.toml"),
+        "[provider]\nkind = \"openai-compatible\"\npreset = \"azure\"\nmodel = \"my-gpt4o\"\n",
+    )
+    .unwrap();
+    let endpoint = server.uri();
+    let output = tokio::task::spawn_blocking(move || {
+        agentloop(dir.path())
+            .env("AZURE_OPENAI_ENDPOINT", endpoint)
+            .env("AZURE_OPENAI_API_KEY", "azure-key")
+            .args(["run", "hi"])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("Hello from Azure."));
+    let requests = server.received_requests().await.unwrap();
+    assert!(requests[0].headers.get("authorization").is_none());
+    let sent: serde_json::Value = serde_json::from_slice(&requests[0].body).unwrap();
+    assert_eq!(sent["model"], "my-gpt4o");
+}
+
+#[tokio::test]
 async fn chat_keeps_the_conversation_in_the_session_store_across_processes() {
     let server = openai_server("Noted.").await;
     let dir = tempfile::tempdir().unwrap();

@@ -18,6 +18,7 @@ pub const PRESETS: &[&str] = &[
     "together",
     "deepseek",
     "mistral",
+    "azure",
 ];
 
 /// The line of `key` in `[table]` of `text` (1-based): the key's own line when found, else the

@@ -48,7 +48,11 @@ pub struct HttpConfig {
     api_key: Option<SecretString>,
     api_key_env: Option<String>,
     require_api_key: bool,
+    /// The header the key goes in instead of the format's way ([`Self::api_key_header`]).
+    api_key_header: Option<String>,
     headers: Vec<(String, String)>,
+    /// Query parameters added to every request's URL, encoded (`name=value&…`).
+    query: String,
     connect_timeout: Duration,
     request_timeout: Duration,
     stream_idle_timeout: Duration,
@@ -70,6 +74,8 @@ impl HttpConfig {
             api_key: None,
             api_key_env: None,
             require_api_key: false,
+            api_key_header: None,
+            query: String::new(),
             headers: Vec::new(),
             connect_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(600),
@@ -111,6 +117,27 @@ impl HttpConfig {
     /// Whether building the provider fails without an API key (default: no).
     pub fn require_api_key(mut self, required: bool) -> Self {
         self.require_api_key = required;
+        self
+    }
+
+    /// Sends the API key as the value of header `name` (Azure OpenAI's `api-key`), whatever
+    /// way the wire format has (`Authorization: Bearer` for the OpenAI formats).
+    pub fn api_key_header(mut self, name: impl Into<String>) -> Self {
+        self.api_key_header = Some(name.into());
+        self
+    }
+
+    /// A query parameter added to every request's URL (Azure OpenAI's `api-version`),
+    /// percent-encoded.
+    pub fn query_param(mut self, name: &str, value: &str) -> Self {
+        // The URL type's encoder, on a URL that holds only this query.
+        if let Ok(mut url) = reqwest::Url::parse("http://query.invalid/") {
+            url.query_pairs_mut().append_pair(name, value);
+            if !self.query.is_empty() {
+                self.query.push('&');
+            }
+            self.query.push_str(url.query().unwrap_or_default());
+        }
         self
     }
 
@@ -247,6 +274,8 @@ struct Shared<W> {
     retry: RetryPolicy,
     /// The API key and credential headers, redacted from every error this provider reports.
     secrets: Secrets,
+    /// Query parameters added to every request's URL (encoded; empty: none).
+    query: String,
     /// Request URIs already parsed, by path (a format uses one or two paths).
     uris: std::sync::Mutex<Vec<(String, http::Uri)>>,
 }
@@ -299,9 +328,13 @@ impl<W: WireFormat> HttpProvider<W> {
         }
         if let Some(key) = api_key {
             secrets.add(key.expose_secret());
-            let (name, value) = match format.auth() {
-                AuthStyle::Bearer => (AUTHORIZATION, format!("Bearer {}", key.expose_secret())),
-                AuthStyle::Header(name) => (
+            let style = match &config.api_key_header {
+                Some(name) => Err(name.as_str()),
+                None => Ok(format.auth()),
+            };
+            let (name, value) = match style {
+                Ok(AuthStyle::Bearer) => (AUTHORIZATION, format!("Bearer {}", key.expose_secret())),
+                Err(name) | Ok(AuthStyle::Header(name)) => (
                     HeaderName::from_bytes(name.as_bytes())
                         .map_err(|_| HttpConfigError::InvalidHeader { name: name.to_owned() })?,
                     key.expose_secret().to_owned(),
@@ -334,6 +367,7 @@ impl<W: WireFormat> HttpProvider<W> {
                 streaming: config.streaming,
                 secrets,
                 retry: config.retry,
+                query: config.query,
                 uris: std::sync::Mutex::new(Vec::new()),
             }),
         })
@@ -437,7 +471,11 @@ impl<W: WireFormat> Shared<W> {
         if let Some((_, uri)) = cache.iter().find(|(cached, _)| cached == path) {
             return Ok(uri.clone());
         }
-        let text = format!("{}{}", self.base_url, path);
+        let text = match (self.query.is_empty(), path.contains('?')) {
+            (true, _) => format!("{}{}", self.base_url, path),
+            (false, false) => format!("{}{}?{}", self.base_url, path, self.query),
+            (false, true) => format!("{}{}&{}", self.base_url, path, self.query),
+        };
         let uri = text.parse::<http::Uri>().map_err(|e| ProviderError::InvalidRequest {
             message: format!("invalid request URL {text:?}: {e}"),
         })?;

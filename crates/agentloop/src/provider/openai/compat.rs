@@ -153,6 +153,10 @@ pub struct Compat {
     pub require_api_key: bool,
     /// Headers sent with every request.
     pub headers: Vec<(String, String)>,
+    /// The header the key is sent in instead of `Authorization: Bearer` (Azure's `api-key`).
+    pub api_key_header: Option<String>,
+    /// Query parameters of every request (Azure's `api-version`).
+    pub query: Vec<(String, String)>,
     /// Streamed requests do not reuse their connection (see
     /// [`HttpConfig::close_streamed_connections`]).
     pub close_streamed_connections: bool,
@@ -178,6 +182,8 @@ impl Compat {
             api_key_env: api_key_env.map(str::to_owned),
             require_api_key,
             headers: Vec::new(),
+            api_key_header: None,
+            query: Vec::new(),
             close_streamed_connections: false,
             streaming: true,
             dialect,
@@ -306,6 +312,38 @@ impl Compat {
         )
     }
 
+    /// Azure OpenAI, the v1 API of a resource: `{endpoint}/openai/v1` (`endpoint` as
+    /// `https://NAME.openai.azure.com`, the `AZURE_OPENAI_ENDPOINT` of Azure's tools), the
+    /// key in the `api-key` header from `AZURE_OPENAI_API_KEY` (required; or a Microsoft
+    /// Entra token: [`entra_token_env`](Self::entra_token_env)), OpenAI's dialect. The model
+    /// is the deployment's name. Chat completions and the Responses API alike.
+    pub fn azure(endpoint: &str) -> Self {
+        let base = format!("{}/openai/v1", endpoint.trim_end_matches('/'));
+        let mut azure =
+            Self::preset("azure", &base, Some("AZURE_OPENAI_API_KEY"), true, Dialect::openai());
+        azure.api_key_header = Some("api-key".to_owned());
+        azure
+    }
+
+    /// Azure OpenAI through a deployment's URL, as before the v1 API:
+    /// `{endpoint}/openai/deployments/{deployment}` with `?api-version={api_version}` on every
+    /// request (e.g. `2024-10-21`); the key as in [`azure`](Self::azure). Chat completions.
+    pub fn azure_deployment(endpoint: &str, deployment: &str, api_version: &str) -> Self {
+        let mut azure = Self::azure(endpoint);
+        azure.base_url =
+            format!("{}/openai/deployments/{deployment}", endpoint.trim_end_matches('/'));
+        azure.query.push(("api-version".to_owned(), api_version.to_owned()));
+        azure
+    }
+
+    /// Authenticates with a Microsoft Entra ID token read from the variable `name` (sent as
+    /// `Authorization: Bearer`), instead of an Azure key in `api-key`.
+    pub fn entra_token_env(mut self, name: impl Into<String>) -> Self {
+        self.api_key_env = Some(name.into());
+        self.api_key_header = None;
+        self
+    }
+
     /// Another server: `base_url`, no key, streamed requests, the common
     /// [`Dialect::compatible`] dialect (`system` instructions).
     pub fn custom(base_url: impl Into<String>) -> Self {
@@ -388,6 +426,12 @@ impl Compat {
         }
         for (name, value) in &self.headers {
             config = config.header(name.clone(), value.clone());
+        }
+        if let Some(name) = &self.api_key_header {
+            config = config.api_key_header(name.clone());
+        }
+        for (name, value) in &self.query {
+            config = config.query_param(name, value);
         }
         config
     }
