@@ -145,7 +145,8 @@ pub struct Compat {
     /// The API's base URL (paths such as `/chat/completions` are appended).
     pub base_url: String,
     /// The API key, when given explicitly (it takes precedence over
-    /// [`api_key_env`](Self::api_key_env)); sent as `Authorization: Bearer <key>`.
+    /// [`api_key_env`](Self::api_key_env)); sent as `Authorization: Bearer <key>`, or in
+    /// [`api_key_header`](Self::api_key_header) when set.
     pub api_key: Option<SecretString>,
     /// The environment variable holding the API key, if any.
     pub api_key_env: Option<String>,
