@@ -99,9 +99,7 @@ pub fn build(
         }
         ProviderKind::OpenaiCompatible => {
             let mut compat = match section.preset.as_deref() {
-                // Azure's `base_url` is the resource's endpoint, as Azure's tools have it.
-                Some("azure") => Compat::azure(&azure_endpoint(section)?),
-                Some(preset) => preset_named(preset)?,
+                Some(preset) => preset_named(preset, section)?,
                 None => Compat::custom(section.base_url.clone().unwrap_or_default()),
             };
             if let (Some(url), false) =
@@ -224,8 +222,11 @@ fn azure_endpoint(section: &ProviderSection) -> anyhow::Result<String> {
     }
 }
 
-fn preset_named(name: &str) -> anyhow::Result<Compat> {
+/// The preset `name`; `section` gives Azure its endpoint.
+fn preset_named(name: &str, section: &ProviderSection) -> anyhow::Result<Compat> {
     Ok(match name {
+        // Azure's `base_url` is the resource's endpoint, as Azure's tools have it.
+        "azure" => Compat::azure(&azure_endpoint(section)?),
         "ollama" => Compat::ollama(),
         "vllm" => Compat::vllm(),
         "llama-cpp" | "llama.cpp" => Compat::llama_cpp(),

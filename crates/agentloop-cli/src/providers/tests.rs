@@ -7,10 +7,19 @@ use agentloop::provider::scripted::ScriptedModel;
 fn every_preset_the_config_accepts_is_one_the_cli_can_build() {
     // `config::PRESETS` (checked when the file is read) and `preset_named` (used to build
     // the provider) are two lists: they must name the same presets.
+    let section = crate::config::ProviderSection {
+        base_url: Some("https://example-resource.openai.azure.com".into()),
+        ..crate::config::ProviderSection::default()
+    };
     for name in crate::config::PRESETS {
-        assert!(preset_named(name).is_ok(), "{name}");
+        assert!(preset_named(name, &section).is_ok(), "{name}");
     }
-    assert!(preset_named("not-a-preset").is_err());
+    assert!(preset_named("not-a-preset", &section).is_err());
+    // Azure without an endpoint names what it needs (unless the environment has one).
+    if std::env::var_os("AZURE_OPENAI_ENDPOINT").is_none() {
+        let error = preset_named("azure", &crate::config::ProviderSection::default()).unwrap_err();
+        assert!(error.to_string().contains("AZURE_OPENAI_ENDPOINT"), "{error}");
+    }
 }
 
 /// A script object with `follow_history` plays the turn of the conversation's position:
