@@ -56,7 +56,8 @@ pub const SPANS_PER_RUN: u64 = 6;
 /// Iterations (model calls) one run makes.
 pub const ITERATIONS_PER_RUN: u64 = 2;
 
-const USAGE: Usage = Usage { input: 100, output: 10, cached_input: 0, reasoning: 0 };
+const USAGE: Usage =
+    Usage { input: 100, output: 10, cached_input: 0, reasoning: 0, cache_write_input: 0 };
 
 /// How long a repetition waits for its spans to be exported before it gives up.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(60);

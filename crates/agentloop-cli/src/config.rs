@@ -22,6 +22,8 @@ pub struct Config {
     pub store: StoreSection,
     /// MCP tool servers (`[[mcp]]` tables).
     pub mcp: Vec<agentloop::tool::mcp::McpServerConfig>,
+    /// Providers asked in turn when the `[provider]` fails (`[[fallback]]` tables).
+    pub fallback: Vec<toml::Spanned<FallbackSection>>,
     /// Remote A2A agents offered as tools (`[[a2a]]` tables).
     pub a2a: Vec<toml::Spanned<RemoteAgentSection>>,
     /// The agents `agentloop serve` serves (`[[serve]]` tables; none: the `[agent]`).
@@ -53,6 +55,65 @@ pub struct AgentSection {
     /// When the model must call a tool: `auto`, `required`, or `required-first` (required on
     /// the first call after the user spoke, auto once a tool has answered).
     pub tool_choice: Option<ToolChoiceSetting>,
+    /// Prompt-cache breakpoints (Anthropic): `auto` (the provider's default) or `off`.
+    pub cache: Option<CacheSetting>,
+    /// A prompt-cache routing key (OpenAI's `prompt_cache_key`).
+    pub cache_key: Option<String>,
+}
+
+/// `[agent] cache`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CacheSetting {
+    /// Breakpoints where the provider puts them.
+    Auto,
+    /// No breakpoints.
+    Off,
+}
+
+/// One `[[fallback]]` table: a provider asked when the ones before it fail (rate limited
+/// after retries, overloaded, server errors, timeouts, unreachable, prompt too long).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FallbackSection {
+    /// The family.
+    pub kind: ProviderKind,
+    /// The model id.
+    pub model: Option<String>,
+    /// The server's base URL.
+    pub base_url: Option<String>,
+    /// The environment variable holding the API key.
+    pub api_key_env: Option<String>,
+    /// A preset for OpenAI-compatible servers (as `[provider] preset`).
+    pub preset: Option<String>,
+    /// The script of the `scripted` provider (a JSON file).
+    pub script: Option<PathBuf>,
+    /// USD per million input tokens of this provider's model (default: `[limits]`'s).
+    pub input_price_per_mtok: Option<f64>,
+    /// USD per million output tokens of this provider's model.
+    pub output_price_per_mtok: Option<f64>,
+    /// USD per million input tokens read from its cache.
+    pub cached_input_price_per_mtok: Option<f64>,
+    /// USD per million input tokens written to its cache.
+    pub cache_write_price_per_mtok: Option<f64>,
+    /// The line of the table in the file (not in the file).
+    #[serde(skip)]
+    pub line: usize,
+}
+
+impl FallbackSection {
+    /// The provider settings of this member.
+    pub fn provider(&self) -> ProviderSection {
+        ProviderSection {
+            kind: Some(self.kind),
+            model: self.model.clone(),
+            base_url: self.base_url.clone(),
+            api_key_env: self.api_key_env.clone(),
+            preset: self.preset.clone(),
+            script: self.script.clone(),
+            ..ProviderSection::default()
+        }
+    }
 }
 
 /// `[agent] tool_choice` / `--tool-choice`.
@@ -182,6 +243,10 @@ pub struct LimitsSection {
     pub input_price_per_mtok: Option<f64>,
     /// USD per million output tokens.
     pub output_price_per_mtok: Option<f64>,
+    /// USD per million input tokens read from the provider's cache (default: the input price).
+    pub cached_input_price_per_mtok: Option<f64>,
+    /// USD per million input tokens written to the provider's cache (default: the input price).
+    pub cache_write_price_per_mtok: Option<f64>,
     /// Retries of one failed model call (default 4).
     pub model_retries: Option<u32>,
     /// No retry of a model call starts later than this many seconds after its first attempt
@@ -376,6 +441,10 @@ impl Config {
         for served in &mut config.serve {
             let line = line_at(served.span().start);
             served.get_mut().line = line;
+        }
+        for member in &mut config.fallback {
+            let line = line_at(member.span().start);
+            member.get_mut().line = line;
         }
         config.source = Some(path.to_owned());
         config.validate()?;

@@ -19,13 +19,12 @@ mod tools;
 mod workers;
 
 use agentloop::prelude::*;
-use agentloop::provider::StepToolChoice;
 use agentloop::provider::ToolChoice;
-use agentloop::run::Price;
+use agentloop::provider::{CachePolicy, StepToolChoice};
 use agentloop::RunInput;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use config::{Config, ProviderKind, ProviderSection, ToolChoiceSetting};
+use config::{CacheSetting, Config, ProviderKind, ProviderSection, ToolChoiceSetting};
 use render::Ending;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -595,7 +594,19 @@ async fn build_agent(
             let workspace = agent_flags.workspace.as_ref().or(config.tools.workspace.as_ref());
             providers::build(&section, workspace.map_or(Path::new("."), PathBuf::as_path))?
         };
+    let source =
+        config.source.as_ref().map_or_else(|| "config".into(), |p| p.display().to_string());
+    let workspace = agent_flags.workspace.as_ref().or(config.tools.workspace.as_ref());
+    let (provider, member_prices) = providers::with_fallbacks(
+        provider,
+        &config.fallback,
+        &source,
+        workspace.map_or(Path::new("."), PathBuf::as_path),
+    )?;
     let mut builder = Agent::builder(provider);
+    for (member, price) in member_prices {
+        builder = builder.provider_price(member, price);
+    }
     // The local model gets the default small-model agent (agentloop_local::recipe): worked
     // examples, a tool call on the first step (task_complete answers questions that need no
     // tool), greedy decoding. An explicit tool choice or instructions win.
@@ -628,6 +639,19 @@ async fn build_agent(
     if let Some(max_tokens) = agent.max_tokens {
         builder = builder.max_tokens(max_tokens);
     }
+    match (agent.cache, &agent.cache_key) {
+        (None, None) => {}
+        (cache, key) => {
+            let mut policy = match cache {
+                Some(CacheSetting::Off) => CachePolicy::off(),
+                Some(CacheSetting::Auto) | None => CachePolicy::auto(),
+            };
+            if let Some(key) = key {
+                policy = policy.with_key(key.clone());
+            }
+            builder = builder.cache(policy);
+        }
+    }
     if let Some(concurrency) = agent.tool_concurrency {
         builder = builder.tool_concurrency(concurrency);
     }
@@ -647,9 +671,13 @@ async fn build_agent(
     if let Some(secs) = limits.wind_down_timeout_secs {
         builder = builder.wind_down_timeout(Duration::from_secs(secs));
     }
-    if let (Some(input), Some(output)) = (limits.input_price_per_mtok, limits.output_price_per_mtok)
-    {
-        builder = builder.price(Price::per_million(input, output));
+    if let Some(price) = providers::price(
+        limits.input_price_per_mtok,
+        limits.output_price_per_mtok,
+        limits.cached_input_price_per_mtok,
+        limits.cache_write_price_per_mtok,
+    ) {
+        builder = builder.price(price);
     }
     if let Some(usd) = limits.max_cost_usd {
         builder = builder.max_cost_usd(usd);

@@ -3,10 +3,11 @@
 //! `GEMINI_API_KEY`), else the embedded local model (fetched into the model cache the first
 //! time).
 
-use crate::config::{ProviderKind, ProviderSection};
+use crate::config::{FallbackSection, ProviderKind, ProviderSection};
 use agentloop::provider::openai::{Compat, OpenAi};
 use agentloop::provider::scripted::{ScriptedModel, ScriptedTurn};
-use agentloop::provider::{Anthropic, Gemini, HttpConfig, Provider, ProviderError};
+use agentloop::provider::{Anthropic, Fallback, Gemini, HttpConfig, Provider, ProviderError};
+use agentloop::run::Price;
 use anyhow::{bail, Context};
 use serde::Deserialize;
 use serde_json::Value;
@@ -135,6 +136,58 @@ pub fn build(
         }
         ProviderKind::Local => return local(section, workspace),
     })
+}
+
+/// The members' own prices, by label (`family:name`).
+pub type MemberPrices = Vec<(String, Price)>;
+
+/// `primary` followed by the `[[fallback]]` members of the file at `source`, as one fallback
+/// chain (`primary` alone when there are none), and the members' own prices by label.
+pub fn with_fallbacks(
+    primary: Arc<dyn Provider>,
+    fallbacks: &[toml::Spanned<FallbackSection>],
+    source: &str,
+    workspace: &Path,
+) -> anyhow::Result<(Arc<dyn Provider>, MemberPrices)> {
+    if fallbacks.is_empty() {
+        return Ok((primary, Vec::new()));
+    }
+    let mut members = vec![Fallback::member(primary)];
+    let mut prices = Vec::new();
+    for member in fallbacks.iter().map(toml::Spanned::get_ref) {
+        let at = |e: anyhow::Error| anyhow::anyhow!("{source}:{}: [[fallback]] {e:#}", member.line);
+        let provider = build(&member.provider(), workspace).map_err(at)?;
+        let member_ = Fallback::member(provider);
+        let price = price(
+            member.input_price_per_mtok,
+            member.output_price_per_mtok,
+            member.cached_input_price_per_mtok,
+            member.cache_write_price_per_mtok,
+        );
+        if let Some(price) = price {
+            prices.push((member_.label().to_owned(), price));
+        }
+        members.push(member_);
+    }
+    let chain = Fallback::new(members).map_err(|e| anyhow::anyhow!("{source}: {e}"))?;
+    Ok((Arc::new(chain), prices))
+}
+
+/// A price from its four settings (`None` without an input and an output price).
+pub fn price(
+    input: Option<f64>,
+    output: Option<f64>,
+    cached_input: Option<f64>,
+    cache_write: Option<f64>,
+) -> Option<Price> {
+    let mut price = Price::per_million(input?, output?);
+    if let Some(read) = cached_input {
+        price = price.with_cached_input(read);
+    }
+    if let Some(write) = cache_write {
+        price = price.with_cache_write(write);
+    }
+    Some(price)
 }
 
 /// The local model: `model` is a known name (fetched into the cache if it is not there yet)

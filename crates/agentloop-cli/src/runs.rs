@@ -192,10 +192,14 @@ pub async fn show(store: &dyn RunStore, run_id: &str) -> anyhow::Result<()> {
             Event::IterationCompleted { iteration, duration_ms } => {
                 format!("iteration {iteration} done in {duration_ms} ms")
             }
-            Event::ModelResponded { message, finish_reason, usage, duration_ms, .. } => format!(
-                "  model: {} ms, {} in / {} out tokens, {}{}",
+            Event::ModelResponded {
+                message, finish_reason, usage, duration_ms, provider, ..
+            } => format!(
+                "  model{}: {} ms, {} in{} / {} out tokens, {}{}",
+                provider.as_deref().map_or_else(String::new, |p| format!(" ({})", one_line(p, 60))),
                 duration_ms,
                 usage.input,
+                cache_note(usage),
                 usage.output,
                 finish_reason.as_str(),
                 if message.text().is_empty() {
@@ -309,10 +313,11 @@ fn summary(run_id: &str, entries: &[JournalEntry]) -> Vec<String> {
             metrics.model_time_ms, metrics.model_calls, metrics.tool_time_ms, metrics.tool_calls
         ));
         lines.push(format!(
-            "cost: ${:.6} ({} tokens: {} in, {} out)",
+            "cost: ${:.6} ({} tokens: {} in{}, {} out)",
             metrics.cost_usd,
             outcome.usage.total(),
             outcome.usage.input,
+            cache_note(&outcome.usage),
             outcome.usage.output
         ));
         if let StopReason::NeedsAttention { calls, reason } = &outcome.stop_reason {
@@ -338,4 +343,35 @@ pub async fn replay(store: &dyn RunStore, run_id: &str, json: bool) -> anyhow::R
     let events: Vec<Event> = entries.into_iter().map(|e| e.event.into_event()).collect();
     let replay = JournalReplay::from_journal(&events).context("reading the journal")?;
     Ok(render(replay.run().context("building the replay")?, json).await)
+}
+
+/// What of the input the provider's cache served and took: ` (1800 cached, 300 written)`,
+/// or nothing when it did neither.
+fn cache_note(usage: &agentloop::message::Usage) -> String {
+    match (usage.cached_input, usage.cache_write_input) {
+        (0, 0) => String::new(),
+        (read, 0) => format!(" ({read} cached)"),
+        (0, written) => format!(" ({written} written to cache)"),
+        (read, written) => format!(" ({read} cached, {written} written to cache)"),
+    }
+}
+
+#[cfg(test)]
+mod cache_note_tests {
+    use super::cache_note;
+    use agentloop::message::Usage;
+
+    #[test]
+    fn the_cache_note_says_what_the_cache_served_and_took() {
+        let usage = |cached_input, cache_write_input| Usage {
+            input: 2160,
+            cached_input,
+            cache_write_input,
+            ..Usage::default()
+        };
+        assert_eq!(cache_note(&usage(0, 0)), "");
+        assert_eq!(cache_note(&usage(2048, 0)), " (2048 cached)");
+        assert_eq!(cache_note(&usage(0, 100)), " (100 written to cache)");
+        assert_eq!(cache_note(&usage(2048, 100)), " (2048 cached, 100 written to cache)");
+    }
 }

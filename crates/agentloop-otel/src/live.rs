@@ -71,7 +71,7 @@ impl Live {
                 self.chat = None;
                 let noted = Noted::ModelResponded {
                     finish_reason: notes.put(finish_reason.as_str()),
-                    usage: *usage,
+                    usage: **usage,
                     duration_ms: *duration_ms,
                     response_id: response_id.as_deref().map(|id| notes.put(id)),
                     response_model: response_model.as_deref().map(|model| notes.put(model)),
@@ -118,7 +118,11 @@ impl Live {
             Event::RunStarted { .. } if !capture => return None,
             _ => (Noted::Whole, None),
         };
-        let whole = (capture || matches!(noted, Noted::Whole)).then(|| Box::new(event.clone()));
+        // A fallback chain's answer names its member: read from the whole event (most runs
+        // have none, and the note stays small).
+        let answered_by = matches!(event, Event::ModelResponded { provider: Some(_), .. });
+        let whole = (capture || answered_by || matches!(noted, Noted::Whole))
+            .then(|| Box::new(event.clone()));
         Some(Note { noted, whole, at: now(), span_id: started })
     }
 

@@ -293,6 +293,9 @@ impl RunTrace {
                 response_model,
             } => {
                 let Some(mut span) = state.chat.take() else { return };
+                if let Some(Event::ModelResponded { provider: Some(member), .. }) = whole {
+                    span.set(sc::FALLBACK_MEMBER, member.as_str());
+                }
                 if let Some(id) = response_id {
                     span.set(sc::RESPONSE_ID, notes.text(id));
                 }
@@ -720,6 +723,9 @@ fn usage_attributes(span: &mut SpanRecord, usage: &Usage) {
     span.set(sc::USAGE_OUTPUT_TOKENS, millis(usage.output));
     if usage.cached_input > 0 {
         span.set(sc::USAGE_CACHE_READ_INPUT_TOKENS, millis(usage.cached_input));
+    }
+    if usage.cache_write_input > 0 {
+        span.set(sc::USAGE_CACHE_CREATION_INPUT_TOKENS, millis(usage.cache_write_input));
     }
     if usage.reasoning > 0 {
         span.set(sc::USAGE_REASONING_OUTPUT_TOKENS, millis(usage.reasoning));

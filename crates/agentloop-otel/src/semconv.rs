@@ -34,6 +34,8 @@ pub const USAGE_INPUT_TOKENS: &str = "gen_ai.usage.input_tokens";
 pub const USAGE_OUTPUT_TOKENS: &str = "gen_ai.usage.output_tokens";
 /// `gen_ai.usage.cache_read.input_tokens` (cached input tokens, where reported).
 pub const USAGE_CACHE_READ_INPUT_TOKENS: &str = "gen_ai.usage.cache_read.input_tokens";
+/// Input tokens written to the provider's cache (part of the input tokens).
+pub const USAGE_CACHE_CREATION_INPUT_TOKENS: &str = "gen_ai.usage.cache_creation.input_tokens";
 /// `gen_ai.usage.reasoning.output_tokens` (reasoning tokens, where reported).
 pub const USAGE_REASONING_OUTPUT_TOKENS: &str = "gen_ai.usage.reasoning.output_tokens";
 /// `gen_ai.tool.name`.
@@ -88,6 +90,9 @@ pub const TOOL_STATUS: &str = "agentloop.tool.status";
 pub const TOOL_DURATION_MS: &str = "agentloop.tool.duration_ms";
 /// `agentloop.model.duration_ms`: the model call's time, as the run measured it.
 pub const MODEL_DURATION_MS: &str = "agentloop.model.duration_ms";
+/// `agentloop.model.answered_by`: the member of a fallback chain that answered the call
+/// (`family:name`; the span's `gen_ai.provider.name` is then `fallback`).
+pub const FALLBACK_MEMBER: &str = "agentloop.model.answered_by";
 
 /// Metric `agentloop.runs` (counter): stretches of runs that ended, by `agentloop.run.outcome`.
 pub const METRIC_RUNS: &str = "agentloop.runs";

@@ -113,8 +113,26 @@ fn stop_metadata(outcome: &Outcome) -> Value {
         "stopReason": kind,
         "detail": value,
         "iterations": outcome.iterations,
-        "usage": {"inputTokens": outcome.usage.input, "outputTokens": outcome.usage.output},
+        "usage": usage_metadata(&outcome.usage),
     })
+}
+
+/// A run's token counts in task metadata: input and output, and where the provider reported
+/// them, the input its cache served (`cacheReadInputTokens`) and took
+/// (`cacheWriteInputTokens`), and the output spent on reasoning (`reasoningTokens`).
+fn usage_metadata(usage: &agentloop::message::Usage) -> Value {
+    let mut map = serde_json::Map::new();
+    map.insert("inputTokens".into(), json!(usage.input));
+    map.insert("outputTokens".into(), json!(usage.output));
+    let details = [
+        ("cacheReadInputTokens", usage.cached_input),
+        ("cacheWriteInputTokens", usage.cache_write_input),
+        ("reasoningTokens", usage.reasoning),
+    ];
+    for (name, count) in details.into_iter().filter(|(_, count)| *count > 0) {
+        map.insert(name.into(), json!(count));
+    }
+    Value::Object(map)
 }
 
 /// The answer artifact: the typed answer as a data part when the run has one (an agent with

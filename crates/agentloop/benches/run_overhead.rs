@@ -23,7 +23,8 @@ async fn add(a: i64, b: i64) -> Result<i64, String> {
     a.checked_add(b).ok_or_else(|| "overflow".to_string())
 }
 
-const USAGE: Usage = Usage { input: 100, output: 10, cached_input: 0, reasoning: 0 };
+const USAGE: Usage =
+    Usage { input: 100, output: 10, cached_input: 0, reasoning: 0, cache_write_input: 0 };
 
 /// An agent whose model calls `add` `iterations - 1` times, then answers.
 fn agent(iterations: u32) -> Agent {
@@ -81,6 +82,7 @@ fn run_machine(c: &mut Criterion) {
         usage: USAGE,
         id: None,
         model: None,
+        provider: None,
     };
     let mut group = c.benchmark_group("run");
     group.sample_size(30);
@@ -128,6 +130,7 @@ fn context(c: &mut Criterion) {
             usage: USAGE,
             id: None,
             model: None,
+            provider: None,
         };
         let _ = run.model_responded(response, Duration::ZERO);
         let _ = run.tool_started(id, Some(json!({"a": 1, "b": 2})));

@@ -509,6 +509,15 @@ impl AgentBuilder {
         self
     }
 
+    /// What model calls ask of the provider's prompt cache: breakpoints (auto, off, or
+    /// explicit points), a cache key, a created cache
+    /// ([`CachePolicy`](crate::provider::CachePolicy)). Unset, each provider uses its own
+    /// policy (Anthropic's: auto breakpoints).
+    pub fn cache(mut self, policy: crate::provider::CachePolicy) -> Self {
+        self.config.cache = Some(policy);
+        self
+    }
+
     /// Sampling temperature.
     pub fn temperature(mut self, temperature: f32) -> Self {
         self.config.temperature = Some(temperature);
@@ -632,6 +641,14 @@ impl AgentBuilder {
     /// The model's price, for cost accounting.
     pub fn price(mut self, price: Price) -> Self {
         self.config.price = Some(price);
+        self
+    }
+
+    /// The price of one member of a fallback chain, by its label (`family:name`, e.g.
+    /// `openai:gpt-4o-mini`; see [`Fallback`](crate::provider::Fallback)): calls that member
+    /// answered are priced at it, the others at [`price`](Self::price).
+    pub fn provider_price(mut self, member: impl Into<String>, price: Price) -> Self {
+        self.config.provider_prices.insert(member.into(), price);
         self
     }
 

@@ -79,8 +79,8 @@ pub enum Event {
         message: Message,
         /// Why the turn ended.
         finish_reason: FinishReason,
-        /// Tokens used by this call.
-        usage: Usage,
+        /// Tokens used by this call (boxed: the event stays small).
+        usage: Box<Usage>,
         /// Wall time of the call.
         duration_ms: u64,
         /// The response id the provider reported (OpenTelemetry's `gen_ai.response.id`), if
@@ -91,6 +91,10 @@ pub enum Event {
         /// `gen_ai.response.model`), if any.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         response_model: Option<String>,
+        /// Which member of a fallback chain answered (`family:name`, e.g.
+        /// `anthropic:claude-sonnet-4-5`); `None` when the agent's provider is not a chain.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        provider: Option<String>,
     },
     /// The model call failed.
     ModelFailed {

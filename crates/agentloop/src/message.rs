@@ -384,12 +384,22 @@ pub struct Usage {
     pub input: u64,
     /// Generated tokens (including reasoning ones).
     pub output: u64,
-    /// Prompt tokens served from the provider's cache.
+    /// Prompt tokens served from the provider's cache (part of `input`).
     #[serde(default)]
     pub cached_input: u64,
     /// Generated tokens spent on reasoning.
     #[serde(default)]
     pub reasoning: u64,
+    /// Prompt tokens written to the provider's cache by this call (part of `input`, not of
+    /// `cached_input`): Anthropic's and Bedrock's `cache_creation_input_tokens` /
+    /// `cacheWriteInputTokens`, billed at their own price (`Price::cache_write_per_mtok`).
+    /// Left out of the journal when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_input: u64,
+}
+
+fn is_zero(value: &u64) -> bool {
+    *value == 0
 }
 
 impl Usage {
@@ -405,6 +415,7 @@ impl Usage {
             output: self.output.max(other.output),
             cached_input: self.cached_input.max(other.cached_input),
             reasoning: self.reasoning.max(other.reasoning),
+            cache_write_input: self.cache_write_input.max(other.cache_write_input),
         }
     }
 }
@@ -415,6 +426,7 @@ impl std::ops::AddAssign for Usage {
         self.output += rhs.output;
         self.cached_input += rhs.cached_input;
         self.reasoning += rhs.reasoning;
+        self.cache_write_input += rhs.cache_write_input;
     }
 }
 

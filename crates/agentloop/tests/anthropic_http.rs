@@ -99,7 +99,10 @@ async fn streams_text_and_usage_and_sends_the_exact_request() {
     let response = assemble(&chunks);
     assert_eq!(response.message.text(), "Hello, wörld! 👋");
     // input = uncached 12 + cache write 100 + cache read 2048.
-    assert_eq!(response.usage, Usage { input: 2160, output: 15, cached_input: 2048, reasoning: 0 });
+    assert_eq!(
+        response.usage,
+        Usage { input: 2160, output: 15, cached_input: 2048, reasoning: 0, cache_write_input: 100 }
+    );
     let requests = server.received_requests().await.unwrap();
     assert!(requests[0].headers.get("authorization").is_none(), "the key goes in x-api-key");
     insta::assert_json_snapshot!("anthropic_stream_request", bodies(&server).await[0]);
@@ -135,7 +138,10 @@ async fn complete_posts_without_streaming_and_decodes_the_body() {
         ]
     );
     assert_eq!(response.finish_reason, FinishReason::ToolCalls);
-    assert_eq!(response.usage, Usage { input: 390, output: 98, cached_input: 0, reasoning: 0 });
+    assert_eq!(
+        response.usage,
+        Usage { input: 390, output: 98, cached_input: 0, reasoning: 0, cache_write_input: 0 }
+    );
     let sent = bodies(&server).await;
     assert!(sent[0].get("stream").is_none(), "{}", sent[0]);
     insta::assert_json_snapshot!("anthropic_complete_request", sent[0]);
@@ -179,7 +185,10 @@ async fn complete_keeps_thinking_blocks_and_cache_usage() {
             }),
         ]
     );
-    assert_eq!(response.usage, Usage { input: 50, output: 412, cached_input: 0, reasoning: 0 });
+    assert_eq!(
+        response.usage,
+        Usage { input: 50, output: 412, cached_input: 0, reasoning: 0, cache_write_input: 0 }
+    );
     let sent = bodies(&server).await;
     assert_eq!(sent[0]["model"], "claude-sonnet-4-5", "the configuration's model wins");
     assert_eq!(sent[0]["thinking"], json!({"type": "enabled", "budget_tokens": 1024}));
@@ -187,7 +196,10 @@ async fn complete_keeps_thinking_blocks_and_cache_usage() {
 
     let plain = provider(&server.uri()).complete(simple_request("Who are you?")).await.unwrap();
     assert_eq!(plain.message.text(), "Hi! My name is Claude.");
-    assert_eq!(plain.usage, Usage { input: 3895, output: 503, cached_input: 1800, reasoning: 0 });
+    assert_eq!(
+        plain.usage,
+        Usage { input: 3895, output: 503, cached_input: 1800, reasoning: 0, cache_write_input: 0 }
+    );
 }
 
 #[tokio::test]
@@ -214,7 +226,10 @@ async fn one_tool_call_streams_in_pieces() {
         r#"{"location": "San Francisco, CA", "unit": "fahrenheit"}"#
     );
     assert_eq!(response.finish_reason, FinishReason::ToolCalls);
-    assert_eq!(response.usage, Usage { input: 472, output: 89, cached_input: 0, reasoning: 0 });
+    assert_eq!(
+        response.usage,
+        Usage { input: 472, output: 89, cached_input: 0, reasoning: 0, cache_write_input: 0 }
+    );
 }
 
 #[tokio::test]
@@ -235,7 +250,10 @@ async fn parallel_tool_calls_stream_block_by_block() {
             ("toolu_01C29s92sy92ns939057ns1", "list_alarms", "{}"),
         ]
     );
-    assert_eq!(response.usage, Usage { input: 610, output: 121, cached_input: 0, reasoning: 0 });
+    assert_eq!(
+        response.usage,
+        Usage { input: 610, output: 121, cached_input: 0, reasoning: 0, cache_write_input: 0 }
+    );
 }
 
 #[tokio::test]
@@ -246,7 +264,10 @@ async fn the_llama_cpp_recorded_responses_decode_over_http() {
     let call = response.message.tool_calls().next().unwrap();
     assert_eq!(call.id, "UX8QBKfcwCpb00WOwEQ8WKyWD2fTgGw6");
     assert_eq!(call.arguments, r#"{"operation": "multiply", "a": 17, "b": 23}"#);
-    assert_eq!(response.usage, Usage { input: 315, output: 43, cached_input: 314, reasoning: 0 });
+    assert_eq!(
+        response.usage,
+        Usage { input: 315, output: 43, cached_input: 314, reasoning: 0, cache_write_input: 0 }
+    );
 
     let (chunks, error) = stream_fixture("llama_text_stream.sse").await;
     assert_eq!(error, None);
@@ -300,13 +321,15 @@ async fn the_agent_loop_runs_a_tool_and_sends_its_result_back() {
     assert_eq!(outcome.usage.output, 89 + 15);
     let sent = bodies(&server).await;
     assert_eq!(sent.len(), 2);
-    // The tool ran: its result answers the streamed call id, in the next user message.
+    // The tool ran: its result answers the streamed call id, in the next user message,
+    // which carries the cache breakpoint the next call reads (the default policy, `auto`).
     assert_eq!(
         sent[1]["messages"][2],
         json!({"role": "user", "content": [{
             "type": "tool_result",
             "tool_use_id": "toolu_01T1x1fJ34qAmk2tNTrN7Up6",
             "content": "San Francisco, CA: 18 degrees fahrenheit",
+            "cache_control": {"type": "ephemeral"},
         }]})
     );
     insta::assert_json_snapshot!("anthropic_tool_round_trip_second_request", sent[1]);

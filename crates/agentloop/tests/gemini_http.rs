@@ -99,7 +99,10 @@ async fn streams_text_and_usage_and_sends_the_exact_request() {
     assert_eq!(texts(&chunks), ["The quick", " brown fox jumps over the lazy dög 🦊", "."]);
     assert_eq!(chunks.last(), Some(&StreamChunk::Finish { reason: FinishReason::Stop }));
     let response = assemble(&chunks);
-    assert_eq!(response.usage, Usage { input: 8, output: 12, cached_input: 4, reasoning: 0 });
+    assert_eq!(
+        response.usage,
+        Usage { input: 8, output: 12, cached_input: 4, reasoning: 0, cache_write_input: 0 }
+    );
     let requests = server.received_requests().await.unwrap();
     assert_eq!(requests[0].url.query(), Some("alt=sse"), "the key is not in the URL");
     assert!(requests[0].headers.get("authorization").is_none());
@@ -142,7 +145,7 @@ async fn complete_posts_to_generate_content_and_decodes_the_body() {
     assert_eq!(response.finish_reason, FinishReason::ToolCalls);
     assert_eq!(
         response.usage,
-        Usage { input: 1210, output: 120, cached_input: 1024, reasoning: 80 }
+        Usage { input: 1210, output: 120, cached_input: 1024, reasoning: 80, cache_write_input: 0 }
     );
     let requests = server.received_requests().await.unwrap();
     assert_eq!(requests[0].url.query(), None);
@@ -157,7 +160,10 @@ async fn complete_posts_to_generate_content_and_decodes_the_body() {
     let response = provider(&text.uri()).complete(simple_request("Hi")).await.unwrap();
     assert_eq!(response.message.text(), "Hello! How can I help you today?");
     assert_eq!(response.finish_reason, FinishReason::Stop);
-    assert_eq!(response.usage, Usage { input: 2, output: 9, cached_input: 0, reasoning: 0 });
+    assert_eq!(
+        response.usage,
+        Usage { input: 2, output: 9, cached_input: 0, reasoning: 0, cache_write_input: 0 }
+    );
 }
 
 #[tokio::test]
@@ -173,7 +179,10 @@ async fn one_tool_call_streams_as_a_whole_part() {
     let call = response.message.tool_calls().next().unwrap();
     assert_eq!(call.arguments, r#"{"location":"Paris","unit":"celsius"}"#);
     assert_eq!(response.finish_reason, FinishReason::ToolCalls);
-    assert_eq!(response.usage, Usage { input: 72, output: 70, cached_input: 0, reasoning: 52 });
+    assert_eq!(
+        response.usage,
+        Usage { input: 72, output: 70, cached_input: 0, reasoning: 52, cache_write_input: 0 }
+    );
 }
 
 #[tokio::test]
@@ -196,7 +205,10 @@ async fn parallel_tool_calls_stream_over_several_chunks() {
         ]
     );
     assert_eq!(response.finish_reason, FinishReason::ToolCalls);
-    assert_eq!(response.usage, Usage { input: 110, output: 36, cached_input: 0, reasoning: 0 });
+    assert_eq!(
+        response.usage,
+        Usage { input: 110, output: 36, cached_input: 0, reasoning: 0, cache_write_input: 0 }
+    );
 }
 
 #[tokio::test]

@@ -137,7 +137,7 @@ fn agent(
         .tool(lookup)
         .tool_concurrency(1)
         .metadata("tenant", json!({"name": "acme", "id": 7}))
-        .price(Price { input_per_mtok: 1.0, output_per_mtok: 4.0, cached_input_per_mtok: None })
+        .price(Price::per_million(1.0, 4.0))
         .store(store)
         .build()
         .unwrap()

@@ -336,7 +336,7 @@ async fn the_outcome_carries_metrics_and_an_audit_trail() {
             input: 120,
             output: 5,
             cached_input: 100,
-            reasoning: 0,
+            ..Usage::default()
         }),
     ]);
     let agent = Agent::builder(model)
@@ -349,7 +349,10 @@ async fn the_outcome_carries_metrics_and_an_audit_trail() {
     assert_eq!(m.model_calls, 2);
     assert_eq!(m.tool_calls, 1);
     assert_eq!(m.iterations.len(), 2);
-    assert_eq!(m.usage, Usage { input: 220, output: 15, cached_input: 100, reasoning: 0 });
+    assert_eq!(
+        m.usage,
+        Usage { input: 220, output: 15, cached_input: 100, reasoning: 0, cache_write_input: 0 }
+    );
     // (100 + 20) uncached at $2, 100 cached at $1, 15 output at $10, per million.
     assert!((m.cost_usd - (120.0 * 2.0 + 100.0 * 1.0 + 15.0 * 10.0) / 1e6).abs() < 1e-12);
     assert_eq!(m.audit.len(), 1);

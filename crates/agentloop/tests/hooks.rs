@@ -233,6 +233,7 @@ impl Hooks for Canned {
             usage: Usage::default(),
             id: None,
             model: None,
+            provider: None,
         })))
     }
 }

@@ -72,7 +72,10 @@ async fn streams_text_and_usage_and_sends_the_exact_request() {
     assert_eq!(chunks.last(), Some(&StreamChunk::Finish { reason: FinishReason::Stop }));
     let response = assemble(&chunks);
     assert_eq!(response.message.text(), "The capital of France is Paris.");
-    assert_eq!(response.usage, Usage { input: 19, output: 7, cached_input: 3, reasoning: 0 });
+    assert_eq!(
+        response.usage,
+        Usage { input: 19, output: 7, cached_input: 3, reasoning: 0, cache_write_input: 0 }
+    );
     insta::assert_json_snapshot!("chat_stream_request", bodies(&server).await[0]);
 }
 
@@ -96,7 +99,10 @@ async fn complete_posts_without_streaming_and_decodes_the_body() {
         })]
     );
     assert_eq!(response.finish_reason, FinishReason::ToolCalls);
-    assert_eq!(response.usage, Usage { input: 82, output: 18, cached_input: 0, reasoning: 0 });
+    assert_eq!(
+        response.usage,
+        Usage { input: 82, output: 18, cached_input: 0, reasoning: 0, cache_write_input: 0 }
+    );
     insta::assert_json_snapshot!("chat_complete_request", bodies(&server).await[0]);
 }
 
@@ -126,7 +132,13 @@ async fn a_non_streaming_config_sends_stream_false_and_yields_the_whole_response
             StreamChunk::ToolCallDelta { id: "call_N1".into(), delta: r#"{"a":1,"b":2}"#.into() },
             StreamChunk::ToolCallEnd { id: "call_N1".into() },
             StreamChunk::Usage {
-                usage: Usage { input: 82, output: 18, cached_input: 0, reasoning: 0 }
+                usage: Usage {
+                    input: 82,
+                    output: 18,
+                    cached_input: 0,
+                    reasoning: 0,
+                    cache_write_input: 0
+                }
             },
             StreamChunk::Finish { reason: FinishReason::ToolCalls },
         ]
@@ -214,7 +226,10 @@ async fn the_llama_cpp_recorded_streams_decode() {
         .await;
     let response = provider(&whole.uri()).complete(simple_request("x")).await.unwrap();
     assert_eq!(response.message.tool_calls().next().unwrap().name, "calculator");
-    assert_eq!(response.usage, Usage { input: 315, output: 43, cached_input: 314, reasoning: 0 });
+    assert_eq!(
+        response.usage,
+        Usage { input: 315, output: 43, cached_input: 314, reasoning: 0, cache_write_input: 0 }
+    );
 }
 
 #[tokio::test]

@@ -77,7 +77,10 @@ async fn streams_text_and_usage_and_sends_the_exact_request() {
     assert_eq!(texts, ["The capital", " of France", " is Paris."]);
     let response = assemble(&chunks);
     assert_eq!(response.finish_reason, FinishReason::Stop);
-    assert_eq!(response.usage, Usage { input: 19, output: 7, cached_input: 3, reasoning: 0 });
+    assert_eq!(
+        response.usage,
+        Usage { input: 19, output: 7, cached_input: 3, reasoning: 0, cache_write_input: 0 }
+    );
     let sent = bodies(&server).await;
     assert!(sent[0].get("previous_response_id").is_none());
     insta::assert_json_snapshot!("responses_stream_request", sent[0]);
@@ -108,7 +111,10 @@ async fn complete_posts_without_streaming_and_keeps_the_reasoning_item() {
         })
     );
     assert_eq!(response.finish_reason, FinishReason::ToolCalls);
-    assert_eq!(response.usage, Usage { input: 82, output: 18, cached_input: 0, reasoning: 12 });
+    assert_eq!(
+        response.usage,
+        Usage { input: 82, output: 18, cached_input: 0, reasoning: 12, cache_write_input: 0 }
+    );
     insta::assert_json_snapshot!("responses_complete_request", bodies(&server).await[0]);
 }
 
@@ -145,7 +151,10 @@ async fn the_llama_cpp_recorded_streams_decode() {
     let call = response.message.tool_calls().next().unwrap();
     assert_eq!(call.id, "call_0bUuoaBdanPSyXTy2uOFjPEbi1kDF9kb");
     assert_eq!(call.arguments, r#"{"operation": "multiply", "a": 17, "b": 23}"#);
-    assert_eq!(response.usage, Usage { input: 315, output: 43, cached_input: 314, reasoning: 0 });
+    assert_eq!(
+        response.usage,
+        Usage { input: 315, output: 43, cached_input: 314, reasoning: 0, cache_write_input: 0 }
+    );
 
     let (chunks, error) = stream_fixture("llama_cpp_text_stream.sse").await;
     assert_eq!(error, None);

@@ -109,7 +109,10 @@ async fn magistral_thinking_and_text_parts_stream_and_complete_alike() {
             "The user is asking for 2+2. This is basic arithmetic. 2+2=4."
         );
         assert_eq!(response.finish_reason, FinishReason::Stop);
-        assert_eq!(response.usage, Usage { input: 10, output: 46, cached_input: 0, reasoning: 0 });
+        assert_eq!(
+            response.usage,
+            Usage { input: 10, output: 46, cached_input: 0, reasoning: 0, cache_write_input: 0 }
+        );
         assert_eq!(response.model.as_deref(), Some("magistral-medium-2507"));
         assert_eq!(response.id.as_deref(), Some("a4e29c5b82f94d67b23e108a7c9df6e1"));
     }
@@ -158,7 +161,10 @@ async fn gemini_streamed_function_call_arguments_assemble_into_two_calls() {
     });
     assert!(signed, "{chunks:?}");
     assert_eq!(response.finish_reason, FinishReason::ToolCalls);
-    assert_eq!(response.usage, Usage { input: 26, output: 155, cached_input: 0, reasoning: 132 });
+    assert_eq!(
+        response.usage,
+        Usage { input: 26, output: 155, cached_input: 0, reasoning: 132, cache_write_input: 0 }
+    );
     assert_eq!(response.model.as_deref(), Some("gemini-3.1-pro-preview"));
 }
 
@@ -190,13 +196,25 @@ async fn anthropic_usage_with_compaction_is_the_sum_of_its_iterations() {
     assert!(streamed.message.text().starts_with("Based on the conversation history, you asked"));
     assert_eq!(
         streamed.usage,
-        Usage { input: 60_385 + 612, output: 522 + 2_819, cached_input: 0, reasoning: 0 }
+        Usage {
+            input: 60_385 + 612,
+            output: 522 + 2_819,
+            cached_input: 0,
+            reasoning: 0,
+            cache_write_input: 0
+        }
     );
     assert_eq!(streamed.finish_reason, FinishReason::Stop);
     assert!(complete.message.text().starts_with("Based on our conversation history, you had"));
     assert_eq!(
         complete.usage,
-        Usage { input: 60_385 + 682, output: 592 + 1_320, cached_input: 0, reasoning: 0 }
+        Usage {
+            input: 60_385 + 682,
+            output: 592 + 1_320,
+            cached_input: 0,
+            reasoning: 0,
+            cache_write_input: 0
+        }
     );
     assert_eq!(complete.finish_reason, FinishReason::Stop);
 }

@@ -34,6 +34,7 @@ fn journal(id: &str) -> Vec<Event> {
             duration_ms: 3,
             response_id: None,
             response_model: None,
+            provider: None,
         },
         Event::IterationCompleted { iteration: 1, duration_ms: 3 },
         Event::RunFinished { outcome: Box::new(outcome) },

@@ -160,7 +160,13 @@ async fn a_fresh_journal_and_its_stream_validate() {
             .with_raw_tool_call("add", "{not json")
             .with_reasoning("Add first.")
             .with_text("Adding.")
-            .with_usage(Usage { input: 40, output: 9, cached_input: 8, reasoning: 3 }),
+            .with_usage(Usage {
+                input: 40,
+                output: 9,
+                cached_input: 8,
+                reasoning: 3,
+                cache_write_input: 0,
+            }),
         ScriptedTurn::tool_call("add", json!({"a": 5, "b": 5})),
         ScriptedTurn::text("2 + 3 = 5, and 5 + 5 = 10."),
     ]);

@@ -44,6 +44,7 @@ fn journal(run_id: &str, n: usize) -> Vec<Event> {
             duration_ms: 50,
             response_id: None,
             response_model: None,
+            provider: None,
         });
     }
     events

@@ -36,6 +36,7 @@ fn journal(id: &str, at_ms: u64) -> Result<Vec<JournalEntry>> {
             duration_ms: 1,
             response_id: None,
             response_model: None,
+            provider: None,
         },
         Event::IterationCompleted { iteration: 1, duration_ms: 1 },
         Event::RunFinished { outcome: Box::new(outcome) },

@@ -93,6 +93,24 @@ pub fn drain_events(buffer: &mut String) -> Vec<(Option<String>, Value)> {
     events
 }
 
+/// `agentloop` in `dir` as a new user runs it: its home in `dir`, no provider key, base URL,
+/// provider or configuration from the caller's environment, no colours.
+pub fn cli(dir: &std::path::Path) -> assert_cmd::Command {
+    let mut command = assert_cmd::Command::new(assert_cmd::cargo::cargo_bin("agentloop"));
+    command.current_dir(dir).env("HOME", dir).env("XDG_CONFIG_HOME", dir).env("NO_COLOR", "1");
+    for name in [
+        "OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+        "GEMINI_API_KEY",
+        "AGENTLOOP_BASE_URL",
+        "AGENTLOOP_PROVIDER",
+        "AGENTLOOP_CONFIG",
+    ] {
+        command.env_remove(name);
+    }
+    command
+}
+
 /// `agentloop` in `dir`, with the queue `url` (`AGENTLOOP_QUEUE`), its home in `dir` and none
 /// of the caller's configuration or log settings.
 pub fn agentloop(dir: &std::path::Path, url: &str) -> std::process::Command {

@@ -197,3 +197,17 @@ async fn a_typed_answer_is_the_answer_artifacts_data_part_folded_and_streamed() 
     assert_eq!(last_artifact.last_chunk, Some(true));
     assert_eq!(data(&last_artifact.artifact), Some(serde_json::json!({"city": "Paris"})));
 }
+
+#[test]
+fn the_tasks_usage_names_cache_reads_writes_and_reasoning_only_when_reported() {
+    use agentloop::message::Usage;
+    let plain = Usage { input: 10, output: 2, ..Usage::default() };
+    assert_eq!(usage_metadata(&plain), serde_json::json!({"inputTokens": 10, "outputTokens": 2}));
+    let cached =
+        Usage { input: 2160, output: 15, cached_input: 2048, cache_write_input: 100, reasoning: 7 };
+    assert_eq!(
+        usage_metadata(&cached),
+        serde_json::json!({"inputTokens": 2160, "outputTokens": 15, "cacheReadInputTokens": 2048,
+               "cacheWriteInputTokens": 100, "reasoningTokens": 7})
+    );
+}

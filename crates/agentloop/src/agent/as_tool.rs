@@ -13,7 +13,7 @@ use crate::driver::EventStream;
 use crate::error::AgentError;
 use crate::event::Event;
 use crate::message::Usage;
-use crate::run::{Outcome, Price, StopReason};
+use crate::run::{Outcome, RunConfig, StopReason};
 use crate::tool::{schema_for, DynTool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use async_trait::async_trait;
 use futures::StreamExt;
@@ -241,9 +241,9 @@ async fn drive(
     run_id: String,
 ) -> Result<Outcome, AgentError> {
     let mut reader = OutcomeReader::default();
-    let mut price = None;
+    let mut config = None;
     while let Some(event) = events.next().await {
-        report_usage(&ctx, &mut price, &event);
+        report_usage(&ctx, &mut config, &event);
         if !ctx.takes_nested_events() {
             reader.read(event);
             continue;
@@ -257,14 +257,18 @@ async fn drive(
 }
 
 /// Reports what a journal event of the child says it used, as the child's own fold counts it
-/// (`price`: the child's, from its `run_started`).
-fn report_usage(ctx: &ToolContext, price: &mut Option<Price>, event: &Event) {
-    let cost = |price: &Option<Price>, usage: &Usage| price.map_or(0.0, |p| p.cost(usage));
+/// (priced as the child's configuration, from its `run_started`, says).
+fn report_usage(ctx: &ToolContext, config: &mut Option<Box<RunConfig>>, event: &Event) {
+    let cost = |provider: Option<&str>, usage: &Usage| {
+        let price = config.as_ref().and_then(|c| c.price_of(provider));
+        price.map_or(0.0, |p| p.cost(usage))
+    };
     match event {
-        Event::RunStarted { config, .. } => *price = config.price,
-        Event::ModelResponded { usage, .. } | Event::CompactionCompleted { usage, .. } => {
-            ctx.report_usage(*usage, cost(price, usage));
+        Event::RunStarted { config: started, .. } => *config = Some(started.clone()),
+        Event::ModelResponded { usage, provider, .. } => {
+            ctx.report_usage(**usage, cost(provider.as_deref(), usage));
         }
+        Event::CompactionCompleted { usage, .. } => ctx.report_usage(*usage, cost(None, usage)),
         Event::ToolCompleted { usage, cost_usd, .. }
         | Event::ToolFailed { usage, cost_usd, .. }
         | Event::ToolTimedOut { usage, cost_usd, .. }

@@ -68,9 +68,13 @@ impl JournalReplay {
                     usage,
                     response_id,
                     response_model,
+                    provider,
                     ..
                 } => {
                     let mut chunks = Vec::new();
+                    if let Some(provider) = provider {
+                        chunks.push(StreamChunk::Answered { provider: provider.clone() });
+                    }
                     if response_id.is_some() || response_model.is_some() {
                         chunks.push(StreamChunk::ResponseInfo {
                             id: response_id.clone(),
@@ -78,7 +82,7 @@ impl JournalReplay {
                         });
                     }
                     chunks.extend(message_chunks(message)?);
-                    chunks.push(StreamChunk::Usage { usage: *usage });
+                    chunks.push(StreamChunk::Usage { usage: **usage });
                     chunks.push(StreamChunk::Finish { reason: finish_reason.clone() });
                     responses.push(Ok(chunks));
                 }

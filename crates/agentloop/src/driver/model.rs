@@ -218,7 +218,7 @@ impl Driver {
 /// [`ResponseAssembler`] would have rebuilt it from them (assistant role, adjacent text parts
 /// joined, only text, reasoning, tool-call, opaque and citation parts), without the chunks.
 fn as_streamed(response: ModelResponse, mut events: Option<&mut Vec<Event>>) -> ModelResponse {
-    let ModelResponse { message, finish_reason, usage, id, model } = response;
+    let ModelResponse { message, finish_reason, usage, id, model, provider } = response;
     let mut parts: Vec<Part> = Vec::with_capacity(message.content.len());
     let mut emit = |event: &dyn Fn() -> Event| {
         if let Some(events) = events.as_mut() {
@@ -270,6 +270,7 @@ fn as_streamed(response: ModelResponse, mut events: Option<&mut Vec<Event>>) -> 
         usage,
         id,
         model,
+        provider,
     }
 }
 
@@ -304,6 +305,7 @@ fn delta_event(chunk: &StreamChunk) -> Option<Event> {
             citation: crate::message::Citation::from_value(provider.clone(), value.clone()),
         }),
         StreamChunk::ResponseInfo { .. }
+        | StreamChunk::Answered { .. }
         | StreamChunk::ReasoningEnd { .. }
         | StreamChunk::ToolCallEnd { .. }
         | StreamChunk::Usage { .. }

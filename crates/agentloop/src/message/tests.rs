@@ -91,9 +91,13 @@ fn message_helpers() {
 
 #[test]
 fn usage_adds_and_merges_snapshots() {
-    let mut total = Usage { input: 1, output: 2, cached_input: 0, reasoning: 1 };
-    total += Usage { input: 10, output: 20, cached_input: 5, reasoning: 0 };
-    assert_eq!(total, Usage { input: 11, output: 22, cached_input: 5, reasoning: 1 });
+    let mut total =
+        Usage { input: 1, output: 2, cached_input: 0, reasoning: 1, cache_write_input: 0 };
+    total += Usage { input: 10, output: 20, cached_input: 5, reasoning: 0, cache_write_input: 0 };
+    assert_eq!(
+        total,
+        Usage { input: 11, output: 22, cached_input: 5, reasoning: 1, cache_write_input: 0 }
+    );
     assert_eq!(total.total(), 33);
     let merged =
         Usage { input: 100, ..Usage::default() }.max(Usage { output: 7, ..Usage::default() });

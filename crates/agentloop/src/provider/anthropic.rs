@@ -36,10 +36,13 @@
 //!   next turn. Reasoning without such an opaque value (e.g. from another provider) is not sent.
 //! - Usage: `input` = `input_tokens` + `cache_read_input_tokens` +
 //!   `cache_creation_input_tokens` (Anthropic's `input_tokens` counts only the uncached rest of
-//!   the prompt), `cached_input` = `cache_read_input_tokens`; tokens written to the cache are
-//!   part of `input` but not of `cached_input`. Anthropic does not report thinking tokens apart,
-//!   so `reasoning` stays 0 (they are part of `output`).
+//!   the prompt), `cached_input` = `cache_read_input_tokens`, `cache_write_input` =
+//!   `cache_creation_input_tokens`. Anthropic does not report thinking tokens apart, so
+//!   `reasoning` stays 0 (they are part of `output`).
+//! - Prompt caching: `cache_control` breakpoints as the request's (else the format's)
+//!   [`CachePolicy`] places them (`anthropic/cache.rs`; `docs/PROVIDERS.md`, "Prompt caching").
 
+mod cache;
 mod decode;
 mod error;
 
@@ -50,7 +53,7 @@ pub(crate) mod testutil;
 
 use super::http::{HttpConfig, HttpConfigError, HttpProvider};
 use super::wire::{AuthStyle, StreamDecoder, WireFormat, WireRequest};
-use super::{ModelRequest, ModelResponse, ProviderError, ToolChoice};
+use super::{CachePolicy, ModelRequest, ModelResponse, ProviderError, ToolChoice};
 use crate::message::{MediaSource, Message, Part, Reasoning, Role, ToolCall, ToolResult};
 use crate::tool::parse_arguments;
 use serde_json::{json, Map, Value};
@@ -74,12 +77,27 @@ pub struct Anthropic {
     model: String,
     default_max_tokens: u32,
     thinking_budget: Option<u32>,
+    cache: CachePolicy,
 }
 
 impl Anthropic {
-    /// The Messages API for `model` (e.g. `claude-sonnet-4-5`).
+    /// The Messages API for `model` (e.g. `claude-sonnet-4-5`), caching with automatic
+    /// breakpoints ([`CachePolicy::auto`]).
     pub fn messages(model: impl Into<String>) -> Self {
-        Self { model: model.into(), default_max_tokens: DEFAULT_MAX_TOKENS, thinking_budget: None }
+        Self {
+            model: model.into(),
+            default_max_tokens: DEFAULT_MAX_TOKENS,
+            thinking_budget: None,
+            cache: CachePolicy::auto(),
+        }
+    }
+
+    /// Sets the prompt-cache policy of requests that carry none of their own (an agent's
+    /// [`cache`](crate::agent::AgentBuilder::cache) wins). Default: automatic breakpoints;
+    /// [`compatible`](Self::compatible) servers: off.
+    pub fn with_cache(mut self, policy: CachePolicy) -> Self {
+        self.cache = policy;
+        self
     }
 
     /// Sets the `max_tokens` sent when a request has none (default [`DEFAULT_MAX_TOKENS`]).
@@ -125,7 +143,8 @@ impl Anthropic {
         model: impl Into<String>,
     ) -> Result<HttpProvider<Anthropic>, HttpConfigError> {
         let model = model.into();
-        Self::with_config(HttpConfig::new(base_url, model.clone()), Self::messages(model))
+        let format = Self::messages(model.clone()).with_cache(CachePolicy::off());
+        Self::with_config(HttpConfig::new(base_url, model), format)
     }
 
     /// A provider speaking `format` (its thinking budget and default `max_tokens`) as
@@ -170,7 +189,8 @@ impl WireFormat for Anthropic {
         if let Some(system) = system_text(request) {
             body.insert("system".into(), Value::String(system));
         }
-        body.insert("messages".into(), Value::Array(encode_messages(&request.messages)));
+        let (messages, ends) = encode_messages(&request.messages);
+        body.insert("messages".into(), Value::Array(messages));
         if let Some(temperature) = request.temperature {
             body.insert("temperature".into(), json_f32(temperature));
         }
@@ -203,6 +223,7 @@ impl WireFormat for Anthropic {
             let format = json!({"type": "json_schema", "schema": output.closed_schema()});
             body.insert("output_config".into(), json!({ "format": format }));
         }
+        cache::mark(request.cache.as_ref().unwrap_or(&self.cache), &ends, &mut body)?;
         if stream {
             body.insert("stream".into(), Value::Bool(true));
         }
@@ -255,9 +276,21 @@ struct Turn {
     blocks: Vec<Value>,
 }
 
-fn encode_messages(messages: &[Message]) -> Vec<Value> {
+/// Where a message's last block went in its turn under construction.
+#[derive(Clone, Copy)]
+enum Last {
+    Result(usize),
+    Block(usize),
+}
+
+/// The API messages, and for each of `messages` where its last block is in them (the API
+/// message's index and the block's), for cache breakpoints; `None` for a message that sends
+/// nothing.
+fn encode_messages(messages: &[Message]) -> (Vec<Value>, Vec<Option<(usize, usize)>>) {
     let mut turns: Vec<Turn> = Vec::new();
+    let mut lasts: Vec<Option<(usize, Last)>> = Vec::with_capacity(messages.len());
     for message in messages {
+        lasts.push(None);
         let role = match message.role {
             Role::System | Role::Developer => continue,
             Role::User | Role::Tool => "user",
@@ -288,22 +321,43 @@ fn encode_messages(messages: &[Message]) -> Vec<Value> {
         if results.is_empty() && blocks.is_empty() {
             continue;
         }
-        match turns.last_mut() {
-            Some(turn) if turn.role == role => {
-                turn.results.extend(results);
-                turn.blocks.extend(blocks);
+        if !matches!(turns.last(), Some(turn) if turn.role == role) {
+            turns.push(Turn { role, results: Vec::new(), blocks: Vec::new() });
+        }
+        let index = turns.len() - 1;
+        if let Some(turn) = turns.last_mut() {
+            let last = if blocks.is_empty() {
+                Last::Result(turn.results.len() + results.len() - 1)
+            } else {
+                Last::Block(turn.blocks.len() + blocks.len() - 1)
+            };
+            turn.results.extend(results);
+            turn.blocks.extend(blocks);
+            if let Some(slot) = lasts.last_mut() {
+                *slot = Some((index, last));
             }
-            _ => turns.push(Turn { role, results, blocks }),
         }
     }
-    turns
+    let ends = lasts
+        .into_iter()
+        .map(|last| {
+            let (index, last) = last?;
+            let turn = turns.get(index)?;
+            Some(match last {
+                Last::Result(at) => (index, at),
+                Last::Block(at) => (index, turn.results.len() + at),
+            })
+        })
+        .collect();
+    let turns = turns
         .into_iter()
         .map(|turn| {
             let mut content = turn.results;
             content.extend(turn.blocks);
             json!({"role": turn.role, "content": content})
         })
-        .collect()
+        .collect();
+    (turns, ends)
 }
 
 /// The block for a text, media or tool-call part (`None` for empty text).

@@ -20,6 +20,7 @@ pub struct ResponseAssembler {
     /// The response id and model, as first reported.
     id: Option<String>,
     model: Option<String>,
+    provider: Option<String>,
 }
 
 impl ResponseAssembler {
@@ -34,6 +35,7 @@ impl ResponseAssembler {
                     self.model = model;
                 }
             }
+            StreamChunk::Answered { provider } => self.provider = Some(provider),
             StreamChunk::TextDelta { text } => {
                 self.open_reasoning = None;
                 match self.parts.last_mut() {
@@ -123,6 +125,7 @@ impl ResponseAssembler {
             usage: self.usage,
             id: self.id,
             model: self.model,
+            provider: self.provider,
         }
     }
 }

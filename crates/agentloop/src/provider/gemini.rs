@@ -187,12 +187,18 @@ impl WireFormat for Gemini {
 
     fn encode(&self, request: &ModelRequest, stream: bool) -> Result<WireRequest, ProviderError> {
         let mut body = Map::new();
+        // A cache created ahead holds the system instruction and the tools: the API refuses a
+        // request that sets them again.
+        let cached = request.cache.as_ref().and_then(|c| c.cached_content.as_deref());
+        if let Some(name) = cached {
+            body.insert("cachedContent".into(), json!(name));
+        }
         let system = system_parts(request);
-        if !system.is_empty() {
+        if !system.is_empty() && cached.is_none() {
             body.insert("systemInstruction".into(), json!({ "parts": system }));
         }
         body.insert("contents".into(), Value::Array(encode_contents(&request.messages)?));
-        if !request.tools.is_empty() {
+        if !request.tools.is_empty() && cached.is_none() {
             let declarations: Vec<Value> = request
                 .tools
                 .iter()

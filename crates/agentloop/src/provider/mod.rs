@@ -3,7 +3,9 @@
 
 pub mod anthropic;
 mod assemble;
+pub mod cache;
 mod error;
+pub mod fallback;
 pub mod gemini;
 pub mod http;
 pub mod openai;
@@ -21,7 +23,9 @@ pub mod wire;
 
 pub use anthropic::Anthropic;
 pub use assemble::ResponseAssembler;
+pub use cache::{Breakpoints, CachePoint, CachePolicy};
 pub use error::ProviderError;
+pub use fallback::{Fallback, FallbackError, FallbackPolicy};
 pub use gemini::Gemini;
 pub use http::{HttpConfig, HttpConfigError, HttpProvider};
 pub(crate) use output::drop_optional_nulls;
@@ -88,6 +92,9 @@ pub struct ModelRequest {
     /// by a run whose output mode is native; `None`: free text).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<OutputFormat>,
+    /// What to ask of the provider's prompt cache (`None`: the provider's own policy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<CachePolicy>,
     /// The W3C `traceparent` of the model call's span, when the run is traced: the HTTP
     /// providers send it as the `traceparent` header. Not part of the request's content.
     #[serde(skip)]
@@ -99,6 +106,12 @@ impl ModelRequest {
     /// `auto` tool choice, the provider's sampling).
     pub fn new(messages: impl Into<Arc<Vec<Message>>>) -> Self {
         Self { messages: messages.into(), ..Self::default() }
+    }
+
+    /// With this prompt-cache policy (over the provider's own).
+    pub fn with_cache(mut self, cache: CachePolicy) -> Self {
+        self.cache = Some(cache);
+        self
     }
 
     /// With these instructions.
@@ -226,6 +239,12 @@ pub enum StreamChunk {
         #[serde(serialize_with = "crate::canonical::serialize")]
         value: Value,
     },
+    /// Which member of a fallback chain answers (`family:name`), sent by the chain before the
+    /// member's own chunks; the assembler keeps the last one.
+    Answered {
+        /// The member.
+        provider: String,
+    },
     /// Usage so far (a cumulative snapshot: later chunks supersede earlier ones field by field).
     Usage {
         /// The usage.
@@ -253,6 +272,10 @@ pub struct ModelResponse {
     /// The model name the provider reported as having answered, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// Which member of a fallback chain answered (`family:name`); `None` from a provider that
+    /// is not a chain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
 }
 
 /// Collects a streamed response into a whole one.

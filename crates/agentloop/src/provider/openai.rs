@@ -297,6 +297,9 @@ impl WireFormat for OpenAiChat {
         if let Some(output) = &request.output {
             body.insert("response_format".into(), self.response_format(output));
         }
+        if let Some(key) = cache_key(request) {
+            body.insert("prompt_cache_key".into(), json!(key));
+        }
         body.insert("stream".into(), json!(stream));
         if stream && self.dialect.stream_usage {
             body.insert("stream_options".into(), json!({"include_usage": true}));
@@ -384,6 +387,7 @@ impl WireFormat for OpenAiChat {
             usage: response.usage.map(WireUsage::into_usage).unwrap_or_default(),
             id: response.id.filter(|id| !id.is_empty()),
             model: response.model.filter(|model| !model.is_empty()),
+            provider: None,
         })
     }
 
@@ -648,6 +652,11 @@ struct WireFunction {
     arguments: Option<Value>,
 }
 
+/// The request's cache routing key (`prompt_cache_key`), if its cache policy names one.
+pub(crate) fn cache_key(request: &ModelRequest) -> Option<&str> {
+    request.cache.as_ref()?.key.as_deref()
+}
+
 /// Token usage as OpenAI-style servers report it.
 #[derive(Debug, Default, Deserialize)]
 pub(crate) struct WireUsage {
@@ -656,12 +665,16 @@ pub(crate) struct WireUsage {
     total_tokens: Option<u64>,
     prompt_tokens_details: Option<TokenDetails>,
     completion_tokens_details: Option<TokenDetails>,
+    /// DeepSeek's cache hits, when it sends no `prompt_tokens_details`.
+    prompt_cache_hit_tokens: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 struct TokenDetails {
     cached_tokens: Option<u64>,
     reasoning_tokens: Option<u64>,
+    /// Tokens written to the cache (gateways in front of Anthropic and Bedrock).
+    cache_write_tokens: Option<u64>,
 }
 
 impl WireUsage {
@@ -677,11 +690,13 @@ impl WireUsage {
         let apart = reasoning > 0
             && self.total_tokens
                 == Some(input.saturating_add(completion).saturating_add(reasoning));
+        let prompt = self.prompt_tokens_details.unwrap_or_default();
         Usage {
             input,
             output: if apart { completion.saturating_add(reasoning) } else { completion },
-            cached_input: self.prompt_tokens_details.and_then(|d| d.cached_tokens).unwrap_or(0),
+            cached_input: prompt.cached_tokens.or(self.prompt_cache_hit_tokens).unwrap_or(0),
             reasoning,
+            cache_write_input: prompt.cache_write_tokens.unwrap_or(0),
         }
     }
 }

@@ -260,6 +260,9 @@ impl WireFormat for OpenAiResponses {
         if let Some(max_tokens) = request.max_tokens {
             body.insert("max_output_tokens".into(), json!(max_tokens));
         }
+        if let Some(key) = super::openai::cache_key(request) {
+            body.insert("prompt_cache_key".into(), json!(key));
+        }
         if let Some(output) = &request.output {
             // Strict when the schema allows it, as for chat.
             let (schema, strict) = match output.strict_schema() {
@@ -394,6 +397,7 @@ impl WireResponse {
             usage: self.usage.map(ResponsesUsage::into_usage).unwrap_or_default(),
             id: self.id.filter(|id| !id.is_empty()),
             model: self.model.filter(|model| !model.is_empty()),
+            provider: None,
         })
     }
 }
@@ -541,6 +545,7 @@ impl ResponsesUsage {
             output: self.output_tokens.unwrap_or(0),
             cached_input: detail(&self.input_tokens_details, "cached_tokens"),
             reasoning: detail(&self.output_tokens_details, "reasoning_tokens"),
+            cache_write_input: detail(&self.input_tokens_details, "cache_write_tokens"),
         }
     }
 }

@@ -131,6 +131,8 @@ async fn complete_collects_the_stream() {
     assert!(exhausted.to_string().contains("script exhausted"));
 }
 
+mod cache;
+
 mod wrappers;
 
 mod output;

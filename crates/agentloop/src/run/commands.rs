@@ -41,10 +41,11 @@ impl Run {
             iteration: self.iteration,
             message,
             finish_reason: response.finish_reason,
-            usage: response.usage,
+            usage: Box::new(response.usage),
             duration_ms: millis(duration),
             response_id: response.id,
             response_model: response.model,
+            provider: response.provider,
         });
         if let Some((reasoning, text)) = notices {
             if !reasoning.is_empty() {

@@ -231,6 +231,7 @@ impl Run {
             max_tokens: self.config.max_tokens,
             metadata: self.config.metadata.clone(),
             output: None,
+            cache: self.config.cache.clone(),
             trace_parent: None,
         }
     }

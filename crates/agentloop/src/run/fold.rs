@@ -51,13 +51,15 @@ impl Run {
                 }
                 _ => return Err(unexpected("model_requested", &self.phase)),
             },
-            Event::ModelResponded { message, finish_reason, usage, duration_ms, .. } => {
+            Event::ModelResponded {
+                message, finish_reason, usage, duration_ms, provider, ..
+            } => {
                 let Phase::AwaitingModel { purpose } = &self.phase else {
                     return Err(unexpected("model_responded", &self.phase));
                 };
                 let purpose = purpose.clone();
-                self.spent.usage += *usage;
-                if let Some(price) = &self.config.price {
+                self.spent.usage += **usage;
+                if let Some(price) = self.config.price_of(provider.as_deref()) {
                     self.spent.cost_usd += price.cost(usage);
                 }
                 self.spent.consecutive_model_errors = 0;

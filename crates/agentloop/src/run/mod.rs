@@ -627,6 +627,7 @@ impl Run {
             max_tokens: config.max_tokens,
             metadata: config.metadata.clone(),
             output: None,
+            cache: config.cache.clone(),
             trace_parent: None,
         };
         self.add_output(&mut request);

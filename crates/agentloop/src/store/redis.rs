@@ -261,6 +261,8 @@ fn summary_of(
         output: number(meta, "output_tokens"),
         cached_input: number(meta, "cached_input_tokens"),
         reasoning: number(meta, "reasoning_tokens"),
+        // The registry keeps no cache writes: its cost prices them as input.
+        cache_write_input: 0,
     };
     let price: Option<Price> = meta
         .get("price")

@@ -264,8 +264,8 @@ impl SummaryUpdate {
                         price: config.price,
                     });
                 }
-                Event::ModelResponded { usage: used, .. }
-                | Event::CompactionCompleted { usage: used, .. } => usage += *used,
+                Event::ModelResponded { usage: used, .. } => usage += **used,
+                Event::CompactionCompleted { usage: used, .. } => usage += *used,
                 Event::RunForked { origin_run_id: origin, .. } => {
                     origin_run_id = Some(origin.clone());
                 }

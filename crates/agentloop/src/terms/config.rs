@@ -56,6 +56,10 @@ pub struct RunConfig {
     pub temperature: Option<f32>,
     /// Output token limit per call.
     pub max_tokens: Option<u32>,
+    /// What model calls ask of the provider's prompt cache (`None`: the provider's own
+    /// policy). Left out of the journal when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<crate::provider::CachePolicy>,
     /// Metadata passed to providers and tools.
     #[serde(serialize_with = "crate::canonical::serialize_map")]
     pub metadata: Map<String, Value>,
@@ -63,6 +67,10 @@ pub struct RunConfig {
     pub limits: Limits,
     /// The model's price, for cost accounting and the cost limit.
     pub price: Option<Price>,
+    /// Prices by the member of a fallback chain (`family:name`): a call that member answered
+    /// is priced at its price, the others at `price`. Left out of the journal when empty.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub provider_prices: std::collections::BTreeMap<String, Price>,
     /// Circuit breaker, stall detection and tool failure mode.
     pub breaker: BreakerConfig,
     /// Context management: window, trimming, compaction.
@@ -95,6 +103,13 @@ pub struct RunConfig {
 }
 
 impl RunConfig {
+    /// The price of a call `provider` answered (a fallback chain's member, journaled on
+    /// `model_responded`): its own price when it has one, else the run's.
+    pub fn price_of(&self, provider: Option<&str>) -> Option<&Price> {
+        let member = provider.and_then(|p| self.provider_prices.get(p));
+        member.or(self.price.as_ref())
+    }
+
     /// How long the wind-down call may take.
     pub fn wind_down_timeout(&self) -> std::time::Duration {
         self.wind_down_timeout_ms
@@ -149,9 +164,11 @@ impl Default for RunConfig {
             tool_choice: ToolChoice::Auto,
             temperature: None,
             max_tokens: None,
+            cache: None,
             metadata: Map::new(),
             limits: Limits::default(),
             price: None,
+            provider_prices: std::collections::BTreeMap::new(),
             breaker: BreakerConfig::default(),
             context: crate::context::ContextConfig::default(),
             max_continuations: 3,

@@ -99,15 +99,24 @@ pub struct Price {
     pub input_per_mtok: f64,
     /// Output tokens (reasoning included).
     pub output_per_mtok: f64,
-    /// Cached input tokens (default: the input price).
+    /// Input tokens read from the provider's cache (default: the input price).
     #[serde(default)]
     pub cached_input_per_mtok: Option<f64>,
+    /// Input tokens written to the provider's cache (`Usage::cache_write_input`; default: the
+    /// input price). Left out of the configuration's JSON when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_per_mtok: Option<f64>,
 }
 
 impl Price {
     /// A price from input and output USD per million tokens.
     pub fn per_million(input: f64, output: f64) -> Self {
-        Self { input_per_mtok: input, output_per_mtok: output, cached_input_per_mtok: None }
+        Self {
+            input_per_mtok: input,
+            output_per_mtok: output,
+            cached_input_per_mtok: None,
+            cache_write_per_mtok: None,
+        }
     }
 
     /// With a separate price for cached input tokens.
@@ -116,13 +125,24 @@ impl Price {
         self
     }
 
-    /// The cost of this usage in USD.
+    /// With a separate price for input tokens written to the cache (Anthropic: 1.25 × the
+    /// input price for the 5-minute cache).
+    pub fn with_cache_write(mut self, per_mtok: f64) -> Self {
+        self.cache_write_per_mtok = Some(per_mtok);
+        self
+    }
+
+    /// The cost of this usage in USD: cache reads and cache writes at their own prices, the
+    /// rest of the input at the input price, and the output.
     pub fn cost(&self, usage: &Usage) -> f64 {
         let cached = usage.cached_input.min(usage.input);
-        let uncached = usage.input - cached;
+        let written = usage.cache_write_input.min(usage.input - cached);
+        let uncached = usage.input - cached - written;
         let cached_price = self.cached_input_per_mtok.unwrap_or(self.input_per_mtok);
+        let write_price = self.cache_write_per_mtok.unwrap_or(self.input_per_mtok);
         (uncached as f64 * self.input_per_mtok
             + cached as f64 * cached_price
+            + written as f64 * write_price
             + usage.output as f64 * self.output_per_mtok)
             / 1_000_000.0
     }

@@ -31,13 +31,16 @@ pub(super) async fn registry(store: Stores) {
         iteration,
         message: Message::assistant("a"),
         finish_reason: FinishReason::Stop,
-        usage,
+        usage: Box::new(usage),
         duration_ms: 1,
         response_id: None,
         response_model: None,
+        provider: None,
     };
-    let first = Usage { input: 1_000, output: 100, cached_input: 400, reasoning: 20 };
-    let second = Usage { input: 2_000, output: 50, cached_input: 0, reasoning: 0 };
+    let first =
+        Usage { input: 1_000, output: 100, cached_input: 400, reasoning: 20, cache_write_input: 0 };
+    let second =
+        Usage { input: 2_000, output: 50, cached_input: 0, reasoning: 0, cache_write_input: 0 };
 
     store.append(&parent, 0, &journal(&parent)).await.unwrap();
     let lease = store.claim(&child, "owner-1", Duration::from_secs(30)).await.unwrap();
@@ -76,7 +79,8 @@ pub(super) async fn registry(store: Stores) {
     assert_eq!(run.owner.as_deref(), Some("owner-1"));
     assert_eq!(run.lease_expires_at_ms, Some(lease.expires_at_ms));
     assert!(run.lease_is_live(now_ms()));
-    let total = Usage { input: 3_000, output: 150, cached_input: 400, reasoning: 20 };
+    let total =
+        Usage { input: 3_000, output: 150, cached_input: 400, reasoning: 20, cache_write_input: 0 };
     assert_eq!(run.usage, total);
     let per_call = price.cost(&first) + price.cost(&second);
     assert!((run.cost_usd - per_call).abs() < 1e-12, "{} ≠ {per_call}", run.cost_usd);

@@ -56,9 +56,16 @@ fn a_whole_response_gives_what_its_chunks_would() {
             let response = ModelResponse {
                 message: Message { role, content: content.clone() },
                 finish_reason,
-                usage: Usage { input: 3, output: 2, cached_input: 1, reasoning: 0 },
+                usage: Usage {
+                    input: 3,
+                    output: 2,
+                    cached_input: 1,
+                    reasoning: 0,
+                    cache_write_input: 0,
+                },
                 id: id.map(str::to_owned),
                 model: model.map(str::to_owned),
+                provider: None,
             };
             let (expected_events, expected) = through_chunks(response.clone());
             let mut events = Vec::new();
@@ -83,6 +90,7 @@ fn identified_response() -> ModelResponse {
         usage: Usage { input: 3, output: 1, ..Usage::default() },
         id: Some("resp_42".into()),
         model: Some("test-model-2025".into()),
+        provider: None,
     }
 }
 
@@ -147,6 +155,7 @@ fn typed_response() -> ModelResponse {
         usage: Usage::default(),
         id: None,
         model: None,
+        provider: None,
     }
 }
 

@@ -63,6 +63,7 @@ impl WireUsage {
             output,
             cached_input: read,
             reasoning: 0,
+            cache_write_input: written,
         };
         match self.iterations.as_deref() {
             Some(iterations) if !iterations.is_empty() => {
@@ -78,6 +79,9 @@ impl WireUsage {
                         output: total.output.saturating_add(one.output),
                         cached_input: total.cached_input.saturating_add(one.cached_input),
                         reasoning: 0,
+                        cache_write_input: total
+                            .cache_write_input
+                            .saturating_add(one.cache_write_input),
                     }
                 })
             }
@@ -579,5 +583,6 @@ pub(super) fn decode_response(body: &[u8]) -> Result<ModelResponse, ProviderErro
         usage: usage.to_usage(),
         id: id.filter(|id| !id.is_empty()),
         model: model.filter(|model| !model.is_empty()),
+        provider: None,
     })
 }

@@ -8,8 +8,10 @@ use crate::tool::ToolSpec;
 use proptest::prelude::*;
 use std::sync::Arc;
 
+/// The format without cache marks: these tests are about everything else (the marks:
+/// `cache/tests.rs`).
 fn format() -> Anthropic {
-    Anthropic::messages("claude-sonnet-4-5")
+    Anthropic::messages("claude-sonnet-4-5").with_cache(CachePolicy::off())
 }
 
 fn fx(name: &str) -> String {
@@ -273,7 +275,10 @@ fn streaming_text_with_cache_usage() {
     assert_eq!(response.message.content, vec![Part::text("Hello, wörld! 👋")]);
     assert_eq!(response.finish_reason, FinishReason::Stop);
     // input = 12 uncached + 100 written to the cache + 2048 read from it.
-    assert_eq!(response.usage, Usage { input: 2160, output: 15, cached_input: 2048, reasoning: 0 });
+    assert_eq!(
+        response.usage,
+        Usage { input: 2160, output: 15, cached_input: 2048, reasoning: 0, cache_write_input: 100 }
+    );
 }
 
 #[test]
@@ -349,7 +354,10 @@ fn llama_cpp_streams_decode() {
         "Hello, I'm here to help with any creative writing project."
     );
     assert_eq!(response.finish_reason, FinishReason::Stop);
-    assert_eq!(response.usage, Usage { input: 37, output: 14, cached_input: 36, reasoning: 0 });
+    assert_eq!(
+        response.usage,
+        Usage { input: 37, output: 14, cached_input: 36, reasoning: 0, cache_write_input: 0 }
+    );
 
     // Its tool_use start block has no `input`, its ids no `toolu_` prefix.
     let response = decode("llama_tool_use_stream.sse");
@@ -362,7 +370,10 @@ fn llama_cpp_streams_decode() {
         )]
     );
     assert_eq!(response.finish_reason, FinishReason::ToolCalls);
-    assert_eq!(response.usage, Usage { input: 315, output: 43, cached_input: 314, reasoning: 0 });
+    assert_eq!(
+        response.usage,
+        Usage { input: 315, output: 43, cached_input: 314, reasoning: 0, cache_write_input: 0 }
+    );
 }
 
 fn stop_stream(stop_reason: &str) -> String {
@@ -404,10 +415,22 @@ fn later_usage_supersedes_earlier() {
         chunks,
         vec![
             StreamChunk::Usage {
-                usage: Usage { input: 15, output: 1, cached_input: 5, reasoning: 0 }
+                usage: Usage {
+                    input: 15,
+                    output: 1,
+                    cached_input: 5,
+                    reasoning: 0,
+                    cache_write_input: 0
+                }
             },
             StreamChunk::Usage {
-                usage: Usage { input: 24, output: 30, cached_input: 5, reasoning: 0 }
+                usage: Usage {
+                    input: 24,
+                    output: 30,
+                    cached_input: 5,
+                    reasoning: 0,
+                    cache_write_input: 7
+                }
             },
             StreamChunk::Finish { reason: FinishReason::Stop },
         ]
@@ -524,7 +547,7 @@ fn whole_responses_decode() {
     assert_eq!(response.message.content, vec![Part::text("Hi! My name is Claude.")]);
     assert_eq!(
         response.usage,
-        Usage { input: 3895, output: 503, cached_input: 1800, reasoning: 0 }
+        Usage { input: 3895, output: 503, cached_input: 1800, reasoning: 0, cache_write_input: 0 }
     );
     assert_eq!(response.finish_reason, FinishReason::Stop);
 
@@ -577,7 +600,10 @@ fn whole_responses_decode() {
             r#"{"a":17,"b":23,"operation":"multiply"}"#
         )]
     );
-    assert_eq!(response.usage, Usage { input: 315, output: 43, cached_input: 314, reasoning: 0 });
+    assert_eq!(
+        response.usage,
+        Usage { input: 315, output: 43, cached_input: 314, reasoning: 0, cache_write_input: 0 }
+    );
     let response = decode("llama_response_text.json");
     assert_eq!(response.message.text(), "<tool_response>\n391\n</tool_response>");
     assert_eq!(response.finish_reason, FinishReason::Stop);

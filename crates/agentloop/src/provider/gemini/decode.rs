@@ -105,6 +105,7 @@ impl UsageMetadata {
             output: self.candidates_token_count.saturating_add(self.thoughts_token_count),
             cached_input: self.cached_content_token_count,
             reasoning: self.thoughts_token_count,
+            cache_write_input: 0,
         }
     }
 }

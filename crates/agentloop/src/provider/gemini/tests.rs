@@ -252,7 +252,10 @@ fn streaming_text() {
         vec![Part::text("The quick brown fox jumps over the lazy dög 🦊.")]
     );
     assert_eq!(response.finish_reason, FinishReason::Stop);
-    assert_eq!(response.usage, Usage { input: 8, output: 12, cached_input: 4, reasoning: 0 });
+    assert_eq!(
+        response.usage,
+        Usage { input: 8, output: 12, cached_input: 4, reasoning: 0, cache_write_input: 0 }
+    );
 }
 
 #[test]
@@ -278,7 +281,13 @@ fn one_tool_call_arrives_whole() {
             },
             StreamChunk::ToolCallEnd { id },
             StreamChunk::Usage {
-                usage: Usage { input: 72, output: 70, cached_input: 0, reasoning: 52 }
+                usage: Usage {
+                    input: 72,
+                    output: 70,
+                    cached_input: 0,
+                    reasoning: 52,
+                    cache_write_input: 0
+                }
             },
             StreamChunk::Finish { reason: FinishReason::ToolCalls },
         ]
@@ -338,7 +347,10 @@ fn thoughts_stream_as_reasoning_and_keep_their_signatures() {
             call("gemini_p0Z1aKq7ELuvkdUPzbu7gQM_0", "calculator", r#"{"a":27,"b":453,"operation":"multiply"}"#),
         ]
     );
-    assert_eq!(response.usage, Usage { input: 21, output: 185, cached_input: 0, reasoning: 160 });
+    assert_eq!(
+        response.usage,
+        Usage { input: 21, output: 185, cached_input: 0, reasoning: 160, cache_write_input: 0 }
+    );
     assert_eq!(response.finish_reason, FinishReason::ToolCalls);
 }
 
@@ -456,7 +468,7 @@ fn whole_responses_decode() {
     assert_eq!(response.finish_reason, FinishReason::ToolCalls);
     assert_eq!(
         response.usage,
-        Usage { input: 1210, output: 120, cached_input: 1024, reasoning: 80 }
+        Usage { input: 1210, output: 120, cached_input: 1024, reasoning: 80, cache_write_input: 0 }
     );
 
     let error = format().decode_response(b"{\"candidates\": [").unwrap_err();
@@ -731,5 +743,8 @@ fn streamed_usage_is_the_last_chunks_not_the_largest_seen() {
     assert_eq!(usages, 1, "reported once, with the end: {out:?}");
     let response = assemble(out).unwrap();
     assert_eq!(response.message.text(), "Once upon a time.");
-    assert_eq!(response.usage, Usage { input: 112, output: 5, cached_input: 64, reasoning: 0 });
+    assert_eq!(
+        response.usage,
+        Usage { input: 112, output: 5, cached_input: 64, reasoning: 0, cache_write_input: 0 }
+    );
 }

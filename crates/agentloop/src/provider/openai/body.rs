@@ -75,6 +75,9 @@ pub(super) fn encode_body(
     if let Some(output) = &request.output {
         fields.push(("response_format", Field::Value(format.response_format(output))));
     }
+    if let Some(key) = super::cache_key(request) {
+        fields.push(("prompt_cache_key", Field::Str(key)));
+    }
     fields.push(("stream", Field::Bool(stream)));
     if stream && format.dialect.stream_usage {
         fields.push(("stream_options", Field::Value(json!({"include_usage": true}))));

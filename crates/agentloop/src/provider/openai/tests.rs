@@ -206,7 +206,10 @@ fn a_whole_response_decodes_text_reasoning_calls_and_usage() {
         ]
     );
     assert_eq!(response.finish_reason, FinishReason::ToolCalls);
-    assert_eq!(response.usage, Usage { input: 315, output: 43, cached_input: 314, reasoning: 7 });
+    assert_eq!(
+        response.usage,
+        Usage { input: 315, output: 43, cached_input: 314, reasoning: 7, cache_write_input: 0 }
+    );
 
     let text = openai()
         .decode_response(br#"{"choices":[{"index":0,"finish_reason":"length","message":{"role":"assistant","content":"Hel"}}]}"#)
@@ -232,7 +235,10 @@ fn reasoning_left_out_of_completion_tokens_is_counted_as_output() {
     // prompt + completion + reasoning, so completion_tokens leaves the reasoning out.
     let xai = br#"{"choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"Grok"}}],"usage":{"prompt_tokens":12,"completion_tokens":2,"total_tokens":354,"prompt_tokens_details":{"cached_tokens":11},"completion_tokens_details":{"reasoning_tokens":340}}}"#;
     let usage = openai().decode_response(xai).unwrap().usage;
-    assert_eq!(usage, Usage { input: 12, output: 342, cached_input: 11, reasoning: 340 });
+    assert_eq!(
+        usage,
+        Usage { input: 12, output: 342, cached_input: 11, reasoning: 340, cache_write_input: 0 }
+    );
     // OpenAI's: completion_tokens holds the reasoning (total = prompt + completion).
     let openai_style = br#"{"choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"x"}}],"usage":{"prompt_tokens":12,"completion_tokens":342,"total_tokens":354,"completion_tokens_details":{"reasoning_tokens":340}}}"#;
     assert_eq!(openai().decode_response(openai_style).unwrap().usage.output, 342);
@@ -295,7 +301,13 @@ fn parallel_tool_calls_stream_in_pieces_keyed_by_index() {
             StreamChunk::ToolCallEnd { id: "call_a".into() },
             StreamChunk::ToolCallEnd { id: "call_b".into() },
             StreamChunk::Usage {
-                usage: Usage { input: 10, output: 20, cached_input: 4, reasoning: 0 }
+                usage: Usage {
+                    input: 10,
+                    output: 20,
+                    cached_input: 4,
+                    reasoning: 0,
+                    cache_write_input: 0
+                }
             },
             StreamChunk::Finish { reason: FinishReason::ToolCalls },
         ]

@@ -176,7 +176,10 @@ fn a_whole_response_decodes_reasoning_text_calls_and_usage() {
         ]
     );
     assert_eq!(response.finish_reason, FinishReason::ToolCalls);
-    assert_eq!(response.usage, Usage { input: 315, output: 43, cached_input: 314, reasoning: 12 });
+    assert_eq!(
+        response.usage,
+        Usage { input: 315, output: 43, cached_input: 314, reasoning: 12, cache_write_input: 0 }
+    );
 
     let incomplete = json!({"status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}, "output": []});
     assert_eq!(
@@ -245,7 +248,13 @@ fn parallel_calls_stream_in_pieces_with_or_without_arguments_done() {
             delta("call_b", "2}"),
             StreamChunk::ToolCallEnd { id: "call_b".into() },
             StreamChunk::Usage {
-                usage: Usage { input: 5, output: 6, cached_input: 0, reasoning: 0 }
+                usage: Usage {
+                    input: 5,
+                    output: 6,
+                    cached_input: 0,
+                    reasoning: 0,
+                    cache_write_input: 0
+                }
             },
             StreamChunk::Finish { reason: FinishReason::ToolCalls },
         ]

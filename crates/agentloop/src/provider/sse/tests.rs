@@ -155,9 +155,10 @@ fn a_whole_response_streams_back_into_itself() {
             ],
         },
         finish_reason: FinishReason::ToolCalls,
-        usage: Usage { input: 3, output: 4, cached_input: 1, reasoning: 2 },
+        usage: Usage { input: 3, output: 4, cached_input: 1, reasoning: 2, cache_write_input: 0 },
         id: Some("resp_1".into()),
         model: Some("gpt-test-2025".into()),
+        provider: None,
     };
     let mut assembler = ResponseAssembler::default();
     for chunk in response_chunks(response.clone()) {

@@ -54,6 +54,7 @@ impl Provider for Probe {
             usage: Usage { input: 7, output: 1, ..Usage::default() },
             id: None,
             model: None,
+            provider: None,
         })))
     }
 
@@ -266,6 +267,7 @@ async fn prompted_complete_parses_calls_out_of_the_whole_text() {
                 usage: Usage::default(),
                 id: None,
                 model: None,
+                provider: None,
             })))
         }
         fn streams(&self) -> bool {

@@ -147,7 +147,13 @@ fn cost_limit_uses_the_price() {
 #[test]
 fn price_counts_cached_input_at_its_own_rate_and_tables_match_prefixes() {
     let price = Price::per_million(2.0, 8.0).with_cached_input(0.5);
-    let usage = Usage { input: 1_000_000, output: 500_000, cached_input: 400_000, reasoning: 0 };
+    let usage = Usage {
+        input: 1_000_000,
+        output: 500_000,
+        cached_input: 400_000,
+        reasoning: 0,
+        cache_write_input: 0,
+    };
     assert!((price.cost(&usage) - (1.2 + 0.2 + 4.0)).abs() < 1e-9);
     let table = PriceTable::default()
         .with("gpt-4o", Price::per_million(2.5, 10.0))

@@ -84,6 +84,7 @@ fn the_response_id_and_model_are_journaled_when_reported() {
     let response = ModelResponse {
         id: Some("chatcmpl-1".into()),
         model: Some("gpt-test-2025".into()),
+        provider: None,
         ..text_response("done")
     };
     run.model_responded(response, ms(2)).unwrap();

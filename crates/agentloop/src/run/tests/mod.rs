@@ -32,6 +32,7 @@ pub(super) fn text_response(text: &str) -> ModelResponse {
         usage: Usage { input: 10, output: 2, ..Usage::default() },
         id: None,
         model: None,
+        provider: None,
     }
 }
 
@@ -52,6 +53,7 @@ pub(super) fn calls_response(calls: &[(&str, &str, &str)]) -> ModelResponse {
         usage: Usage { input: 10, output: 5, ..Usage::default() },
         id: None,
         model: None,
+        provider: None,
     }
 }
 

@@ -30,10 +30,11 @@ fn responded(input: u64, output: u64) -> Event {
         iteration: 1,
         message: Message::assistant("a"),
         finish_reason: FinishReason::Stop,
-        usage: Usage { input, output, ..Usage::default() },
+        usage: Box::new(Usage { input, output, ..Usage::default() }),
         duration_ms: 1,
         response_id: None,
         response_model: None,
+        provider: None,
     }
 }
 
@@ -51,7 +52,7 @@ fn a_batch_sums_the_usage_of_its_model_calls_and_reads_run_started() {
         summary: "s".into(),
         tokens_before: 10,
         tokens_after: 2,
-        usage: Usage { input: 5, output: 1, cached_input: 2, reasoning: 0 },
+        usage: Usage { input: 5, output: 1, cached_input: 2, reasoning: 0, cache_write_input: 0 },
     };
     let entries: Vec<JournalEntry> = [started, responded(100, 10), compacted, responded(200, 20)]
         .into_iter()
@@ -59,7 +60,10 @@ fn a_batch_sums_the_usage_of_its_model_calls_and_reads_run_started() {
         .map(|(seq, event)| JournalEntry::of(seq as u64, event).unwrap())
         .collect();
     let update = SummaryUpdate::of(&entries).unwrap();
-    assert_eq!(update.usage, Usage { input: 305, output: 31, cached_input: 2, reasoning: 0 });
+    assert_eq!(
+        update.usage,
+        Usage { input: 305, output: 31, cached_input: 2, reasoning: 0, cache_write_input: 0 }
+    );
     let started = update.started.unwrap();
     assert_eq!(started.parent_run_id.as_deref(), Some("p"));
     assert_eq!(started.agent.as_deref(), Some("a"));

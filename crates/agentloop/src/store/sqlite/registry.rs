@@ -134,6 +134,8 @@ fn usage_at(row: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<Usage> {
         output: uint(row.get(first + 1)?),
         cached_input: uint(row.get(first + 2)?),
         reasoning: uint(row.get(first + 3)?),
+        // The registry keeps no cache writes: its cost prices them as input.
+        cache_write_input: 0,
     })
 }
 

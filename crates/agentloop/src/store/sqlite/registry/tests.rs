@@ -11,10 +11,11 @@ fn responded(usage: Usage) -> Event {
         iteration: 1,
         message: Message::assistant("a"),
         finish_reason: FinishReason::Stop,
-        usage,
+        usage: Box::new(usage),
         duration_ms: 1,
         response_id: None,
         response_model: None,
+        provider: None,
     }
 }
 
@@ -34,8 +35,14 @@ fn the_migration_fills_the_registry_of_older_runs_from_their_journals() {
     }
     let price = Price::per_million(3.0, 15.0).with_cached_input(0.3);
     let (first, second) = (
-        Usage { input: 1_200, output: 80, cached_input: 1_000, reasoning: 10 },
-        Usage { input: 400, output: 20, cached_input: 0, reasoning: 0 },
+        Usage {
+            input: 1_200,
+            output: 80,
+            cached_input: 1_000,
+            reasoning: 10,
+            cache_write_input: 0,
+        },
+        Usage { input: 400, output: 20, cached_input: 0, reasoning: 0, cache_write_input: 0 },
     );
     for (run_id, price) in [("priced", Some(price)), ("free", None)] {
         let config = RunConfig { agent: Some("old".into()), price, ..RunConfig::default() };
@@ -62,7 +69,13 @@ fn the_migration_fills_the_registry_of_older_runs_from_their_journals() {
     }
     migrate(&mut conn).unwrap();
     let runs = list(&conn, &RunFilter::all()).unwrap();
-    let total = Usage { input: 1_600, output: 100, cached_input: 1_000, reasoning: 10 };
+    let total = Usage {
+        input: 1_600,
+        output: 100,
+        cached_input: 1_000,
+        reasoning: 10,
+        cache_write_input: 0,
+    };
     let priced = runs.iter().find(|r| r.run_id == "priced").unwrap();
     assert_eq!(priced.usage, total);
     assert_eq!(priced.cost_usd, price.cost(&total));
