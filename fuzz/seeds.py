@@ -4,6 +4,7 @@ fixtures (wire fixtures, golden journals, the documented config examples), the r
 streams other projects recorded (read from ../shared/fixtures/recorded/ beside the repository:
 such data is never committed to it), a few hand-written inputs, and the inputs that once
 failed (fuzz/regressions/). Usage: fuzz/seeds.py OUT"""
+import base64
 import json
 import pathlib
 import re
@@ -104,6 +105,19 @@ def main():
     write(out, "a2a_request", "rest-cancel", b"\x02t1:cancel\n{}")
     write(out, "a2a_request", "rest-get", b"\x03t1\n")
     write(out, "a2a_request", "rest-list", b"\x04pageSize=2&status=TASK_STATE_COMPLETED\n")
+    # Bedrock: the recorded converse-stream bodies (the `!!binary` blocks of the cassettes), in
+    # pieces of 1, 7 and 4096 bytes, and the whole bodies' JSON (not parsed: YAML is read with
+    # the standard library only).
+    cassettes = RECORDED / "bedrock-converse"
+    for path in sorted(cassettes.glob("*.yaml")):
+        blocks = re.findall(r"!!binary \|\n((?:[ \t]+[A-Za-z0-9+/=]+\n)+)", path.read_text())
+        for i, block in enumerate(blocks):
+            data = base64.b64decode("".join(block.split()))
+            # Event streams only (the cassettes also hold images and documents).
+            if b":event-type" not in data[:256]:
+                continue
+            for step in (1, 7, 255):
+                write(out, "bedrock_event_stream", f"{path.stem}-{i}-{step}", bytes([step]) + data)
     # Inputs that once failed a target (fuzz/regressions/TARGET/): they must pass for good.
     for path in sorted((ROOT / "fuzz/regressions").glob("*/*")):
         write(out, path.parent.name, "regression-" + path.name, path.read_bytes())

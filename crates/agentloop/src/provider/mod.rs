@@ -3,6 +3,8 @@
 
 pub mod anthropic;
 mod assemble;
+#[cfg(feature = "bedrock")]
+pub mod bedrock;
 pub mod cache;
 mod error;
 pub mod fallback;
