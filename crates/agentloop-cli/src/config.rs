@@ -142,6 +142,10 @@ pub enum ProviderKind {
     Anthropic,
     /// Gemini.
     Gemini,
+    /// Amazon Bedrock's Converse API (`model`: a model id or inference profile; region and
+    /// credentials from the standard AWS variables and files, or an API key in
+    /// `AWS_BEARER_TOKEN_BEDROCK`).
+    Bedrock,
     /// A scripted model playing a JSON file of turns (demos and tests).
     Scripted,
     /// A GGUF model run in this process (`model`: a known name such as `smollm2-135m`, or a
@@ -154,7 +158,7 @@ impl std::str::FromStr for ProviderKind {
     fn from_str(text: &str) -> anyhow::Result<Self> {
         toml::Value::String(text.to_owned())
             .try_into::<ProviderKind>()
-            .map_err(|_| anyhow::anyhow!("unknown provider '{text}' (expected openai, responses, openai-compatible, anthropic, gemini, local or scripted)"))
+            .map_err(|_| anyhow::anyhow!("unknown provider '{text}' (expected openai, responses, openai-compatible, anthropic, gemini, bedrock, local or scripted)"))
     }
 }
 

@@ -128,6 +128,23 @@ pub fn build(
             let config = keyed(Gemini::config(model.clone()));
             Arc::new(Gemini::with_config(config, Gemini::new(model))?)
         }
+        ProviderKind::Bedrock => {
+            let Some(model) = &section.model else {
+                bail!(
+                    "the bedrock provider needs --model (a model id or inference profile, e.g. \
+                     us.anthropic.claude-sonnet-4-5-20250929-v1:0)"
+                )
+            };
+            use agentloop::provider::bedrock::{Bedrock, API_KEY_ENV};
+            // Region, credentials and endpoint from the standard AWS settings; a `base_url` (a
+            // proxy, a VPC endpoint) replaces the endpoint, signed the same way.
+            let standard = Bedrock::provider(model.clone())?;
+            let url = section.base_url.clone().unwrap_or_else(|| standard.base_url().to_owned());
+            let key = section.api_key_env.clone().unwrap_or_else(|| API_KEY_ENV.to_owned());
+            let config =
+                section.stream_settings(HttpConfig::new(url, model.clone()).api_key_env(key));
+            Arc::new(Bedrock::with_config(config, standard.format().clone())?)
+        }
         ProviderKind::Scripted => {
             let Some(path) = &section.script else {
                 bail!("the scripted provider needs --script <file.json>")

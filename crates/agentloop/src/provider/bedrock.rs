@@ -28,6 +28,7 @@
 //!   `content_filtered` → `ContentFilter`; others `Other(name)`.
 //! - A guardrail's `trace` (and `additionalModelResponseFields`) is kept whole as an opaque part.
 
+mod aws;
 mod decode;
 mod encode;
 mod stream;
@@ -35,18 +36,46 @@ mod stream;
 #[cfg(test)]
 mod tests;
 
+pub use aws::{AwsCredentials, AwsEnvironment};
 pub use decode::{classify, decode_response};
 pub use encode::encode_body;
 pub use stream::EventStreamDecoder;
 
-use super::CachePolicy;
+use super::http::{HttpConfig, HttpConfigError, HttpProvider};
+use super::wire::{AuthStyle, StreamDecoder, WireFormat, WireRequest};
+use super::{CachePolicy, ModelRequest, ModelResponse, ProviderError, StreamChunk};
+
+/// The environment variable of a Bedrock API key (sent as a bearer token instead of a
+/// signature).
+pub const API_KEY_ENV: &str = "AWS_BEARER_TOKEN_BEDROCK";
+
+/// Why a Bedrock provider could not be built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BedrockError {
+    /// No region in `AWS_REGION`, `AWS_DEFAULT_REGION` or the profile.
+    #[error("no AWS region: set AWS_REGION (or AWS_DEFAULT_REGION, or region in the profile)")]
+    NoRegion,
+    /// Neither an API key nor credentials.
+    #[error(
+        "no AWS credentials: set AWS_BEARER_TOKEN_BEDROCK, or AWS_ACCESS_KEY_ID and \
+         AWS_SECRET_ACCESS_KEY, or a profile in ~/.aws/credentials (AWS_PROFILE)"
+    )]
+    NoCredentials,
+    /// A credentials or config file could not be read.
+    #[error("{0}")]
+    Files(String),
+    /// The HTTP configuration.
+    #[error(transparent)]
+    Http(#[from] HttpConfigError),
+}
 
 /// The family name of this API, on its opaque values.
 pub const FAMILY: &str = "bedrock";
 
 /// The Converse wire format for one model (a model id or an inference profile, e.g.
 /// `us.anthropic.claude-sonnet-4-5-20250929-v1:0`).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Bedrock {
     /// The model id.
@@ -56,12 +85,67 @@ pub struct Bedrock {
     /// Sent as `additionalModelRequestFields` (e.g. `{"thinking": {"type": "enabled",
     /// "budget_tokens": 1024}}` for Claude); `None`: left out.
     pub additional_fields: Option<serde_json::Value>,
+    /// The region requests are signed for.
+    pub region: String,
+    /// What requests are signed with (`None`: only an API key, sent as a bearer token).
+    credentials: Option<AwsCredentials>,
 }
 
 impl Bedrock {
-    /// The Converse API for `model`, caching with automatic breakpoints.
+    /// The Converse API for `model`, caching with automatic breakpoints (no region or
+    /// credentials yet: see [`provider`](Self::provider) and
+    /// [`with_credentials`](Self::with_credentials)).
     pub fn converse(model: impl Into<String>) -> Self {
-        Self { model: model.into(), cache: CachePolicy::auto(), additional_fields: None }
+        Self {
+            model: model.into(),
+            cache: CachePolicy::auto(),
+            additional_fields: None,
+            region: String::new(),
+            credentials: None,
+        }
+    }
+
+    /// Requests signed with `credentials` for `region`.
+    pub fn with_credentials(
+        mut self,
+        region: impl Into<String>,
+        credentials: AwsCredentials,
+    ) -> Self {
+        self.region = region.into();
+        self.credentials = Some(credentials);
+        self
+    }
+
+    /// Bedrock Runtime for `model` (a model id or inference profile) as the standard AWS
+    /// settings say: the region and credentials of [`AwsEnvironment`] (the process's
+    /// environment and `~/.aws`), or an API key in `AWS_BEARER_TOKEN_BEDROCK` (sent as a bearer
+    /// token; no signature).
+    pub fn provider(model: impl Into<String>) -> Result<HttpProvider<Bedrock>, BedrockError> {
+        let read = |name: &str| std::env::var(name).ok();
+        let aws = AwsEnvironment::new(&read);
+        let region = aws.region().map_err(BedrockError::Files)?.ok_or(BedrockError::NoRegion)?;
+        let model = model.into();
+        let config = HttpConfig::new(
+            format!("https://bedrock-runtime.{region}.amazonaws.com"),
+            model.clone(),
+        )
+        .api_key_env(API_KEY_ENV);
+        let mut format = Self::converse(model);
+        format.region = region;
+        if read(API_KEY_ENV).is_none_or(|key| key.trim().is_empty()) {
+            let credentials = aws.credentials().map_err(BedrockError::Files)?;
+            format.credentials = Some(credentials.ok_or(BedrockError::NoCredentials)?);
+        }
+        Ok(Self::with_config(config, format)?)
+    }
+
+    /// A provider speaking `format` as `config` says (its model id replaces the format's).
+    pub fn with_config(
+        config: HttpConfig,
+        format: Bedrock,
+    ) -> Result<HttpProvider<Bedrock>, HttpConfigError> {
+        let format = Self { model: config.model().to_owned(), ..format };
+        HttpProvider::new(format, config)
     }
 
     /// With this cache policy for requests without one.
@@ -89,5 +173,86 @@ impl Bedrock {
         }
         let action = if stream { "converse-stream" } else { "converse" };
         format!("/model/{model}/{action}")
+    }
+}
+
+impl StreamDecoder for EventStreamDecoder {
+    fn decode(
+        &mut self,
+        _event: &str,
+        data: &str,
+        _out: &mut Vec<StreamChunk>,
+    ) -> Result<(), ProviderError> {
+        Err(ProviderError::protocol(
+            "Bedrock streams are AWS event streams, not server-sent events",
+            data,
+        ))
+    }
+
+    fn finish(&mut self, out: &mut Vec<StreamChunk>) -> Result<(), ProviderError> {
+        EventStreamDecoder::finish(self, out)
+    }
+
+    fn decode_bytes(
+        &mut self,
+        bytes: &[u8],
+        out: &mut Vec<StreamChunk>,
+    ) -> Option<Result<(), ProviderError>> {
+        Some(self.push(bytes, out))
+    }
+}
+
+impl WireFormat for Bedrock {
+    fn name(&self) -> &'static str {
+        FAMILY
+    }
+
+    /// An API key (`AWS_BEARER_TOKEN_BEDROCK`) is a bearer token; without one, requests are
+    /// signed ([`sign`](WireFormat::sign)).
+    fn auth(&self) -> AuthStyle {
+        AuthStyle::Bearer
+    }
+
+    fn encode(&self, request: &ModelRequest, stream: bool) -> Result<WireRequest, ProviderError> {
+        Ok(WireRequest {
+            path: self.path(stream),
+            body: encode_body(self, request)?,
+            headers: Vec::new(),
+        })
+    }
+
+    fn stream_decoder(&self) -> Box<dyn StreamDecoder> {
+        Box::new(EventStreamDecoder::new())
+    }
+
+    fn decode_response(&self, body: &[u8]) -> Result<ModelResponse, ProviderError> {
+        decode_response(body)
+    }
+
+    /// Bedrock's error body is `{"message": …}` (its type in the `x-amzn-errortype` header,
+    /// which the status stands for here); a validation error that says the prompt does not
+    /// fit is a context overflow.
+    fn classify_error(&self, status: u16, body: &str, generic: ProviderError) -> ProviderError {
+        let value: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
+        let said = value.get("message").or_else(|| value.get("Message")).and_then(|m| m.as_str());
+        let Some(message) = said else { return generic };
+        match classify("validationException", message, Some(status)) {
+            overflow @ ProviderError::ContextLengthExceeded { .. } if status == 400 => overflow,
+            _ => generic.with_message(message.to_owned()),
+        }
+    }
+
+    /// SigV4 (service `bedrock`), unless the request carries an API key.
+    fn sign(&self, request: &mut http::Request<bytes::Bytes>) -> Result<(), ProviderError> {
+        if request.headers().contains_key(http::header::AUTHORIZATION) {
+            return Ok(());
+        }
+        let Some(credentials) = &self.credentials else {
+            return Err(ProviderError::Auth {
+                status: 0,
+                message: "no AWS credentials or Bedrock API key to sign the request with".into(),
+            });
+        };
+        aws::sign(request, credentials, &self.region, std::time::SystemTime::now())
     }
 }

@@ -460,6 +460,7 @@ impl<W: WireFormat> Shared<W> {
                 })?;
             headers.entry(TRACEPARENT).or_insert(value);
         }
+        self.format.sign(&mut request)?;
         Ok(request)
     }
 

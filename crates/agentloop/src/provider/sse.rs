@@ -209,6 +209,15 @@ where
                                 this.limits.max_duration
                             ),
                         });
+                    } else if let Some(result) =
+                        this.decoder.decode_bytes(&received, &mut this.decoded)
+                    {
+                        // A binary framing (Bedrock's event stream): the decoder frames the
+                        // bytes itself; what it completed starts the idle deadline again.
+                        if !this.decoded.is_empty() {
+                            this.waiting = false;
+                        }
+                        this.take_decoded(result);
                     } else {
                         this.parser.push(&received);
                     }

@@ -52,6 +52,18 @@ pub trait StreamDecoder: Send {
     /// The stream ended. Emits what is still pending, or fails when the stream was cut short
     /// (no terminal event).
     fn finish(&mut self, out: &mut Vec<StreamChunk>) -> Result<(), ProviderError>;
+
+    /// For a stream that is not server-sent events (Bedrock's binary AWS event stream): decodes
+    /// the bytes as they arrive, whatever their cuts. `None` (the default): the stream is SSE,
+    /// parsed by the transport and handed to [`decode`](Self::decode) event by event.
+    fn decode_bytes(
+        &mut self,
+        bytes: &[u8],
+        out: &mut Vec<StreamChunk>,
+    ) -> Option<Result<(), ProviderError>> {
+        let _ = (bytes, out);
+        None
+    }
 }
 
 /// A provider's wire format.
@@ -96,6 +108,13 @@ pub trait WireFormat: Send + Sync + 'static {
     fn classify_error(&self, status: u16, body: &str, generic: ProviderError) -> ProviderError {
         let _ = (status, body);
         generic
+    }
+
+    /// Signs the finished request (its method, URI, headers and body are final): AWS SigV4 for
+    /// Bedrock. Default: nothing.
+    fn sign(&self, request: &mut http::Request<bytes::Bytes>) -> Result<(), ProviderError> {
+        let _ = request;
+        Ok(())
     }
 
     /// Whether the API constrains the answer to a JSON Schema itself (see
