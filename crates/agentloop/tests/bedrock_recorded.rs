@@ -270,12 +270,20 @@ fn exception_frame(kind: &str, message: &str) -> Vec<u8> {
 }
 
 /// The canonical request of a recorded Converse body, when it uses only what agentloop's
-/// requests carry (text, tool calls and results, tools, instructions, `maxTokens`,
-/// `temperature`); `None` otherwise.
+/// requests carry (text, images and documents as bytes, tool calls and results, tools,
+/// instructions, `maxTokens`, `temperature`, cache points); `None` otherwise. A cache point
+/// inside a message's content ends a canonical message there (consecutive user messages are
+/// one API message again) and becomes an explicit `CachePoint::Message`; one after the system
+/// prompt or the tools `Instructions` or `Tools`.
 fn canonical(body: &Value) -> Option<ModelRequest> {
-    use agentloop::message::{Message, Role, ToolCall, ToolResult, ToolResultContent};
-    use agentloop::provider::ToolChoice;
+    use agentloop::message::{MediaSource, Message, Role, ToolCall, ToolResult, ToolResultContent};
+    use agentloop::provider::{CachePoint, CachePolicy, ToolChoice};
     use agentloop::tool::ToolSpec;
+    let mut points = Vec::new();
+    let bytes = |block: &Value, media_type: String| -> Option<MediaSource> {
+        let data = block["source"]["bytes"].as_str()?.to_owned();
+        Some(MediaSource::Base64 { media_type, data })
+    };
     let object = body.as_object()?;
     if object
         .keys()
@@ -285,8 +293,14 @@ fn canonical(body: &Value) -> Option<ModelRequest> {
     }
     let mut request = ModelRequest::default();
     let mut messages = Vec::new();
-    let system: Vec<&str> =
-        body["system"].as_array()?.iter().map(|b| b["text"].as_str()).collect::<Option<_>>()?;
+    let mut system: Vec<&str> = Vec::new();
+    for block in body["system"].as_array()? {
+        match block["text"].as_str() {
+            Some(text) => system.push(text),
+            None if block.get("cachePoint").is_some() => points.push(CachePoint::Instructions),
+            None => return None,
+        }
+    }
     if let Some((first, rest)) = system.split_first() {
         request.instructions = Some((*first).to_owned());
         messages.extend(rest.iter().map(|text| Message::system(*text)));
@@ -295,8 +309,27 @@ fn canonical(body: &Value) -> Option<ModelRequest> {
         let role = if message["role"] == "assistant" { Role::Assistant } else { Role::User };
         let mut parts = Vec::new();
         for block in message["content"].as_array()? {
-            if let Some(text) = block["text"].as_str() {
+            if block.get("cachePoint").is_some() {
+                messages.push(Message { role, content: std::mem::take(&mut parts) });
+                points.push(CachePoint::Message(messages.len() - 1));
+            } else if let Some(text) = block["text"].as_str() {
                 parts.push(Part::text(text));
+            } else if let Some(image) = block.get("image") {
+                let media_type = format!("image/{}", image["format"].as_str()?);
+                parts.push(Part::Image { source: bytes(image, media_type)? });
+            } else if let Some(document) = block.get("document") {
+                let media_type = match document["format"].as_str()? {
+                    "txt" => "text/plain",
+                    "pdf" => "application/pdf",
+                    "csv" => "text/csv",
+                    "md" => "text/markdown",
+                    "html" => "text/html",
+                    _ => return None,
+                };
+                parts.push(Part::File {
+                    source: bytes(document, media_type.to_owned())?,
+                    filename: document["name"].as_str().map(str::to_owned),
+                });
             } else if let Some(call) = block.get("toolUse") {
                 parts.push(Part::ToolCall(ToolCall {
                     id: call["toolUseId"].as_str()?.into(),
@@ -317,7 +350,9 @@ fn canonical(body: &Value) -> Option<ModelRequest> {
                 return None;
             }
         }
-        messages.push(Message { role, content: parts });
+        if !parts.is_empty() {
+            messages.push(Message { role, content: parts });
+        }
     }
     request.messages = std::sync::Arc::new(messages);
     let inference = body["inferenceConfig"].as_object()?;
@@ -329,6 +364,10 @@ fn canonical(body: &Value) -> Option<ModelRequest> {
     if let Some(config) = body.get("toolConfig") {
         let mut tools = Vec::new();
         for tool in config["tools"].as_array()? {
+            if tool.get("cachePoint").is_some() {
+                points.push(CachePoint::Tools);
+                continue;
+            }
             let spec = tool.get("toolSpec")?;
             tools.push(ToolSpec {
                 name: spec["name"].as_str()?.into(),
@@ -344,7 +383,8 @@ fn canonical(body: &Value) -> Option<ModelRequest> {
             Some(choice) => ToolChoice::Named(choice["tool"]["name"].as_str()?.into()),
         };
     }
-    Some(request.with_cache(agentloop::provider::CachePolicy::off()))
+    let policy = if points.is_empty() { CachePolicy::off() } else { CachePolicy::explicit(points) };
+    Some(request.with_cache(policy))
 }
 
 /// The recorded body without what an empty field adds (`"system": []`, `"inferenceConfig": {}`)
@@ -373,7 +413,7 @@ fn without_empty(body: &Value) -> Value {
 #[test]
 fn the_request_built_for_a_recorded_conversation_is_the_recorded_one() {
     use agentloop::provider::bedrock::{encode_body, Bedrock};
-    let mut compared = 0;
+    let (mut compared, mut cached) = (0, 0);
     for exchange in exchanges() {
         let Some(request) = canonical(&exchange.request) else { continue };
         let model = exchange.uri.rsplit('/').nth(1).unwrap_or_default().replace("%3A", ":");
@@ -381,6 +421,9 @@ fn the_request_built_for_a_recorded_conversation_is_the_recorded_one() {
         let built = encode_body(&format, &request).unwrap();
         assert_eq!(built, without_empty(&exchange.request), "{} ({})", exchange.file, exchange.uri);
         compared += 1;
+        cached += usize::from(exchange.request.to_string().contains("cachePoint"));
     }
-    assert!(compared >= 37, "{compared} requests compared");
+    eprintln!("{compared} recorded requests rebuilt equal, {cached} of them with cache points");
+    assert!(compared >= 54, "{compared} requests compared");
+    assert!(cached >= 9, "{cached} requests with cache points compared");
 }

@@ -227,6 +227,7 @@ fn format_of(media_type: &str) -> &str {
     match subtype {
         "jpg" => "jpeg",
         "plain" => "txt",
+        "markdown" => "md",
         "vnd.openxmlformats-officedocument.wordprocessingml.document" => "docx",
         "vnd.openxmlformats-officedocument.spreadsheetml.sheet" => "xlsx",
         "msword" => "doc",
