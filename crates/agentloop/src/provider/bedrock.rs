@@ -19,7 +19,8 @@
 //!   without a choice (the API has none; it wants the tools when the history uses them).
 //! - Prompt caching: `cachePoint` blocks after what the [`CachePolicy`] marks (the same places
 //!   as Anthropic's breakpoints: the system prompt, else the tools; the user turn before the
-//!   last; the last user turn), at most four.
+//!   last; the last user turn), at most four; by default only on the models Bedrock caches for
+//!   ([`caches_prompts`]).
 //! - Usage: `input` = `inputTokens` + `cacheReadInputTokens` + `cacheWriteInputTokens`
 //!   (Bedrock's `inputTokens` is the uncached rest), `cached_input` = reads,
 //!   `cache_write_input` = writes.
@@ -70,6 +71,13 @@ pub enum BedrockError {
     Http(#[from] HttpConfigError),
 }
 
+/// Whether Bedrock caches prompts for `model` (a model id, an inference profile such as
+/// `us.anthropic.claude-…`, or an ARN naming one): Anthropic's Claude and Amazon Nova models.
+pub fn caches_prompts(model: &str) -> bool {
+    let model = model.to_ascii_lowercase();
+    model.contains("anthropic.claude") || model.contains("amazon.nova")
+}
+
 /// The family name of this API, on its opaque values.
 pub const FAMILY: &str = "bedrock";
 
@@ -92,17 +100,14 @@ pub struct Bedrock {
 }
 
 impl Bedrock {
-    /// The Converse API for `model`, caching with automatic breakpoints (no region or
-    /// credentials yet: see [`provider`](Self::provider) and
-    /// [`with_credentials`](Self::with_credentials)).
+    /// The Converse API for `model` (no region or credentials yet: see
+    /// [`provider`](Self::provider) and [`with_credentials`](Self::with_credentials)), caching
+    /// with automatic breakpoints on the models Bedrock caches for (Anthropic's Claude, Amazon
+    /// Nova: [`caches_prompts`]) and with none on the others, which refuse `cachePoint` blocks.
     pub fn converse(model: impl Into<String>) -> Self {
-        Self {
-            model: model.into(),
-            cache: CachePolicy::auto(),
-            additional_fields: None,
-            region: String::new(),
-            credentials: None,
-        }
+        let model = model.into();
+        let cache = if caches_prompts(&model) { CachePolicy::auto() } else { CachePolicy::off() };
+        Self { model, cache, additional_fields: None, region: String::new(), credentials: None }
     }
 
     /// Requests signed with `credentials` for `region`.

@@ -44,7 +44,8 @@ fn a_tool_loop_gets_cache_points_after_the_system_prompt_and_the_last_two_user_t
         Message::tool_results([ToolResult::ok("t1", "found")]),
     ])
     .with_instructions("sys");
-    let body = encode_body(&Bedrock::converse("m"), &request).unwrap();
+    let claude = Bedrock::converse("us.anthropic.claude-sonnet-4-5-20250929-v1:0");
+    let body = encode_body(&claude, &request).unwrap();
     assert_eq!(body["system"], json!([{"text": "sys"}, {"cachePoint": {"type": "default"}}]));
     assert_eq!(
         body["messages"][0]["content"],
