@@ -532,8 +532,11 @@ fn other_threads_to(cpu: usize) -> Result<(), BenchError> {
         let tid = entry?.file_name().to_string_lossy().parse::<i32>().ok();
         let Some(tid) = tid.and_then(rustix::process::Pid::from_raw) else { continue };
         if tid != me {
-            rustix::thread::sched_setaffinity(Some(tid), &set)
-                .map_err(|e| format!("moving thread {tid:?} to CPU {cpu}: {e}"))?;
+            match rustix::thread::sched_setaffinity(Some(tid), &set) {
+                // The thread ended between the listing and the move: nothing to move.
+                Err(rustix::io::Errno::SRCH) | Ok(()) => {}
+                Err(e) => return Err(format!("moving thread {tid:?} to CPU {cpu}: {e}").into()),
+            }
         }
     }
     Ok(())
