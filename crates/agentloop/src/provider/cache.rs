@@ -106,14 +106,29 @@ pub enum CachePoint {
     LastMessage,
 }
 
-/// The error for a policy asking for more breakpoints than `provider` allows.
-pub(crate) fn too_many(provider: &str, asked: usize) -> super::ProviderError {
-    super::ProviderError::InvalidRequest {
-        message: format!(
-            "the cache policy asks for {asked} cache breakpoints; {provider} allows at most \
-             {MAX_BREAKPOINTS} per request"
-        ),
+/// The distinct `points`, in order; more than [`MAX_BREAKPOINTS`] is an `InvalidRequest`
+/// naming `provider` (whatever the conversation, so that a wrong policy fails on the first
+/// call).
+pub(crate) fn distinct_points(
+    points: &[CachePoint],
+    provider: &str,
+) -> Result<Vec<CachePoint>, super::ProviderError> {
+    let mut asked: Vec<CachePoint> = Vec::new();
+    for point in points {
+        if !asked.contains(point) {
+            asked.push(*point);
+        }
     }
+    if asked.len() > MAX_BREAKPOINTS {
+        return Err(super::ProviderError::InvalidRequest {
+            message: format!(
+                "the cache policy asks for {} cache breakpoints; {provider} allows at most \
+                 {MAX_BREAKPOINTS} per request",
+                asked.len()
+            ),
+        });
+    }
+    Ok(asked)
 }
 
 #[cfg(test)]

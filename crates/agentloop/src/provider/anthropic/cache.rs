@@ -3,7 +3,7 @@
 //! order (tools, then `system`, then `messages`), at most four marks per request; a thinking
 //! block cannot carry one (the mark goes to the block before it in the same message).
 
-use crate::provider::cache::{too_many, Breakpoints, CachePoint, CachePolicy, MAX_BREAKPOINTS};
+use crate::provider::cache::{distinct_points, Breakpoints, CachePoint, CachePolicy};
 use crate::provider::ProviderError;
 use serde_json::{json, Map, Value};
 
@@ -17,7 +17,7 @@ enum Mark {
 }
 
 /// Marks `body` (an encoded request; `ends` is where each of the request's messages ended in
-/// it) as `policy` says. A policy asking for more than [`MAX_BREAKPOINTS`] points fails,
+/// it) as `policy` says. A policy asking for more than [`MAX_BREAKPOINTS`](crate::provider::cache::MAX_BREAKPOINTS) points fails,
 /// whatever the conversation, so that it fails on the first call.
 pub(super) fn mark(
     policy: &CachePolicy,
@@ -28,15 +28,7 @@ pub(super) fn mark(
         Breakpoints::Off => return Ok(()),
         Breakpoints::Auto => auto(body),
         Breakpoints::Explicit(points) => {
-            let mut asked: Vec<CachePoint> = Vec::new();
-            for point in points {
-                if !asked.contains(point) {
-                    asked.push(*point);
-                }
-            }
-            if asked.len() > MAX_BREAKPOINTS {
-                return Err(too_many("Anthropic", asked.len()));
-            }
+            let asked = distinct_points(points, "Anthropic")?;
             asked.iter().filter_map(|point| explicit(*point, ends, body)).collect()
         }
     };

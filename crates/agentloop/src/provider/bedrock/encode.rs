@@ -2,7 +2,7 @@
 
 use super::{Bedrock, FAMILY};
 use crate::message::{MediaSource, Message, Part, Reasoning, Role, ToolCall, ToolResult};
-use crate::provider::cache::{too_many, Breakpoints, CachePoint, MAX_BREAKPOINTS};
+use crate::provider::cache::{distinct_points, Breakpoints, CachePoint};
 use crate::provider::{ModelRequest, ProviderError, ToolChoice};
 use crate::tool::parse_arguments;
 use serde_json::{json, Map, Value};
@@ -112,16 +112,7 @@ fn marks(
             marks.extend([previous, last].into_iter().flatten().filter_map(last_of));
         }
         Breakpoints::Explicit(points) => {
-            let mut asked: Vec<CachePoint> = Vec::new();
-            for point in points {
-                if !asked.contains(point) {
-                    asked.push(*point);
-                }
-            }
-            if asked.len() > MAX_BREAKPOINTS {
-                return Err(too_many("Bedrock", asked.len()));
-            }
-            for point in asked {
+            for point in distinct_points(points, "Bedrock")? {
                 let mark = match point {
                     CachePoint::Tools => tools.then_some(Mark::Tools),
                     CachePoint::Instructions => system.then_some(Mark::System),
